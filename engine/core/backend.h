@@ -1,0 +1,61 @@
+#pragma once
+// Backend: one per device kind. Owns the allocator, streams and library handles, and
+// implements the op set. Handles travel here, never in globals.
+#include <iosfwd>
+#include <memory>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "engine/core/ops.h"
+#include "engine/core/tensor.h"
+
+namespace convoy {
+
+struct BackendOptions {
+  bool deterministic = false;  // pick deterministic algorithms (cuDNN)
+  int threads = 0;             // CPU threads; 0 = all cores
+};
+
+class Backend {
+ public:
+  virtual ~Backend() = default;
+  virtual Device device() const = 0;
+  virtual const std::shared_ptr<Allocator>& allocator() const = 0;
+  virtual Ops& ops() = 0;
+  // Waits until all queued work on the device is done.
+  virtual void synchronize() = 0;
+  // One line: the device and the libraries behind it.
+  virtual std::string describe() const = 0;
+
+  Tensor empty(Shape shape, DType dtype, Layout layout = Layout::nchw) const {
+    return Tensor(std::move(shape), dtype, allocator(), layout);
+  }
+  Tensor zeros(Shape shape, DType dtype, Layout layout = Layout::nchw) const {
+    Tensor t = empty(std::move(shape), dtype, layout);
+    t.zero_();
+    return t;
+  }
+  // The tensor on this backend's device (shared, not copied, when already there).
+  Tensor upload(const Tensor& t) const { return t.device() == device() ? t : t.to(allocator()); }
+};
+
+std::unique_ptr<Backend> make_cpu_backend(const BackendOptions& options);
+
+// CUDA: defined by engine/backends/cuda when CONVOY_CUDA is on, by a stub otherwise.
+// Empty when a GPU is usable, else why not ("CUDA not compiled in", "no NVIDIA driver", ...).
+std::string cuda_unavailable_reason();
+// Throws DeviceError when the device cannot be used.
+std::unique_ptr<Backend> make_cuda_backend(int device_index, const BackendOptions& options);
+// Lines for `convoy doctor`: driver, runtime, cuDNN, cuBLAS, GPUs.
+std::vector<std::string> cuda_doctor_lines();
+
+// Lines for `convoy doctor` about the CPU path: oneDNN version, ISA, threads.
+std::vector<std::string> cpu_doctor_lines();
+
+// device: "auto", "cpu", "cuda" or "cuda:N". "auto" falls back to the CPU and writes one
+// line to `log` saying why; "cuda" on a machine without a usable GPU is a DeviceError.
+std::unique_ptr<Backend> select_backend(std::string_view device, const BackendOptions& options,
+                                        std::ostream& log);
+
+}  // namespace convoy

@@ -1,0 +1,160 @@
+#pragma once
+// The op set every backend implements. Layers call these; each backend (CPU: oneDNN and
+// OpenMP loops; CUDA: cuDNN, cuBLAS and kernels/) implements them for its device.
+// Outputs are preallocated by the caller with the right shape and dtype on the backend's
+// device and are overwritten, never accumulated into (except add_inplace).
+// Shapes: 4-D activations are logically (N, C, H, W) whatever their Layout.
+#include <cstdint>
+#include <span>
+
+#include "engine/core/tensor.h"
+
+namespace convoy {
+
+struct Conv2dParams {
+  int64_t stride_h = 1, stride_w = 1;
+  int64_t pad_h = 0, pad_w = 0;
+  int64_t dilation_h = 1, dilation_w = 1;
+  int64_t groups = 1;
+};
+
+enum class PoolKind : uint8_t { max, avg };
+
+struct Pool2dParams {
+  PoolKind kind = PoolKind::max;
+  int64_t kernel_h = 2, kernel_w = 2;
+  int64_t stride_h = 2, stride_w = 2;
+  int64_t pad_h = 0, pad_w = 0;
+  // Average pooling divides by the window size clipped to the unpadded input (PyTorch's
+  // count_include_pad=False); max pooling ignores padding.
+};
+
+enum class Activation : uint8_t { relu, leaky_relu, gelu };  // gelu is the exact erf form
+
+struct SgdHyper {
+  float lr = 0.1f;
+  float momentum = 0.0f;
+  bool nesterov = false;
+};
+// One parameter for SGD (PyTorch semantics, dampening 0):
+//   g = grad + weight_decay * param;  buf = momentum * buf + g;
+//   g = nesterov ? g + momentum * buf : buf;  param -= lr * g
+struct SgdSlot {
+  Tensor* param;         // f32 master weights
+  const Tensor* grad;    // f32, same shape
+  Tensor* momentum_buf;  // f32, same shape, zero at the start
+  float weight_decay;
+};
+
+struct AdamHyper {
+  float lr = 1e-3f;
+  float beta1 = 0.9f, beta2 = 0.999f;
+  float eps = 1e-8f;
+  int64_t step = 1;  // 1-based, after increment (for bias correction)
+};
+// One parameter for AdamW (decoupled weight decay, PyTorch semantics):
+//   param *= 1 - lr * weight_decay;  m = b1 m + (1 - b1) g;  v = b2 v + (1 - b2) g^2;
+//   param -= lr * (m / (1 - b1^step)) / (sqrt(v / (1 - b2^step)) + eps)
+struct AdamSlot {
+  Tensor* param;
+  const Tensor* grad;
+  Tensor* m;
+  Tensor* v;
+  float weight_decay;
+};
+
+// Input normalization and augmentation of a u8 batch.
+struct NormalizeAugment {
+  float mean[4] = {0, 0, 0, 0};  // per channel, on the [0, 1] scale
+  float std[4] = {1, 1, 1, 1};
+  int64_t crop_padding = 0;  // random crop of the original size from the zero-padded image; 0 = off
+  bool horizontal_flip = false;  // flip each sample with probability 1/2
+};
+
+class Ops {
+ public:
+  virtual ~Ops() = default;
+
+  // x (N, C, H, W), w (K, C/groups, R, S), b (K) or undefined, y (N, K, P, Q).
+  virtual void conv2d_forward(const Conv2dParams& p, const Tensor& x, const Tensor& w,
+                              const Tensor& b, Tensor& y) = 0;
+  // dy (N, K, P, Q), w (K, C/groups, R, S) -> dx (N, C, H, W).
+  virtual void conv2d_backward_data(const Conv2dParams& p, const Tensor& dy, const Tensor& w,
+                                    Tensor& dx) = 0;
+  // x (N, C, H, W), dy (N, K, P, Q) -> dw (K, C/groups, R, S), db (K) unless undefined.
+  virtual void conv2d_backward_weights(const Conv2dParams& p, const Tensor& x, const Tensor& dy,
+                                       Tensor& dw, Tensor& db) = 0;
+
+  // Batch norm per channel over (N, H, W). gamma, beta, running_*, saved_*: (C) f32.
+  // Training: normalizes with the batch statistics, saves mean and 1/sqrt(var + eps)
+  // (biased var), and updates running_mean/var in place with the unbiased var:
+  // running = (1 - momentum) * running + momentum * batch.
+  virtual void batchnorm_forward_train(const Tensor& x, const Tensor& gamma, const Tensor& beta,
+                                       float momentum, float eps, Tensor& running_mean,
+                                       Tensor& running_var, Tensor& y, Tensor& saved_mean,
+                                       Tensor& saved_invstd) = 0;
+  virtual void batchnorm_forward_eval(const Tensor& x, const Tensor& gamma, const Tensor& beta,
+                                      const Tensor& running_mean, const Tensor& running_var,
+                                      float eps, Tensor& y) = 0;
+  virtual void batchnorm_backward(const Tensor& x, const Tensor& dy, const Tensor& gamma,
+                                  const Tensor& saved_mean, const Tensor& saved_invstd,
+                                  Tensor& dx, Tensor& dgamma, Tensor& dbeta) = 0;
+
+  // Elementwise activation; alpha is leaky_relu's negative slope. Any shape.
+  virtual void activation_forward(Activation kind, float alpha, const Tensor& x, Tensor& y) = 0;
+  virtual void activation_backward(Activation kind, float alpha, const Tensor& x, const Tensor& y,
+                                   const Tensor& dy, Tensor& dx) = 0;
+
+  // x (N, C, H, W) -> y (N, C, P, Q). `workspace` is the backend's own record of a
+  // training forward (e.g. max indices); backward receives it back. It may stay undefined.
+  virtual void pool2d_forward(const Pool2dParams& p, const Tensor& x, Tensor& y, Tensor& workspace,
+                              bool training) = 0;
+  virtual void pool2d_backward(const Pool2dParams& p, const Tensor& x, const Tensor& y,
+                               const Tensor& dy, const Tensor& workspace, Tensor& dx) = 0;
+
+  // x (N, K), w (M, K), b (M) or undefined -> y (N, M) = x w^T + b.
+  virtual void linear_forward(const Tensor& x, const Tensor& w, const Tensor& b, Tensor& y) = 0;
+  // dy (N, M) -> dx (N, K) unless undefined, dw (M, K), db (M) unless undefined.
+  virtual void linear_backward(const Tensor& x, const Tensor& w, const Tensor& dy, Tensor& dx,
+                               Tensor& dw, Tensor& db) = 0;
+
+  // y = a + b, all the same shape.
+  virtual void add(const Tensor& a, const Tensor& b, Tensor& y) = 0;
+  // y += x, the same shape (gradients of a tensor read by several layers).
+  virtual void add_inplace(Tensor& y, const Tensor& x) = 0;
+  // Concatenate (N, C_i, H, W) along C into y, and the reverse.
+  virtual void concat_channels(std::span<const Tensor> xs, Tensor& y) = 0;
+  virtual void split_channels(const Tensor& y, std::span<Tensor> xs) = 0;
+
+  // Inverted dropout: element i is kept iff counter_uniform(seed, i) >= p, then scaled by
+  // 1 / (1 - p). Backward regenerates the same mask from the seed.
+  virtual void dropout_forward(float p, uint64_t seed, const Tensor& x, Tensor& y) = 0;
+  virtual void dropout_backward(float p, uint64_t seed, const Tensor& dy, Tensor& dx) = 0;
+
+  // logits (N, C) (f32 or bf16), labels (N) i32. Computes the mean over the batch of the
+  // cross-entropy with label smoothing s (target = (1 - s) one_hot + s / C), in f32:
+  // loss (1) f32; dlogits (N, C) in logits' dtype = d(mean loss)/d(logits), unless
+  // undefined; correct (1) i32 = count of argmax(logits) == label.
+  virtual void softmax_cross_entropy(const Tensor& logits, const Tensor& labels, float smoothing,
+                                     Tensor& loss, Tensor& dlogits, Tensor& correct) = 0;
+  // logits (N, C) -> probs (N, C) f32.
+  virtual void softmax(const Tensor& logits, Tensor& probs) = 0;
+
+  // Converts between f32, bf16 and f16 (same shape).
+  virtual void cast(const Tensor& x, Tensor& y) = 0;
+  virtual void fill(Tensor& y, float value) = 0;
+
+  // Updates all parameters at once (one fused launch on the GPU).
+  virtual void sgd_update(std::span<const SgdSlot> slots, const SgdHyper& h) = 0;
+  virtual void adamw_update(std::span<const AdamSlot> slots, const AdamHyper& h) = 0;
+
+  // images u8 (N, C, H, W) -> y (N, C, H, W), f32 or bf16:
+  // y = (augment(images) / 255 - mean[c]) / std[c]. For sample n, with
+  // r = counter_hash(seed, n): the crop offsets are dy = r % (2 pad + 1) - pad,
+  // dx = (r >> 16) % (2 pad + 1) - pad (output pixel (h, w) reads input (h + dy, w + dx),
+  // zero outside), and the sample is flipped horizontally first iff (r >> 32) & 1.
+  virtual void normalize_augment(const Tensor& images, const NormalizeAugment& a, uint64_t seed,
+                                 Tensor& y) = 0;
+};
+
+}  // namespace convoy

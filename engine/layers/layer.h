@@ -1,0 +1,68 @@
+#pragma once
+// Layer: one node of a model's static DAG, with explicit forward and backward.
+#include <cstdint>
+#include <random>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "engine/core/backend.h"
+#include "engine/core/tensor.h"
+
+namespace convoy {
+
+// A trainable tensor. `value` and `grad` are f32 master copies; when the model computes
+// in bf16, `compute` holds the bf16 copy layers read (refreshed before each step) and
+// `compute_grad` the bf16 gradient layers write (cast into `grad` after backward).
+struct Parameter {
+  std::string name;      // "weight", "bias", ...
+  Tensor value;          // f32
+  Tensor grad;           // f32, same shape
+  Tensor compute;        // compute-dtype copy, or undefined when the compute dtype is f32
+  Tensor compute_grad;   // likewise
+  bool weight_decay = true;  // false for biases and batch-norm affine parameters
+  bool keep_f32 = false;     // batch-norm scale and shift stay f32 in mixed precision
+
+  const Tensor& weight() const { return compute.defined() ? compute : value; }
+  Tensor& weight_grad() { return compute_grad.defined() ? compute_grad : grad; }
+};
+
+// A non-trainable state tensor saved in checkpoints (batch-norm running statistics).
+struct Buffer {
+  std::string name;
+  Tensor value;  // f32
+};
+
+class Layer {
+ public:
+  explicit Layer(std::string name) : name_(std::move(name)) {}
+  virtual ~Layer() = default;
+  Layer(const Layer&) = delete;
+  Layer& operator=(const Layer&) = delete;
+
+  const std::string& name() const { return name_; }
+  virtual std::string_view type() const = 0;
+
+  // Checks the per-sample input shapes (no batch dimension, e.g. (C, H, W)), creates and
+  // initializes the parameters on the CPU, and returns the per-sample output shape.
+  // A mismatch throws InputError naming the layer and the shapes.
+  virtual Shape build(std::span<const Shape> inputs, std::mt19937_64& rng) = 0;
+
+  // inputs: batched tensors on the backend's device in the compute dtype.
+  virtual Tensor forward(Backend& backend, std::span<const Tensor> inputs, bool training) = 0;
+  // Returns d(loss)/d(input) for each input (an undefined Tensor where
+  // needs_input_grad[i] is false) and writes parameter gradients (overwriting them).
+  virtual std::vector<Tensor> backward(Backend& backend, std::span<const Tensor> inputs,
+                                       const Tensor& output, const Tensor& grad_output,
+                                       std::span<const bool> needs_input_grad) = 0;
+
+  virtual std::vector<Parameter*> parameters() { return {}; }
+  virtual std::vector<Buffer*> buffers() { return {}; }
+  // Multiply-adds x 2 of one forward pass for one sample, for the benchmark's FLOP count.
+  virtual int64_t forward_flops(std::span<const Shape> inputs, const Shape& output) const { return 0; }
+
+ private:
+  std::string name_;
+};
+
+}  // namespace convoy

@@ -1,0 +1,32 @@
+#!/usr/bin/env bash
+# Installs Convoy's build and test dependencies from Debian's packages.
+# Idempotent: installs only what is missing and says nothing when all is there.
+set -euo pipefail
+
+packages=(
+  build-essential cmake ninja-build pkg-config
+  libdnnl-dev            # oneDNN: CPU convolution, pooling, batch norm, eltwise, inner product
+  libyaml-cpp-dev        # model and run configs (with line numbers for errors)
+  libopencv-dev          # image decoding and resizing for `convoy infer IMAGE`
+  nlohmann-json3-dev     # safetensors headers, bench JSON
+  libcli11-dev           # the command line
+  zlib1g-dev             # gzip IDX files
+  libgtest-dev libgmock-dev libbenchmark-dev
+  dataset-fashion-mnist  # the real Fashion-MNIST
+  python3-numpy python3-torch python3-matplotlib   # golden tests, peers, charts
+)
+[ "${CONVOY_SETUP_MINIMAL:-0}" = 1 ] && packages=("${packages[@]/python3-torch/}")
+
+missing=()
+for p in "${packages[@]}"; do
+  [ -z "$p" ] && continue
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "ok installed" || missing+=("$p")
+done
+[ ${#missing[@]} -eq 0 ] && exit 0
+
+echo "setup: installing ${missing[*]}" >&2
+sudo_cmd=""
+[ "$(id -u)" -ne 0 ] && sudo_cmd="sudo"
+export DEBIAN_FRONTEND=noninteractive
+$sudo_cmd apt-get update -qq
+$sudo_cmd apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
