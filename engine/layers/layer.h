@@ -33,6 +33,12 @@ struct Buffer {
   Tensor value;  // f32
 };
 
+// What a forward pass needs to know beyond its inputs.
+struct StepInfo {
+  bool training = false;
+  uint64_t seed = 0;  // random seed of this step (dropout); a pure function of (run seed, step)
+};
+
 class Layer {
  public:
   explicit Layer(std::string name) : name_(std::move(name)) {}
@@ -49,7 +55,7 @@ class Layer {
   virtual Shape build(std::span<const Shape> inputs, std::mt19937_64& rng) = 0;
 
   // inputs: batched tensors on the backend's device in the compute dtype.
-  virtual Tensor forward(Backend& backend, std::span<const Tensor> inputs, bool training) = 0;
+  virtual Tensor forward(Backend& backend, std::span<const Tensor> inputs, const StepInfo& step) = 0;
   // Returns d(loss)/d(input) for each input (an undefined Tensor where
   // needs_input_grad[i] is false) and writes parameter gradients (overwriting them).
   virtual std::vector<Tensor> backward(Backend& backend, std::span<const Tensor> inputs,

@@ -1,0 +1,17 @@
+#pragma once
+// The `convoy` subcommands: each registers its options on the app and runs when chosen.
+#include <functional>
+
+#include <CLI/CLI.hpp>
+
+namespace convoy::cli {
+
+// The action a chosen subcommand runs; it returns the process exit status.
+using Action = std::function<int()>;
+
+// Each registers its subcommand; when that is chosen, parsing stores its action in `chosen`.
+void add_train_command(CLI::App& app, Action& chosen);
+void add_infer_command(CLI::App& app, Action& chosen);
+void add_doctor_command(CLI::App& app, Action& chosen);
+
+}  // namespace convoy::cli

@@ -1,0 +1,177 @@
+#include "engine/config/run_config.h"
+
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+
+#include "engine/config/yaml_map.h"
+#include "engine/core/error.h"
+
+namespace convoy {
+
+namespace {
+
+namespace fs = std::filesystem;
+
+// `--set a.b=c`: walks (creating) maps along the dotted key and sets the leaf. The
+// value is parsed as YAML so numbers, booleans and lists keep their types.
+void apply_override(YAML::Node& root, const std::string& assignment) {
+  const size_t eq = assignment.find('=');
+  if (eq == std::string::npos || eq == 0)
+    throw InputError("--set " + assignment + ": expected key=value, e.g. optimizer.lr=0.05");
+  const std::string key = assignment.substr(0, eq);
+  const YAML::Node value = yaml_load_string(assignment.substr(eq + 1), "--set " + key);
+  std::vector<std::string> parts;
+  std::stringstream ss(key);
+  for (std::string part; std::getline(ss, part, '.');) {
+    if (part.empty()) throw InputError("--set " + assignment + ": empty key segment");
+    parts.push_back(part);
+  }
+  // yaml-cpp nodes are handles: walk with copies, assigning into the tree.
+  std::vector<YAML::Node> chain{root};
+  for (size_t i = 0; i + 1 < parts.size(); ++i) {
+    YAML::Node next = chain.back()[parts[i]];
+    if (next.IsDefined() && !next.IsNull() && !next.IsMap())
+      throw InputError("--set " + assignment + ": '" + parts[i] + "' is not a mapping");
+    if (!next.IsDefined() || next.IsNull()) {
+      chain.back()[parts[i]] = YAML::Node(YAML::NodeType::Map);
+      next = chain.back()[parts[i]];
+    }
+    chain.push_back(next);
+  }
+  chain.back()[parts.back()] = value;
+}
+
+std::string resolve_path(const std::string& base_dir, const std::string& path) {
+  if (path.empty() || fs::path(path).is_absolute()) return path;
+  return (fs::path(base_dir) / path).lexically_normal().string();
+}
+
+void check_positive(const YamlMap& map, std::string_view key, double value) {
+  if (!(value > 0)) map.fail(key, "must be greater than 0");
+}
+
+}  // namespace
+
+RunConfig parse_run_config(const std::string& yaml_text, const std::string& source,
+                           const std::string& base_dir, const std::vector<std::string>& overrides) {
+  YAML::Node root = yaml_load_string(yaml_text, source);
+  if (root.IsNull()) root = YAML::Node(YAML::NodeType::Map);
+  if (!root.IsMap()) throw InputError(source + ": expected a mapping of keys to values at the top");
+  for (const auto& o : overrides) apply_override(root, o);
+
+  RunConfig c;
+  c.source = source;
+  YamlMap top(root, source, "");
+  c.name = top.get_string("name", c.name);
+  if (c.name.empty() || c.name.find('/') != std::string::npos || c.name == "." || c.name == "..")
+    top.fail("name", "must be a plain directory name");
+  c.model_path = resolve_path(base_dir, top.get_string("model"));
+  if (!fs::exists(c.model_path)) top.fail("model", "file not found: " + c.model_path);
+
+  const YamlMap data = top.get_map("dataset");
+  c.dataset.kind = data.get_choice("kind", c.dataset.kind, {"fashion-mnist", "mnist"});
+  c.dataset.path = resolve_path(base_dir, data.get_string("path", c.dataset.path));
+  c.dataset.train_split = data.get_string("train_split", c.dataset.train_split);
+  c.dataset.test_split = data.get_string("test_split", c.dataset.test_split);
+  c.dataset.train_limit = data.get_int("train_limit", 0);
+  c.dataset.test_limit = data.get_int("test_limit", 0);
+  if (c.dataset.train_limit < 0) data.fail("train_limit", "must be 0 (all) or positive");
+  if (c.dataset.test_limit < 0) data.fail("test_limit", "must be 0 (all) or positive");
+  const YamlMap norm = data.get_map("normalize");
+  c.dataset.mean = norm.get_doubles("mean", c.dataset.mean);
+  c.dataset.std = norm.get_doubles("std", c.dataset.std);
+  if (c.dataset.mean.size() != c.dataset.std.size() || c.dataset.mean.empty() || c.dataset.mean.size() > 4)
+    norm.fail("std", "mean and std need one value per channel (1 to 4 channels)");
+  for (double s : c.dataset.std) check_positive(norm, "std", s);
+  norm.finish();
+  const YamlMap aug = data.get_map("augment");
+  c.dataset.crop_padding = aug.get_int("crop_padding", 0);
+  if (c.dataset.crop_padding < 0) aug.fail("crop_padding", "must be 0 (off) or positive");
+  c.dataset.horizontal_flip = aug.get_bool("horizontal_flip", false);
+  aug.finish();
+  data.finish();
+
+  c.batch_size = top.get_int("batch_size", c.batch_size);
+  check_positive(top, "batch_size", static_cast<double>(c.batch_size));
+  c.epochs = top.get_int("epochs", c.epochs);
+  check_positive(top, "epochs", static_cast<double>(c.epochs));
+
+  const YamlMap opt = top.get_map("optimizer");
+  c.optimizer.type = opt.get_choice("type", c.optimizer.type, {"sgd", "adamw"});
+  c.optimizer.lr = opt.get_double("lr", c.optimizer.type == "sgd" ? 0.1 : 1e-3);
+  check_positive(opt, "lr", c.optimizer.lr);
+  c.optimizer.weight_decay = opt.get_double("weight_decay", c.optimizer.type == "sgd" ? 0.0 : 0.01);
+  if (c.optimizer.weight_decay < 0) opt.fail("weight_decay", "must not be negative");
+  if (c.optimizer.type == "sgd") {
+    c.optimizer.momentum = opt.get_double("momentum", 0.9);
+    if (c.optimizer.momentum < 0 || c.optimizer.momentum >= 1) opt.fail("momentum", "must be in [0, 1)");
+    c.optimizer.nesterov = opt.get_bool("nesterov", false);
+    if (c.optimizer.nesterov && c.optimizer.momentum == 0) opt.fail("nesterov", "needs momentum > 0");
+  } else {
+    c.optimizer.beta1 = opt.get_double("beta1", 0.9);
+    c.optimizer.beta2 = opt.get_double("beta2", 0.999);
+    c.optimizer.eps = opt.get_double("eps", 1e-8);
+    if (c.optimizer.beta1 < 0 || c.optimizer.beta1 >= 1) opt.fail("beta1", "must be in [0, 1)");
+    if (c.optimizer.beta2 < 0 || c.optimizer.beta2 >= 1) opt.fail("beta2", "must be in [0, 1)");
+    check_positive(opt, "eps", c.optimizer.eps);
+  }
+  opt.finish();
+
+  const YamlMap sched = top.get_map("schedule");
+  c.schedule.type = sched.get_choice("type", "constant", {"constant", "step", "cosine", "onecycle"});
+  c.schedule.warmup_epochs = sched.get_double("warmup_epochs", 0.0);
+  c.schedule.warmup_start_factor = sched.get_double("warmup_start_factor", 0.1);
+  if (c.schedule.warmup_epochs < 0) sched.fail("warmup_epochs", "must not be negative");
+  if (c.schedule.type == "step") {
+    for (double m : sched.get_doubles("milestones", {}))
+      c.schedule.milestones.push_back(static_cast<int64_t>(m));
+    if (c.schedule.milestones.empty()) sched.fail("milestones", "a step schedule needs milestones (epochs)");
+    c.schedule.gamma = sched.get_double("gamma", 0.1);
+  } else if (c.schedule.type == "cosine") {
+    c.schedule.min_lr = sched.get_double("min_lr", 0.0);
+  } else if (c.schedule.type == "onecycle") {
+    c.schedule.pct_start = sched.get_double("pct_start", 0.3);
+    c.schedule.div_factor = sched.get_double("div_factor", 25.0);
+    c.schedule.final_div_factor = sched.get_double("final_div_factor", 1e4);
+    if (c.schedule.pct_start <= 0 || c.schedule.pct_start >= 1) sched.fail("pct_start", "must be in (0, 1)");
+    if (c.schedule.warmup_epochs > 0) sched.fail("warmup_epochs", "onecycle has its own warm-up");
+  }
+  sched.finish();
+
+  c.label_smoothing = top.get_double("label_smoothing", 0.0);
+  if (c.label_smoothing < 0 || c.label_smoothing >= 1) top.fail("label_smoothing", "must be in [0, 1)");
+  const int64_t seed = top.get_int("seed", 42);
+  if (seed < 0) top.fail("seed", "must not be negative");
+  c.seed = static_cast<uint64_t>(seed);
+  c.device = top.get_string("device", "auto");
+  if (c.device != "auto" && c.device != "cpu" && c.device != "cuda" && c.device.rfind("cuda:", 0) != 0)
+    top.fail("device", "'" + c.device + "' is not one of: auto, cpu, cuda, cuda:N");
+  c.precision = top.get_choice("precision", "fp32", {"fp32", "bf16"});
+  c.deterministic = top.get_bool("deterministic", false);
+  c.threads = top.get_int("threads", 0);
+  if (c.threads < 0) top.fail("threads", "must be 0 (all cores) or positive");
+
+  const YamlMap out = top.get_map("output");
+  c.output_dir = out.get_string("dir", c.output_dir);
+  c.log_every = out.get_int("log_every", c.log_every);
+  check_positive(out, "log_every", static_cast<double>(c.log_every));
+  out.finish();
+  top.finish();
+
+  YAML::Emitter emitter;
+  emitter << root;
+  c.resolved_yaml = emitter.c_str();
+  return c;
+}
+
+RunConfig load_run_config(const std::string& path, const std::vector<std::string>& overrides) {
+  std::ifstream in(path);
+  if (!in) throw InputError(path + ": cannot open the config file (does it exist?)");
+  std::stringstream text;
+  text << in.rdbuf();
+  const std::string base = fs::path(path).parent_path().string();
+  return parse_run_config(text.str(), path, base.empty() ? "." : base, overrides);
+}
+
+}  // namespace convoy

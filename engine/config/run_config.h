@@ -1,0 +1,71 @@
+#pragma once
+// A training or inference run, as read from configs/*.yaml and validated.
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace convoy {
+
+struct DatasetConfig {
+  std::string kind = "fashion-mnist";  // fashion-mnist | mnist
+  std::string path = "/usr/share/datasets/fashion-mnist";
+  std::string train_split = "train";
+  std::string test_split = "test";
+  int64_t train_limit = 0;  // first N samples only; 0 = all
+  int64_t test_limit = 0;
+  std::vector<double> mean = {0.2860};  // per channel, on the [0, 1] scale
+  std::vector<double> std = {0.3530};
+  int64_t crop_padding = 0;   // random crop with this much zero padding; 0 = off
+  bool horizontal_flip = false;
+};
+
+struct OptimizerConfig {
+  std::string type = "sgd";  // sgd | adamw
+  double lr = 0.1;
+  double momentum = 0.9;
+  bool nesterov = false;
+  double weight_decay = 0.0;
+  double beta1 = 0.9, beta2 = 0.999, eps = 1e-8;
+};
+
+struct ScheduleConfig {
+  std::string type = "constant";  // constant | step | cosine | onecycle
+  double warmup_epochs = 0.0;     // linear warm-up from warmup_start_factor * lr
+  double warmup_start_factor = 0.1;
+  std::vector<int64_t> milestones;  // step: epochs at which lr *= gamma
+  double gamma = 0.1;
+  double min_lr = 0.0;             // cosine: the floor
+  double pct_start = 0.3;          // onecycle: fraction of steps spent rising
+  double div_factor = 25.0;        // onecycle: initial lr = lr / div_factor
+  double final_div_factor = 1e4;   // onecycle: final lr = initial lr / final_div_factor
+};
+
+struct RunConfig {
+  std::string source;       // the config file (for messages)
+  std::string name = "run"; // runs/<name>/
+  std::string model_path;   // resolved model YAML path
+  DatasetConfig dataset;
+  int64_t batch_size = 128;
+  int64_t epochs = 1;
+  OptimizerConfig optimizer;
+  ScheduleConfig schedule;
+  double label_smoothing = 0.0;
+  uint64_t seed = 42;
+  std::string device = "auto";     // auto | cpu | cuda | cuda:N
+  std::string precision = "fp32";  // fp32 | bf16
+  bool deterministic = false;
+  int64_t threads = 0;             // CPU threads; 0 = all cores
+  std::string output_dir = "runs"; // the run writes to <output_dir>/<name>/
+  int64_t log_every = 50;          // steps between plain progress lines (not a terminal)
+  std::string resolved_yaml;       // the final config with overrides, for checkpoints
+};
+
+// Reads and validates a run config; `overrides` are "key.path=value" strings applied
+// before validation (values parsed as YAML scalars). Relative paths in the file (model,
+// dataset.path) are resolved against the config file's directory.
+RunConfig load_run_config(const std::string& path, const std::vector<std::string>& overrides);
+// The same from YAML text (`source` names it in messages; relative paths against `base_dir`).
+RunConfig parse_run_config(const std::string& yaml_text, const std::string& source,
+                           const std::string& base_dir, const std::vector<std::string>& overrides);
+
+}  // namespace convoy

@@ -1,0 +1,215 @@
+#include "engine/config/yaml_map.h"
+
+#include <algorithm>
+#include <fstream>
+#include <sstream>
+
+#include "engine/core/error.h"
+
+namespace convoy {
+
+namespace {
+
+std::string scalar_kind(const YAML::Node& node) {
+  switch (node.Type()) {
+    case YAML::NodeType::Null: return "nothing";
+    case YAML::NodeType::Scalar: return "'" + node.Scalar() + "'";
+    case YAML::NodeType::Sequence: return "a list";
+    case YAML::NodeType::Map: return "a mapping";
+    default: return "an undefined value";
+  }
+}
+
+}  // namespace
+
+YAML::Node yaml_load_string(const std::string& text, const std::string& source) {
+  try {
+    return YAML::Load(text);
+  } catch (const YAML::Exception& e) {
+    throw InputError(source + ":" + std::to_string(e.mark.line + 1) + ":" +
+                     std::to_string(e.mark.column + 1) + ": invalid YAML: " + e.msg);
+  }
+}
+
+YAML::Node yaml_load_file(const std::string& path) {
+  std::ifstream in(path);
+  if (!in) throw InputError(path + ": cannot open the file (does it exist?)");
+  std::stringstream text;
+  text << in.rdbuf();
+  return yaml_load_string(text.str(), path);
+}
+
+std::string yaml_where(const std::string& file, const YAML::Node& node) {
+  if (!node.IsDefined()) return file;
+  const YAML::Mark mark = node.Mark();
+  if (mark.is_null()) return file;
+  return file + ":" + std::to_string(mark.line + 1);
+}
+
+YamlMap::YamlMap(YAML::Node node, std::string file, std::string path)
+    : node_(std::move(node)), file_(std::move(file)), path_(std::move(path)) {
+  if (node_.IsNull() || !node_.IsDefined()) {
+    node_ = YAML::Node(YAML::NodeType::Map);
+  } else if (!node_.IsMap()) {
+    throw InputError(yaml_where(file_, node_) + ": " + (path_.empty() ? "the file" : path_) +
+                     ": expected a mapping of keys to values, found " + scalar_kind(node_));
+  }
+}
+
+std::string YamlMap::key_path(std::string_view key) const {
+  return path_.empty() ? std::string(key) : path_ + "." + std::string(key);
+}
+
+void YamlMap::fail(std::string_view key, const std::string& message) const {
+  const YAML::Node value = node_[std::string(key)];
+  throw InputError(yaml_where(file_, value.IsDefined() ? value : node_) + ": " + key_path(key) +
+                   ": " + message);
+}
+
+void YamlMap::fail(const std::string& message) const {
+  throw InputError(yaml_where(file_, node_) + ": " + (path_.empty() ? "" : path_ + ": ") + message);
+}
+
+YAML::Node YamlMap::lookup(std::string_view key) const {
+  read_.insert(std::string(key));
+  return node_[std::string(key)];
+}
+
+YAML::Node YamlMap::raw(std::string_view key) const { return lookup(key); }
+
+bool YamlMap::has(std::string_view key) const {
+  const YAML::Node n = node_[std::string(key)];
+  return n.IsDefined() && !n.IsNull();
+}
+
+std::string YamlMap::get_string(std::string_view key) const {
+  const YAML::Node n = lookup(key);
+  if (!n.IsDefined() || n.IsNull()) fail(key, "missing (expected a string)");
+  if (!n.IsScalar()) fail(key, "expected a string, found " + scalar_kind(n));
+  return n.Scalar();
+}
+
+std::string YamlMap::get_string(std::string_view key, const std::string& fallback) const {
+  return has(key) ? get_string(key) : (lookup(key), fallback);
+}
+
+int64_t YamlMap::get_int(std::string_view key) const {
+  const YAML::Node n = lookup(key);
+  if (!n.IsDefined() || n.IsNull()) fail(key, "missing (expected an integer)");
+  try {
+    if (!n.IsScalar()) throw YAML::Exception(YAML::Mark::null_mark(), "");
+    return n.as<int64_t>();
+  } catch (const YAML::Exception&) {
+    fail(key, "expected an integer, found " + scalar_kind(n));
+  }
+}
+
+int64_t YamlMap::get_int(std::string_view key, int64_t fallback) const {
+  return has(key) ? get_int(key) : (lookup(key), fallback);
+}
+
+double YamlMap::get_double(std::string_view key) const {
+  const YAML::Node n = lookup(key);
+  if (!n.IsDefined() || n.IsNull()) fail(key, "missing (expected a number)");
+  try {
+    if (!n.IsScalar()) throw YAML::Exception(YAML::Mark::null_mark(), "");
+    return n.as<double>();
+  } catch (const YAML::Exception&) {
+    fail(key, "expected a number, found " + scalar_kind(n));
+  }
+}
+
+double YamlMap::get_double(std::string_view key, double fallback) const {
+  return has(key) ? get_double(key) : (lookup(key), fallback);
+}
+
+bool YamlMap::get_bool(std::string_view key, bool fallback) const {
+  const YAML::Node n = lookup(key);
+  if (!n.IsDefined() || n.IsNull()) return fallback;
+  try {
+    if (!n.IsScalar()) throw YAML::Exception(YAML::Mark::null_mark(), "");
+    return n.as<bool>();
+  } catch (const YAML::Exception&) {
+    fail(key, "expected true or false, found " + scalar_kind(n));
+  }
+}
+
+std::vector<int64_t> YamlMap::get_ints(std::string_view key, size_t n,
+                                       std::vector<int64_t> fallback) const {
+  const YAML::Node node = lookup(key);
+  if (!node.IsDefined() || node.IsNull()) return fallback;
+  const std::string expected =
+      "expected an integer or a list of " + std::to_string(n) + " integers";
+  try {
+    if (node.IsScalar()) return std::vector<int64_t>(n, node.as<int64_t>());
+    if (node.IsSequence() && node.size() == n) {
+      std::vector<int64_t> out;
+      for (const auto& item : node) out.push_back(item.as<int64_t>());
+      return out;
+    }
+  } catch (const YAML::Exception&) {
+  }
+  fail(key, expected + ", found " + scalar_kind(node));
+}
+
+std::vector<double> YamlMap::get_doubles(std::string_view key, std::vector<double> fallback) const {
+  const YAML::Node node = lookup(key);
+  if (!node.IsDefined() || node.IsNull()) return fallback;
+  try {
+    if (node.IsScalar()) return {node.as<double>()};
+    if (node.IsSequence()) {
+      std::vector<double> out;
+      for (const auto& item : node) out.push_back(item.as<double>());
+      return out;
+    }
+  } catch (const YAML::Exception&) {
+  }
+  fail(key, "expected a number or a list of numbers, found " + scalar_kind(node));
+}
+
+std::vector<std::string> YamlMap::get_strings(std::string_view key,
+                                              std::vector<std::string> fallback) const {
+  const YAML::Node node = lookup(key);
+  if (!node.IsDefined() || node.IsNull()) return fallback;
+  if (node.IsScalar()) return {node.Scalar()};
+  if (node.IsSequence()) {
+    std::vector<std::string> out;
+    for (const auto& item : node) {
+      if (!item.IsScalar()) fail(key, "expected a list of strings, found " + scalar_kind(item) + " in it");
+      out.push_back(item.Scalar());
+    }
+    return out;
+  }
+  fail(key, "expected a string or a list of strings, found " + scalar_kind(node));
+}
+
+YamlMap YamlMap::get_map(std::string_view key) const {
+  const YAML::Node n = lookup(key);
+  if (n.IsDefined() && !n.IsNull() && !n.IsMap())
+    fail(key, "expected a mapping of keys to values, found " + scalar_kind(n));
+  return YamlMap(n.IsDefined() ? n : YAML::Node(), file_, key_path(key));
+}
+
+std::string YamlMap::get_choice(std::string_view key, const std::string& fallback,
+                                const std::vector<std::string>& choices) const {
+  const std::string value = get_string(key, fallback);
+  if (std::find(choices.begin(), choices.end(), value) == choices.end()) {
+    std::string list;
+    for (const auto& c : choices) list += (list.empty() ? "" : ", ") + c;
+    fail(key, "'" + value + "' is not one of: " + list);
+  }
+  return value;
+}
+
+void YamlMap::finish() const {
+  for (const auto& item : node_) {
+    const std::string key = item.first.Scalar();
+    if (read_.count(key)) continue;
+    std::string known;
+    for (const auto& k : read_) known += (known.empty() ? "" : ", ") + k;
+    throw InputError(yaml_where(file_, item.first) + ": " + key_path(key) + ": unknown key" +
+                     (known.empty() ? "" : " (expected one of: " + known + ")"));
+  }
+}
+
+}  // namespace convoy

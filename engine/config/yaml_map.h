@@ -1,0 +1,65 @@
+#pragma once
+// Reading validated YAML: every value is looked up by key with its expected type, and
+// every error names the file, line and key and says what was expected.
+#include <cstdint>
+#include <set>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include <yaml-cpp/yaml.h>
+
+namespace convoy {
+
+// Parses a YAML file or string; syntax errors become InputError "file:line:col: ...".
+YAML::Node yaml_load_file(const std::string& path);
+YAML::Node yaml_load_string(const std::string& text, const std::string& source);
+
+// "file:line" of a node (1-based), or just "file" when the node has no mark.
+std::string yaml_where(const std::string& file, const YAML::Node& node);
+
+// One YAML mapping, read key by key. `finish()` rejects keys nobody asked for.
+class YamlMap {
+ public:
+  // `path` names the map for messages, e.g. "optimizer" or "layers[3] (conv1)".
+  YamlMap(YAML::Node node, std::string file, std::string path);
+
+  bool has(std::string_view key) const;
+  std::string get_string(std::string_view key) const;
+  std::string get_string(std::string_view key, const std::string& fallback) const;
+  int64_t get_int(std::string_view key) const;
+  int64_t get_int(std::string_view key, int64_t fallback) const;
+  double get_double(std::string_view key) const;
+  double get_double(std::string_view key, double fallback) const;
+  bool get_bool(std::string_view key, bool fallback) const;
+  // A scalar or a list of numbers: `kernel: 3` -> {3, 3} when n == 2; `kernel: [3, 5]`.
+  std::vector<int64_t> get_ints(std::string_view key, size_t n, std::vector<int64_t> fallback) const;
+  std::vector<double> get_doubles(std::string_view key, std::vector<double> fallback) const;
+  std::vector<std::string> get_strings(std::string_view key, std::vector<std::string> fallback) const;
+  // A nested mapping (an empty one when the key is absent).
+  YamlMap get_map(std::string_view key) const;
+  // Only these values are accepted for the key.
+  std::string get_choice(std::string_view key, const std::string& fallback,
+                         const std::vector<std::string>& choices) const;
+
+  // Throws for the first key that was never read, listing the known keys.
+  void finish() const;
+  // Throws InputError "file:line: <path>.<key>: message".
+  [[noreturn]] void fail(std::string_view key, const std::string& message) const;
+  [[noreturn]] void fail(const std::string& message) const;
+
+  const std::string& file() const { return file_; }
+  const std::string& path() const { return path_; }
+  const YAML::Node& node() const { return node_; }
+  YAML::Node raw(std::string_view key) const;  // marks the key as read
+
+ private:
+  YAML::Node lookup(std::string_view key) const;
+  std::string key_path(std::string_view key) const;
+  YAML::Node node_;
+  std::string file_;
+  std::string path_;
+  mutable std::set<std::string, std::less<>> read_;
+};
+
+}  // namespace convoy

@@ -1,0 +1,242 @@
+#include "engine/graph/model.h"
+
+#include <fstream>
+#include <map>
+#include <random>
+#include <sstream>
+
+#include "engine/config/yaml_map.h"
+#include "engine/core/error.h"
+#include "engine/layers/registry.h"
+
+namespace convoy {
+
+Model::Model(Model&&) noexcept = default;
+Model& Model::operator=(Model&&) noexcept = default;
+Model::~Model() = default;
+
+Model Model::from_file(const std::string& path, uint64_t seed) {
+  std::ifstream in(path);
+  if (!in) throw InputError(path + ": cannot open the model file (does it exist?)");
+  std::stringstream text;
+  text << in.rdbuf();
+  return from_yaml(text.str(), path, seed);
+}
+
+Model Model::from_yaml(const std::string& yaml_text, const std::string& source, uint64_t seed) {
+  Model m;
+  m.yaml_ = yaml_text;
+  const YamlMap top(yaml_load_string(yaml_text, source), source, "");
+  m.name_ = top.get_string("name");
+  const auto input = top.get_ints("input", 3, {});
+  if (input.size() != 3) top.fail("input", "missing (expected [channels, height, width])");
+  for (int64_t d : input)
+    if (d <= 0) top.fail("input", "dimensions must be positive");
+  m.input_shape_ = Shape(input.begin(), input.end());
+  const int64_t classes = top.get_int("classes", 0);
+  const YAML::Node layers = top.raw("layers");
+  if (!layers.IsSequence() || layers.size() == 0) top.fail("layers", "expected a non-empty list of layers");
+  const std::string output = top.get_string("output", "");
+  top.finish();
+
+  std::map<std::string, int> index_of;
+  std::mt19937_64 rng(seed);
+  for (size_t i = 0; i < layers.size(); ++i) {
+    const std::string where = "layers[" + std::to_string(i) + "]";
+    const YamlMap first(layers[i], source, where);  // checks it is a mapping
+    const std::string type = first.get_string("type");
+    const std::string name = first.get_string("name", type + std::to_string(i));
+    const YamlMap named(layers[i], source, where + " (" + name + ")");
+    named.get_string("type");
+    named.get_string("name", "");
+    if (name == "input" || index_of.count(name)) named.fail("name", "'" + name + "' is already taken");
+    if (name.find('.') != std::string::npos) named.fail("name", "must not contain '.'");
+    Node node;
+    node.layer = make_layer(type, name, named);
+    const auto sources = named.get_strings("inputs", {i == 0 ? "input" : m.nodes_.back().layer->name()});
+    std::vector<Shape> shapes;
+    for (const std::string& s : sources) {
+      if (s == "input") {
+        node.inputs.push_back(-1);
+        shapes.push_back(m.input_shape_);
+      } else if (auto it = index_of.find(s); it != index_of.end()) {
+        node.inputs.push_back(it->second);
+        shapes.push_back(m.nodes_[it->second].shape);
+      } else {
+        named.fail("inputs", "'" + s + "' is not an earlier layer (layers may only read layers above them, or 'input')");
+      }
+    }
+    named.finish();
+    try {
+      node.shape = node.layer->build(shapes, rng);
+    } catch (const InputError& e) {
+      throw InputError(yaml_where(source, layers[i]) + ": " + e.what());
+    }
+    index_of[name] = static_cast<int>(m.nodes_.size());
+    m.nodes_.push_back(std::move(node));
+  }
+  m.output_node_ = static_cast<int>(m.nodes_.size()) - 1;
+  if (!output.empty()) {
+    auto it = index_of.find(output);
+    if (it == index_of.end()) top.fail("output", "'" + output + "' is not a layer");
+    m.output_node_ = it->second;
+  }
+  m.output_shape_ = m.nodes_[m.output_node_].shape;
+  if (m.output_shape_.size() != 1)
+    top.fail("output", "the model must end in per-sample class scores (F), but layer '" +
+                           m.nodes_[m.output_node_].layer->name() + "' gives " + shape_str(m.output_shape_));
+  if (classes && classes != m.output_shape_[0])
+    top.fail("classes", std::to_string(classes) + " classes, but the output layer gives " +
+                            shape_str(m.output_shape_));
+  return m;
+}
+
+void Model::to(Backend& backend, DType compute) {
+  compute_dtype_ = compute;
+  for (Node& node : nodes_) {
+    for (Parameter* p : node.layer->parameters()) {
+      p->value = backend.upload(p->value);
+      p->grad = backend.zeros(p->value.shape(), DType::f32);
+      p->compute = Tensor();
+      p->compute_grad = Tensor();
+      if (compute != DType::f32 && !p->keep_f32) {
+        p->compute = backend.empty(p->value.shape(), compute);
+        p->compute_grad = backend.zeros(p->value.shape(), compute);
+      }
+    }
+    for (Buffer* b : node.layer->buffers()) b->value = backend.upload(b->value);
+  }
+  refresh_compute_weights(backend);
+}
+
+void Model::refresh_compute_weights(Backend& backend) {
+  for (Node& node : nodes_)
+    for (Parameter* p : node.layer->parameters())
+      if (p->compute.defined()) backend.ops().cast(p->value, p->compute);
+}
+
+Tensor Model::forward(Backend& backend, const Tensor& x, const StepInfo& step) {
+  if (x.ndim() != 4 || Shape(x.shape().begin() + 1, x.shape().end()) != input_shape_)
+    throw InputError("model '" + name_ + "' expects input (N, " + shape_str(input_shape_).substr(1) +
+                     ", got " + shape_str(x.shape()));
+  std::vector<Tensor> outputs(nodes_.size());
+  std::vector<Tensor> inputs;
+  for (size_t i = 0; i < nodes_.size(); ++i) {
+    inputs.clear();
+    for (int src : nodes_[i].inputs) inputs.push_back(src < 0 ? x : outputs[src]);
+    outputs[i] = nodes_[i].layer->forward(backend, inputs, step);
+  }
+  Tensor logits = outputs[output_node_];
+  if (step.training) {
+    saved_input_ = x;
+    activations_ = std::move(outputs);
+  } else {
+    saved_input_ = Tensor();
+    activations_.clear();
+  }
+  return logits;
+}
+
+void Model::backward(Backend& backend, const Tensor& grad_logits) {
+  CONVOY_CHECK(activations_.size() == nodes_.size(), "backward without a training forward");
+  std::vector<Tensor> grads(nodes_.size());  // d(loss)/d(output of node i)
+  grads[output_node_] = grad_logits;
+  std::vector<Tensor> inputs;
+  for (int i = static_cast<int>(nodes_.size()) - 1; i >= 0; --i) {
+    Node& node = nodes_[i];
+    if (!grads[i].defined()) continue;  // does not reach the output
+    inputs.clear();
+    const size_t n = node.inputs.size();
+    auto needs = std::make_unique<bool[]>(n);  // no gradient flows into the image batch
+    for (size_t k = 0; k < n; ++k) {
+      const int src = node.inputs[k];
+      inputs.push_back(src < 0 ? saved_input_ : activations_[src]);
+      needs[k] = src >= 0;
+    }
+    std::vector<Tensor> dx = node.layer->backward(backend, inputs, activations_[i], grads[i],
+                                                  std::span<const bool>(needs.get(), n));
+    for (size_t k = 0; k < node.inputs.size(); ++k) {
+      const int src = node.inputs[k];
+      if (src < 0 || !dx[k].defined()) continue;
+      if (!grads[src].defined()) {
+        grads[src] = dx[k];
+      } else {
+        // A tensor read by several layers: sum their gradients (out of place, since a
+        // gradient handed down may be shared, as Add's is).
+        Tensor sum = backend.empty(dx[k].shape(), dx[k].dtype(), dx[k].layout());
+        backend.ops().add(grads[src], dx[k], sum);
+        grads[src] = sum;
+      }
+    }
+    grads[i] = Tensor();
+    activations_[i] = Tensor();
+  }
+  for (Node& node : nodes_)
+    for (Parameter* p : node.layer->parameters())
+      if (p->compute_grad.defined()) backend.ops().cast(p->compute_grad, p->grad);
+  activations_.clear();
+  saved_input_ = Tensor();
+}
+
+std::vector<std::pair<std::string, Parameter*>> Model::parameters() {
+  std::vector<std::pair<std::string, Parameter*>> out;
+  for (Node& node : nodes_)
+    for (Parameter* p : node.layer->parameters()) out.emplace_back(node.layer->name() + "." + p->name, p);
+  return out;
+}
+
+std::vector<NamedTensor> Model::state() {
+  std::vector<NamedTensor> out;
+  for (auto& [name, p] : parameters()) out.push_back({name, p->value});
+  for (Node& node : nodes_)
+    for (Buffer* b : node.layer->buffers()) out.push_back({node.layer->name() + "." + b->name, b->value});
+  return out;
+}
+
+void Model::load_state(const std::vector<NamedTensor>& tensors, const std::string& source) {
+  std::map<std::string, const Tensor*> by_name;
+  for (const auto& t : tensors) by_name[t.name] = &t.tensor;
+  for (NamedTensor& slot : state()) {
+    auto it = by_name.find(slot.name);
+    if (it == by_name.end())
+      throw InputError(source + ": tensor '" + slot.name + "' of model '" + name_ + "' is missing");
+    const Tensor& src = *it->second;
+    if (src.shape() != slot.tensor.shape() || src.dtype() != DType::f32)
+      throw InputError(source + ": tensor '" + slot.name + "' is " + shape_str(src.shape()) + " " +
+                       std::string(dtype_name(src.dtype())) + ", the model needs " +
+                       shape_str(slot.tensor.shape()) + " F32");
+    slot.tensor.copy_from(src);  // slot.tensor shares storage with the layer's tensor
+  }
+}
+
+int64_t Model::parameter_count() const {
+  int64_t n = 0;
+  for (const Node& node : nodes_)
+    for (Parameter* p : node.layer->parameters()) n += p->value.numel();
+  return n;
+}
+
+int64_t Model::forward_flops() const {
+  int64_t flops = 0;
+  for (const Node& node : nodes_) {
+    std::vector<Shape> in;
+    for (int src : node.inputs) in.push_back(src < 0 ? input_shape_ : nodes_[src].shape);
+    flops += node.layer->forward_flops(in, node.shape);
+  }
+  return flops;
+}
+
+std::string Model::summary() const {
+  std::ostringstream out;
+  out << "model " << name_ << ": input " << shape_str(input_shape_) << ", "
+      << parameter_count() << " parameters, " << forward_flops() / 1e6 << " MFLOP per image\n";
+  for (const Node& node : nodes_) {
+    int64_t params = 0;
+    for (Parameter* p : node.layer->parameters()) params += p->value.numel();
+    out << "  " << node.layer->name() << " (" << node.layer->type() << ") -> "
+        << shape_str(node.shape) << (params ? ", " + std::to_string(params) + " params" : "") << "\n";
+  }
+  return out.str();
+}
+
+}  // namespace convoy

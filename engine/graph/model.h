@@ -1,0 +1,79 @@
+#pragma once
+// Model: a static DAG of layers built from a model YAML. Layers name their inputs (the
+// previous layer by default; "input" is the image batch), so residual nets are DAGs.
+// Forward runs in file order (which must be topological), backward in reverse.
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "engine/checkpoint/safetensors.h"
+#include "engine/core/backend.h"
+#include "engine/layers/layer.h"
+
+namespace convoy {
+
+class Model {
+ public:
+  // Parses and builds the model (parameters initialized on the CPU from `seed`).
+  // `source` names the YAML in messages.
+  static Model from_yaml(const std::string& yaml_text, const std::string& source, uint64_t seed);
+  static Model from_file(const std::string& path, uint64_t seed);
+
+  Model(Model&&) noexcept;
+  Model& operator=(Model&&) noexcept;
+  ~Model();
+
+  const std::string& name() const { return name_; }
+  const std::string& yaml() const { return yaml_; }
+  const Shape& input_shape() const { return input_shape_; }  // (C, H, W)
+  const Shape& output_shape() const { return output_shape_; }
+  int64_t num_classes() const { return output_shape_.empty() ? 0 : output_shape_[0]; }
+  DType compute_dtype() const { return compute_dtype_; }
+
+  // Moves parameters and buffers to the backend's device and prepares gradients in
+  // `compute` dtype (f32, or bf16 for mixed precision with f32 master weights).
+  void to(Backend& backend, DType compute);
+  // For mixed precision: refreshes the bf16 copies of the weights from the masters.
+  void refresh_compute_weights(Backend& backend);
+
+  // x (N, C, H, W) in the compute dtype on the backend's device -> logits (N, classes).
+  Tensor forward(Backend& backend, const Tensor& x, const StepInfo& step);
+  // Backpropagates d(loss)/d(logits) of the last training forward into every
+  // parameter's `grad` (f32), then frees the saved activations.
+  void backward(Backend& backend, const Tensor& grad_logits);
+
+  // Trainable parameters, named "<layer>.<param>" (PyTorch-style state-dict names).
+  std::vector<std::pair<std::string, Parameter*>> parameters();
+  // Parameters then buffers (running statistics), for checkpoints.
+  std::vector<NamedTensor> state() ;
+  // Loads values by name from a checkpoint; every tensor must be present with its shape.
+  void load_state(const std::vector<NamedTensor>& tensors, const std::string& source);
+
+  int64_t parameter_count() const;
+  // 2 x multiply-adds of one forward pass for one sample.
+  int64_t forward_flops() const;
+  // One line per layer: name, type, output shape, parameter count.
+  std::string summary() const;
+
+ private:
+  struct Node {
+    std::unique_ptr<Layer> layer;
+    std::vector<int> inputs;  // node indices; -1 is the model input
+    Shape shape;              // per-sample output shape
+  };
+  Model() = default;
+
+  std::string name_;
+  std::string yaml_;
+  Shape input_shape_;
+  Shape output_shape_;
+  DType compute_dtype_ = DType::f32;
+  std::vector<Node> nodes_;
+  int output_node_ = -1;
+  // From the last training forward: the input and every node's output.
+  Tensor saved_input_;
+  std::vector<Tensor> activations_;
+};
+
+}  // namespace convoy

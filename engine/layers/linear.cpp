@@ -1,0 +1,80 @@
+// Linear: y = x W^T + b over per-sample feature vectors. A (C, 1, 1) input (after global
+// pooling) is taken as C features, so no flatten is needed there.
+#include "engine/layers/registry.h"
+
+namespace convoy {
+
+namespace {
+
+class Linear final : public Layer {
+ public:
+  Linear(const std::string& name, const YamlMap& a) : Layer(name) {
+    out_features_ = a.get_int("out_features");
+    has_bias_ = a.get_bool("bias", true);
+    if (out_features_ <= 0) a.fail("out_features", "must be positive");
+  }
+
+  std::string_view type() const override { return "linear"; }
+
+  Shape build(std::span<const Shape> in, std::mt19937_64& rng) override {
+    expect_inputs(*this, in, 1, 0);
+    const Shape& s = in[0];
+    const bool pooled = s.size() == 3 && s[1] == 1 && s[2] == 1;
+    if (s.size() != 1 && !pooled)
+      layer_error(*this, "expects per-sample features (F) or (C, 1, 1), got " + shape_str(s) +
+                             "; add a flatten or global pooling layer before it");
+    in_features_ = s[0];
+    weight_.value = uniform_init({out_features_, in_features_}, in_features_, rng);
+    if (has_bias_) {
+      bias_.value = uniform_init({out_features_}, in_features_, rng);
+      bias_.weight_decay = false;
+    }
+    return {out_features_};
+  }
+
+  Tensor forward(Backend& be, std::span<const Tensor> in, const StepInfo&) override {
+    const Tensor x = features(in[0]);  // (N, F)
+    Tensor y = be.empty({x.dim(0), out_features_}, x.dtype());  // (N, M)
+    be.ops().linear_forward(x, weight_.weight(), has_bias_ ? bias_.weight() : Tensor(), y);
+    return y;
+  }
+
+  std::vector<Tensor> backward(Backend& be, std::span<const Tensor> in, const Tensor&,
+                               const Tensor& dy, std::span<const bool> needs) override {
+    const Tensor x = features(in[0]);
+    Tensor dx;
+    if (needs[0]) dx = be.empty(x.shape(), x.dtype());
+    Tensor no_bias;
+    be.ops().linear_backward(x, weight_.weight(), dy, dx, weight_.weight_grad(),
+                             has_bias_ ? bias_.weight_grad() : no_bias);
+    if (dx.defined()) dx = dx.reshape(in[0].shape());
+    return {dx};
+  }
+
+  std::vector<Parameter*> parameters() override {
+    if (has_bias_) return {&weight_, &bias_};
+    return {&weight_};
+  }
+
+  int64_t forward_flops(std::span<const Shape>, const Shape&) const override {
+    return 2 * in_features_ * out_features_;
+  }
+
+ private:
+  static Tensor features(const Tensor& x) {
+    return x.ndim() == 2 ? x : x.with_layout(Layout::nchw).reshape({x.dim(0), x.numel() / x.dim(0)});
+  }
+
+  int64_t in_features_ = 0, out_features_ = 0;
+  bool has_bias_ = true;
+  Parameter weight_{"weight"};  // (M, F)
+  Parameter bias_{"bias"};      // (M)
+};
+
+}  // namespace
+
+std::unique_ptr<Layer> make_linear(const std::string& name, const YamlMap& attrs) {
+  return std::make_unique<Linear>(name, attrs);
+}
+
+}  // namespace convoy

@@ -1,0 +1,31 @@
+#pragma once
+// Evaluation of a model on a dataset: loss, accuracy, confusion matrix, predictions.
+#include <cstdint>
+#include <vector>
+
+#include "datasets/dataset.h"
+#include "engine/core/backend.h"
+#include "engine/graph/model.h"
+
+namespace convoy {
+
+struct EvalResult {
+  int64_t samples = 0;
+  double loss = 0;      // mean cross-entropy (no label smoothing)
+  double accuracy = 0;  // top-1, in [0, 1]
+  std::vector<int64_t> confusion;  // (classes, classes): row = true class, column = predicted
+  std::vector<int32_t> predictions;  // top-1 class per sample
+};
+
+// Normalization applied to every batch fed to the model.
+NormalizeAugment make_normalize(const std::vector<double>& mean, const std::vector<double>& std);
+
+// Runs the model in evaluation mode over the whole dataset.
+EvalResult evaluate(Model& model, Backend& backend, const Dataset& data, int64_t batch_size,
+                    const NormalizeAugment& normalize);
+
+// Softmax probabilities (N, classes) for a u8 batch (N, C, H, W) on the CPU.
+std::vector<float> predict_probabilities(Model& model, Backend& backend, const Tensor& images,
+                                         const NormalizeAugment& normalize);
+
+}  // namespace convoy

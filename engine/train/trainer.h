@@ -1,0 +1,31 @@
+#pragma once
+// The training loop: data, forward, loss, backward, optimizer, per-epoch evaluation,
+// metrics.csv, atomic checkpoints (last and best) and exact resume.
+#include <atomic>
+#include <iosfwd>
+#include <string>
+
+#include "engine/config/run_config.h"
+
+namespace convoy {
+
+struct TrainOptions {
+  bool resume = false;  // continue from <run>/last.safetensors when it exists
+  int64_t max_steps = 0;  // stop (with a checkpoint) after this many steps in total; 0 = no limit
+  const std::atomic<bool>* stop_requested = nullptr;  // set by SIGTERM/SIGINT: checkpoint and stop
+};
+
+struct TrainResult {
+  std::string run_dir;
+  std::string device;
+  int64_t epochs_done = 0;  // complete epochs
+  int64_t steps = 0;
+  double test_accuracy = 0;  // after the last complete epoch
+  double best_accuracy = 0;
+  double train_seconds = 0;  // this process's training time, evaluation excluded
+  bool interrupted = false;  // stopped early by a signal or max_steps
+};
+
+TrainResult train(const RunConfig& config, const TrainOptions& options, std::ostream& log);
+
+}  // namespace convoy
