@@ -1,0 +1,122 @@
+// Model YAML: DAG construction, shape inference and its errors, the shipped models.
+#include <gtest/gtest.h>
+
+#include "engine/core/error.h"
+#include "engine/graph/model.h"
+
+namespace convoy {
+namespace {
+
+std::string error_of(const std::string& yaml) {
+  try {
+    Model::from_yaml(yaml, "m.yaml", 1);
+  } catch (const InputError& e) {
+    return e.what();
+  }
+  return "";
+}
+
+TEST(Model, ShippedModelsBuildWithTheirDocumentedShapes) {
+  Model fm = Model::from_file(std::string(CONVOY_SOURCE_DIR) + "/models/fmnet.yaml", 1);
+  EXPECT_EQ(fm.num_classes(), 10);
+  const std::string s = fm.summary();
+  EXPECT_NE(s.find("b1_pool (maxpool2d) -> (64, 14, 14)"), std::string::npos) << s;
+  EXPECT_NE(s.find("b2_pool (maxpool2d) -> (128, 7, 7)"), std::string::npos) << s;
+  EXPECT_NE(s.find("b3_pool (maxpool2d) -> (256, 3, 3)"), std::string::npos) << s;
+  EXPECT_NE(s.find("pool (global_max_pool) -> (256, 1, 1)"), std::string::npos) << s;
+  // fc is 256 -> 10 without bias.
+  bool found_fc = false;
+  for (auto& [name, p] : fm.parameters()) {
+    EXPECT_NE(name, "fc.bias");
+    if (name == "fc.weight") {
+      found_fc = true;
+      EXPECT_EQ(p->value.shape(), (Shape{10, 256}));
+    }
+  }
+  EXPECT_TRUE(found_fc);
+  Model le = Model::from_file(std::string(CONVOY_SOURCE_DIR) + "/models/lenet5.yaml", 1);
+  EXPECT_EQ(le.num_classes(), 10);
+  EXPECT_GT(le.forward_flops(), 1'000'000);
+}
+
+TEST(Model, StateNamesFollowPyTorch) {
+  Model m = Model::from_yaml(R"(
+name: t
+input: [1, 8, 8]
+layers:
+  - {name: conv, type: conv2d, out_channels: 4, kernel: 3}
+  - {name: bn, type: batchnorm2d}
+  - {type: global_avg_pool}
+  - {name: fc, type: linear, out_features: 3}
+)", "t.yaml", 1);
+  std::vector<std::string> names;
+  for (const auto& t : m.state()) names.push_back(t.name);
+  EXPECT_EQ(names, (std::vector<std::string>{"conv.weight", "conv.bias", "bn.weight", "bn.bias", "fc.weight",
+                                             "fc.bias", "bn.running_mean", "bn.running_var"}));
+}
+
+TEST(Model, SameSeedSameWeightsOtherSeedOtherWeights) {
+  const std::string path = std::string(CONVOY_SOURCE_DIR) + "/models/lenet5.yaml";
+  Model a = Model::from_file(path, 5), b = Model::from_file(path, 5), c = Model::from_file(path, 6);
+  EXPECT_EQ(a.state()[0].tensor.to_floats(), b.state()[0].tensor.to_floats());
+  EXPECT_NE(a.state()[0].tensor.to_floats(), c.state()[0].tensor.to_floats());
+}
+
+TEST(Model, ShapeMismatchNamesTheLayerAndBothShapes) {
+  const std::string e = error_of(R"(
+name: bad
+input: [1, 8, 8]
+layers:
+  - {name: a, type: conv2d, out_channels: 4, kernel: 3}
+  - {name: b, type: conv2d, out_channels: 8, kernel: 3, inputs: [input]}
+  - {name: sum, type: add, inputs: [a, b]}
+  - {type: flatten}
+  - {type: linear, out_features: 2}
+)");
+  EXPECT_NE(e.find("m.yaml:7"), std::string::npos) << e;
+  EXPECT_NE(e.find("layer 'sum' (add)"), std::string::npos) << e;
+  EXPECT_NE(e.find("(4, 6, 6)"), std::string::npos) << e;
+  EXPECT_NE(e.find("(8, 6, 6)"), std::string::npos) << e;
+}
+
+TEST(Model, LinearOnImagesSuggestsFlatten) {
+  const std::string e = error_of("name: x\ninput: [1, 8, 8]\nlayers:\n  - {type: linear, out_features: 2}\n");
+  EXPECT_NE(e.find("add a flatten or global pooling layer"), std::string::npos) << e;
+}
+
+TEST(Model, StructuralErrors) {
+  EXPECT_NE(error_of("name: x\ninput: [1, 8, 8]\nlayers:\n  - {type: conv3d}\n").find("unknown layer type 'conv3d'"),
+            std::string::npos);
+  EXPECT_NE(error_of("name: x\ninput: [1, 8, 8]\nlayers:\n  - {type: relu, inputs: [later]}\n  - {name: later, type: relu}\n")
+                .find("'later' is not an earlier layer"),
+            std::string::npos);
+  EXPECT_NE(error_of("name: x\ninput: [1, 8, 8]\nlayers:\n  - {name: a, type: relu}\n  - {name: a, type: relu}\n")
+                .find("'a' is already taken"),
+            std::string::npos);
+  EXPECT_NE(error_of("name: x\ninput: [1, 8, 8]\nlayers:\n  - {type: conv2d, out_channels: 2, kernel: 3, strde: 2}\n")
+                .find("strde: unknown key"),
+            std::string::npos);
+  EXPECT_NE(error_of("name: x\ninput: [1, 8, 8]\nlayers:\n  - {type: conv2d, out_channels: 2, kernel: 9}\n")
+                .find("does not fit"),
+            std::string::npos);
+  EXPECT_NE(error_of("name: x\ninput: [1, 8, 8]\nclasses: 3\nlayers:\n  - {type: flatten}\n  - {type: linear, out_features: 2}\n")
+                .find("3 classes, but the output layer gives (2,)"),
+            std::string::npos);
+  EXPECT_NE(error_of("name: x\ninput: [1, 8, 8]\nlayers:\n  - {type: relu}\n").find("per-sample class scores"),
+            std::string::npos);
+  EXPECT_NE(error_of("name: x\nlayers:\n  - {type: relu}\n").find("input: missing"), std::string::npos);
+  EXPECT_NE(error_of("name: x\ninput: [1, 8, 8]\nlayers: []\n").find("non-empty list"), std::string::npos);
+  EXPECT_NE(error_of("name: x\ninput: [3, 8, 8]\nlayers:\n  - {type: conv2d, out_channels: 4, kernel: 1, groups: 2}\n")
+                .find("groups 2 does not divide the 3 input channels"),
+            std::string::npos);
+}
+
+TEST(Model, WrongInputShapeAtRunTimeIsAnError) {
+  Model m = Model::from_file(std::string(CONVOY_SOURCE_DIR) + "/models/lenet5.yaml", 1);
+  auto backend = make_cpu_backend({});
+  m.to(*backend, DType::f32);
+  EXPECT_THROW(m.forward(*backend, Tensor::zeros({2, 3, 28, 28}), StepInfo{}), InputError);
+}
+
+}  // namespace
+}  // namespace convoy
