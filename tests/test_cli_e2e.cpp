@@ -1,0 +1,186 @@
+// End to end through the `convoy` binary: train on real Fashion-MNIST, checkpoints,
+// exact resume, SIGTERM, inference, and clear errors for bad input.
+#include <gtest/gtest.h>
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <regex>
+#include <thread>
+
+#include "engine/checkpoint/safetensors.h"
+#include "engine/core/backend.h"
+
+namespace {
+
+namespace fs = std::filesystem;
+const std::string kConfig = std::string(CONVOY_SOURCE_DIR) + "/configs/fashion_mnist.yaml";
+const std::string kData = "/usr/share/datasets/fashion-mnist";
+
+struct Result {
+  int status = -1;
+  std::string output;
+};
+
+Result run(const std::string& args) {
+  const std::string cmd = std::string(CONVOY_BINARY) + " " + args + " 2>&1";
+  Result r;
+  FILE* pipe = popen(cmd.c_str(), "r");
+  if (!pipe) return r;
+  char buffer[4096];
+  while (size_t n = fread(buffer, 1, sizeof buffer, pipe)) r.output.append(buffer, n);
+  const int raw = pclose(pipe);
+  r.status = WIFEXITED(raw) ? WEXITSTATUS(raw) : 128 + WTERMSIG(raw);
+  return r;
+}
+
+class CliE2E : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    if (!fs::exists(kData + "/t10k-images-idx3-ubyte.gz"))
+      GTEST_SKIP() << "Fashion-MNIST is not installed at " << kData << " (apt-get install dataset-fashion-mnist)";
+    dir_ = fs::temp_directory_path() / ("convoy_e2e_" + std::to_string(getpid()) + "_" +
+                                        ::testing::UnitTest::GetInstance()->current_test_info()->name());
+    fs::remove_all(dir_);
+    fs::create_directories(dir_);
+  }
+  void TearDown() override {
+    if (!dir_.empty()) fs::remove_all(dir_);
+  }
+  // A small, fast run of the default config on a subset, on the CPU.
+  std::string small_run(const std::string& name, int64_t train, int64_t epochs) const {
+    return "train --config " + kConfig + " --set name=" + name + " --set output.dir=" + dir_.string() +
+           " --set dataset.train_limit=" + std::to_string(train) + " --set dataset.test_limit=1000" +
+           " --set epochs=" + std::to_string(epochs) + " --set batch_size=64 --set device=cpu";
+  }
+  fs::path dir_;
+};
+
+double printed_accuracy(const std::string& output) {
+  std::smatch m;
+  if (!std::regex_search(output, m, std::regex("test accuracy ([0-9.]+)%"))) return -1;
+  return std::stod(m[1]);
+}
+
+TEST_F(CliE2E, TrainsLenetOnASubsetAndBeatsChance) {
+  // 4,000 images, 2 epochs: LeNet-5 reaches ~80%; 70% is far above chance (10%).
+  const Result r = run(small_run("subset", 4000, 2));
+  ASSERT_EQ(r.status, 0) << r.output;
+  EXPECT_GE(printed_accuracy(r.output), 70.0) << r.output;
+  EXPECT_TRUE(fs::exists(dir_ / "subset/best.safetensors"));
+  EXPECT_TRUE(fs::exists(dir_ / "subset/last.safetensors"));
+  std::ifstream csv(dir_ / "subset/metrics.csv");
+  std::string header, line;
+  std::getline(csv, header);
+  EXPECT_EQ(header.rfind("epoch,step,lr,train_loss,train_accuracy,test_loss,test_accuracy", 0), 0u);
+  int rows = 0;
+  while (std::getline(csv, line)) ++rows;
+  EXPECT_EQ(rows, 2);
+
+  // The checkpoint carries what inference needs and runs through `convoy infer`.
+  const auto ckpt = convoy::read_safetensors(dir_ / "subset/best.safetensors");
+  for (const char* key : {"model_yaml", "config_yaml", "class_names", "epoch", "step", "seed"})
+    EXPECT_TRUE(ckpt.metadata.count(key)) << key;
+  const Result eval = run("infer --device cpu --model " + (dir_ / "subset/best.safetensors").string() +
+                          " --data fashion-mnist:test");
+  ASSERT_EQ(eval.status, 0) << eval.output;
+  EXPECT_NE(eval.output.find("fashion-mnist:test: 10000 images, accuracy"), std::string::npos) << eval.output;
+  EXPECT_NE(eval.output.find("confusion matrix"), std::string::npos) << eval.output;
+
+  // A 28x28 gray image (PGM, which OpenCV decodes like PNG): a bright block.
+  const fs::path image = dir_ / "block.pgm";
+  {
+    std::ofstream pgm(image, std::ios::binary);
+    pgm << "P5\n28 28\n255\n";
+    for (int i = 0; i < 28 * 28; ++i) pgm.put(static_cast<char>((i / 28 > 4 && i / 28 < 24) ? 200 : 0));
+  }
+  const Result one = run("infer --device cpu -k 2 --model " + (dir_ / "subset/best.safetensors").string() + " " +
+                         image.string());
+  ASSERT_EQ(one.status, 0) << one.output;
+  EXPECT_TRUE(std::regex_search(one.output, std::regex("block.pgm: [A-Za-z/ -]+ [01]\\.[0-9]{3}, [A-Za-z/ -]+ [01]\\.[0-9]{3}")))
+      << one.output;
+}
+
+TEST_F(CliE2E, ResumeGivesTheSameWeightsAsAnUninterruptedRun) {
+  // 640 images at batch 64: 10 steps per epoch. Run A trains 2 epochs straight; run B
+  // stops mid-epoch at step 13 and resumes.
+  const std::string common = " --set dataset.train_limit=640 --set dataset.test_limit=200 --set epochs=2"
+                             " --set batch_size=64 --set device=cpu --set threads=2 --set output.dir=" + dir_.string() +
+                             " --config " + kConfig;
+  const Result a = run("train --set name=a" + common);
+  ASSERT_EQ(a.status, 0) << a.output;
+  const Result b1 = run("train --set name=b --max-steps 13" + common);
+  ASSERT_EQ(b1.status, 0) << b1.output;
+  EXPECT_NE(b1.output.find("stopped at epoch 2, step 13"), std::string::npos) << b1.output;
+  const Result b2 = run("train --resume --set name=b" + common);
+  ASSERT_EQ(b2.status, 0) << b2.output;
+  EXPECT_NE(b2.output.find("resuming"), std::string::npos) << b2.output;
+
+  const auto ta = convoy::read_safetensors(dir_ / "a/last.safetensors");
+  const auto tb = convoy::read_safetensors(dir_ / "b/last.safetensors");
+  ASSERT_EQ(ta.tensors.size(), tb.tensors.size());
+  for (size_t i = 0; i < ta.tensors.size(); ++i) {
+    EXPECT_EQ(ta.tensors[i].name, tb.tensors[i].name);
+    EXPECT_EQ(ta.tensors[i].tensor.to_floats(), tb.tensors[i].tensor.to_floats()) << ta.tensors[i].name;
+  }
+  EXPECT_EQ(ta.metadata.at("step"), "20");
+  EXPECT_EQ(tb.metadata.at("step"), "20");
+}
+
+TEST_F(CliE2E, SigtermWritesACheckpointAndResumeFinishes) {
+  const std::string args = small_run("term", 60000, 3);
+  const pid_t pid = fork();
+  ASSERT_GE(pid, 0);
+  if (pid == 0) {
+    const std::string cmd = std::string(CONVOY_BINARY) + " " + args + " >/dev/null 2>&1";
+    execl("/bin/sh", "sh", "-c", ("exec " + cmd).c_str(), static_cast<char*>(nullptr));
+    _exit(127);
+  }
+  std::this_thread::sleep_for(std::chrono::seconds(4));
+  kill(pid, SIGTERM);
+  int status = 0;
+  waitpid(pid, &status, 0);
+  ASSERT_TRUE(WIFEXITED(status));
+  EXPECT_EQ(WEXITSTATUS(status), 128 + SIGTERM);
+  ASSERT_TRUE(fs::exists(dir_ / "term/last.safetensors"));
+  const auto ckpt = convoy::read_safetensors(dir_ / "term/last.safetensors");
+  EXPECT_GT(std::stoll(ckpt.metadata.at("step")), 0);
+  // No temporary file is left behind.
+  for (const auto& entry : fs::directory_iterator(dir_ / "term"))
+    EXPECT_EQ(entry.path().string().find(".tmp"), std::string::npos) << entry.path();
+}
+
+TEST_F(CliE2E, BadInputGivesOneClearErrorAndNonZeroExit) {
+  const fs::path bad = dir_ / "bad.yaml";
+  std::ofstream(bad) << "model: " << CONVOY_SOURCE_DIR << "/models/lenet5.yaml\nepochs: 2\nepoch: 3\n";
+  Result r = run("train --config " + bad.string());
+  EXPECT_EQ(r.status, 1);
+  EXPECT_NE(r.output.find("convoy: error: " + bad.string() + ":3: epoch: unknown key"), std::string::npos) << r.output;
+
+  r = run("train --config " + kConfig + " --set dataset.path=/nonexistent/fmnist --set device=cpu --set output.dir=" +
+          dir_.string());
+  EXPECT_EQ(r.status, 1);
+  EXPECT_NE(r.output.find("/nonexistent/fmnist"), std::string::npos) << r.output;
+
+  r = run("train --config /nonexistent.yaml");
+  EXPECT_EQ(r.status, 1);
+  EXPECT_NE(r.output.find("/nonexistent.yaml"), std::string::npos) << r.output;
+
+  const fs::path junk = dir_ / "junk.safetensors";
+  std::ofstream(junk) << "not a checkpoint";
+  r = run("infer --device cpu --model " + junk.string() + " --data fashion-mnist:test");
+  EXPECT_EQ(r.status, 1);
+  EXPECT_NE(r.output.find(junk.string()), std::string::npos) << r.output;
+
+  if (const std::string why = convoy::cuda_unavailable_reason(); !why.empty()) {
+    r = run("train --config " + kConfig + " --set device=cuda --max-steps 1 --set output.dir=" + dir_.string());
+    EXPECT_EQ(r.status, 1);
+    EXPECT_NE(r.output.find("device 'cuda' was asked for, but " + why), std::string::npos) << r.output;
+  }
+}
+
+}  // namespace
