@@ -13,5 +13,6 @@ using Action = std::function<int()>;
 void add_train_command(CLI::App& app, Action& chosen);
 void add_infer_command(CLI::App& app, Action& chosen);
 void add_doctor_command(CLI::App& app, Action& chosen);
+void add_bench_command(CLI::App& app, Action& chosen);
 
 }  // namespace convoy::cli

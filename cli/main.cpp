@@ -12,6 +12,7 @@ int main(int argc, char** argv) {
   convoy::cli::add_train_command(app, chosen);
   convoy::cli::add_infer_command(app, chosen);
   convoy::cli::add_doctor_command(app, chosen);
+  convoy::cli::add_bench_command(app, chosen);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
