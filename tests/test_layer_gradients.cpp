@@ -1,0 +1,531 @@
+// Finite-difference gradient checks of every layer type in engine/layers/registry.cpp, and of a
+// small residual model end to end, on the CPU backend.
+//
+// Each layer is built from YAML text through make_layer (as Model does), built with per-sample
+// shapes, and run in training mode. With a fixed random R of the output's shape, the scalar
+// loss L = sum(output * R) has dL/doutput = R, which is what backward receives. Every input
+// gradient and every parameter gradient the layer returns is compared with the central
+// difference (L(v + h) - L(v - h)) / (2h), element by element (all elements of a tensor up to
+// kAllElements, else a seeded sample of kSampled plus the first and the last).
+//
+// Step and tolerance (the CPU path computes in f32; L is accumulated in double):
+// - h = 5e-3 on values of magnitude ~1. The divisor is the difference of the two perturbed
+//   values as actually stored in f32, so the rounding of v +- h costs nothing.
+// - Rounding noise: each output carries a few f32 ulps (~1e-7 relative), so over the few
+//   hundred outputs of a check L(v + h) - L(v - h) is off by ~1e-7 and the quotient by ~2e-5
+//   (the worst seen here, with CONVOY_GRADCHECK_VERBOSE=1, is |analytic - numeric| ~ 2e-5).
+//   Truncation: h^2/6 |f'''| ~ 1e-5 for the smooth layers (GELU, batch norm), zero for the
+//   piecewise-linear ones as long as no kink is crossed.
+// - Hence |analytic - numeric| <= kLayerTol * max(1, |numeric|) with kLayerTol = 2e-3: ~100x
+//   the observed error (room for other CPUs' kernels and summation orders), yet a gradient 5%
+//   too large, or one element of the wrong sign, fails (LayerGradSelfTest checks exactly that).
+// - Kinks are kept out of reach: ReLU / leaky ReLU inputs have |x| >= 0.1 >> h, and pooling
+//   inputs are distinct per (n, c) plane with gaps of >= 0.04 > 2h, so no perturbation changes
+//   a window's argmax.
+// The model test differentiates the mean cross-entropy, whose gradients are ~1e-2 and whose f32
+// loss has ~1e-7 absolute noise; its bound is stated beside it.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdlib>
+#include <functional>
+#include <iostream>
+#include <memory>
+#include <numeric>
+#include <random>
+#include <set>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "engine/config/yaml_map.h"
+#include "engine/core/backend.h"
+#include "engine/graph/model.h"
+#include "engine/layers/layer.h"
+#include "engine/layers/registry.h"
+
+namespace convoy {
+namespace {
+
+constexpr double kStep = 5e-3;
+constexpr double kLayerTol = 2e-3;
+constexpr int64_t kAllElements = 400;
+constexpr int64_t kSampled = 60;
+
+// Prints the worst error of every check when CONVOY_GRADCHECK_VERBOSE is set (for tuning).
+bool verbose() { return std::getenv("CONVOY_GRADCHECK_VERBOSE") != nullptr; }
+
+// ---- inputs ---------------------------------------------------------------------------------
+
+enum class Values {
+  smooth,          // U(-1, 1)
+  away_from_zero,  // +-U(0.1, 1): no ReLU kink within reach of h
+  distinct,        // a shuffled ramp per (n, c) plane, gaps >= 0.04: no ties in a pool window
+};
+
+std::vector<float> uniform(int64_t n, uint64_t seed, double lo = -1.0, double hi = 1.0) {
+  std::mt19937_64 rng(seed);
+  std::uniform_real_distribution<double> dist(lo, hi);
+  std::vector<float> v(static_cast<size_t>(n));
+  for (float& x : v) x = static_cast<float>(dist(rng));
+  return v;
+}
+
+Tensor make_values(const Shape& shape, Values kind, uint64_t seed) {
+  const int64_t n = shape_numel(shape);
+  std::vector<float> v = uniform(n, seed);
+  std::mt19937_64 rng(seed ^ 0x5eedull);
+  if (kind == Values::away_from_zero) {
+    for (float& x : v) x = (x < 0 ? -0.1f : 0.1f) + 0.9f * x;
+  } else if (kind == Values::distinct) {
+    const int64_t plane = shape.size() >= 2 ? shape[shape.size() - 1] * shape[shape.size() - 2] : n;
+    const double gap = std::max(0.04, 2.0 / static_cast<double>(plane));
+    std::vector<int64_t> perm(static_cast<size_t>(plane));
+    for (int64_t base = 0; base < n; base += plane) {
+      std::iota(perm.begin(), perm.end(), 0);
+      std::shuffle(perm.begin(), perm.end(), rng);
+      for (int64_t i = 0; i < plane; ++i)
+        v[base + i] = static_cast<float>((static_cast<double>(perm[i]) - 0.5 * plane) * gap);
+    }
+  }
+  return Tensor::from_floats(v, shape);
+}
+
+double dot(const Tensor& y, const std::vector<float>& r) {
+  const std::vector<float> yv = y.to_floats();
+  double s = 0;
+  for (size_t i = 0; i < yv.size(); ++i) s += static_cast<double>(yv[i]) * r[i];
+  return s;
+}
+
+// ---- the comparison -------------------------------------------------------------------------
+
+struct Tolerance {
+  double rel;    // |a - n| <= rel * max(floor, |n|) + abs
+  double floor;
+  double abs;
+  bool ok(double analytic, double numeric) const {
+    return std::fabs(analytic - numeric) <= rel * std::max(floor, std::fabs(numeric)) + abs;
+  }
+  double ratio(double analytic, double numeric) const {
+    return std::fabs(analytic - numeric) / (rel * std::max(floor, std::fabs(numeric)) + abs);
+  }
+};
+constexpr Tolerance kLayerTolerance{kLayerTol, 1.0, 0.0};
+
+std::vector<int64_t> indices_to_check(int64_t n, uint64_t seed) {
+  std::vector<int64_t> idx;
+  if (n <= kAllElements) {
+    idx.resize(static_cast<size_t>(n));
+    std::iota(idx.begin(), idx.end(), 0);
+    return idx;
+  }
+  std::set<int64_t> chosen{0, n - 1};
+  std::mt19937_64 rng(seed);
+  std::uniform_int_distribution<int64_t> dist(0, n - 1);
+  while (static_cast<int64_t>(chosen.size()) < kSampled + 2) chosen.insert(dist(rng));
+  return {chosen.begin(), chosen.end()};
+}
+
+// Compares `analytic` (the gradient of loss() with respect to the f32 values at `values`) with
+// central differences, perturbing one element at a time and restoring it.
+::testing::AssertionResult matches_finite_differences(const std::string& what, float* values,
+                                                      const std::vector<float>& analytic,
+                                                      const std::function<double()>& loss,
+                                                      const Tolerance& tol, double step = kStep) {
+  const int64_t n = static_cast<int64_t>(analytic.size());
+  int failures = 0;
+  double worst_ratio = 0;
+  std::ostringstream detail;
+  for (int64_t i : indices_to_check(n, 0xC0FFEEull + static_cast<uint64_t>(n))) {
+    const float v = values[i];
+    const float up = static_cast<float>(v + step), down = static_cast<float>(v - step);
+    values[i] = up;
+    const double loss_up = loss();
+    values[i] = down;
+    const double loss_down = loss();
+    values[i] = v;
+    const double numeric = (loss_up - loss_down) / (static_cast<double>(up) - static_cast<double>(down));
+    const double a = analytic[static_cast<size_t>(i)];
+    worst_ratio = std::max(worst_ratio, std::isfinite(a) ? tol.ratio(a, numeric) : INFINITY);
+    if (!std::isfinite(a) || !tol.ok(a, numeric)) {
+      if (++failures <= 8)
+        detail << "\n  [" << i << "] analytic " << a << ", numeric " << numeric << ", diff "
+               << a - numeric;
+    }
+  }
+  if (verbose())
+    std::cout << "  " << what << ": " << n << " elements, worst |a-n|/tol = " << worst_ratio << "\n";
+  if (failures == 0) return ::testing::AssertionSuccess();
+  return ::testing::AssertionFailure()
+         << what << ": " << failures << " element(s) differ from finite differences (tolerance "
+         << tol.rel << " * max(" << tol.floor << ", |numeric|) + " << tol.abs << ", step " << step
+         << "):" << detail.str();
+}
+
+// ---- one layer ------------------------------------------------------------------------------
+
+std::unique_ptr<Layer> layer_from_yaml(const std::string& type, const std::string& name,
+                                       const std::string& yaml) {
+  const YamlMap attrs(yaml_load_string(yaml.empty() ? "{}" : yaml, "test.yaml"), "test.yaml", name);
+  std::unique_ptr<Layer> layer = make_layer(type, name, attrs);
+  attrs.finish();  // a misspelled attribute in a test is an error, not a silent default
+  return layer;
+}
+
+struct LayerCase {
+  std::string type;
+  std::string yaml;            // the layer's attributes, e.g. "{out_channels: 4, kernel: 3}"
+  std::vector<Shape> inputs;   // per-sample shapes
+  Values values = Values::smooth;
+  int64_t batch = 2;
+  uint64_t step_seed = 1234;   // StepInfo seed (dropout)
+};
+
+// What a check leaves behind for extra assertions.
+struct LayerRun {
+  std::unique_ptr<Backend> backend;
+  std::unique_ptr<Layer> layer;
+  std::vector<Tensor> inputs;
+  Tensor output;
+};
+
+LayerRun check_layer(const LayerCase& c) {
+  LayerRun run;
+  run.backend = make_cpu_backend({});
+  Backend& be = *run.backend;
+  run.layer = layer_from_yaml(c.type, "layer", c.yaml);
+  Layer& layer = *run.layer;
+  std::mt19937_64 rng(42);
+  const Shape out_sample = layer.build(c.inputs, rng);
+
+  // Batch-norm's identity initialization would hide a mix-up of gamma and beta.
+  if (c.type == "batchnorm2d") {
+    const auto params = layer.parameters();
+    const std::vector<float> gamma = uniform(params[0]->value.numel(), 3, 0.5, 1.5);
+    const std::vector<float> beta = uniform(params[1]->value.numel(), 4, -0.5, 0.5);
+    std::copy(gamma.begin(), gamma.end(), params[0]->value.data<float>());
+    std::copy(beta.begin(), beta.end(), params[1]->value.data<float>());
+  }
+  // Gradients start as NaN, so one that backward forgets to write fails.
+  for (Parameter* p : layer.parameters()) {
+    p->grad = be.empty(p->value.shape(), DType::f32);
+    be.ops().fill(p->grad, NAN);
+  }
+  for (size_t i = 0; i < c.inputs.size(); ++i)
+    run.inputs.push_back(make_values(batched(c.batch, c.inputs[i]), c.values, 100 + i));
+
+  const StepInfo step{true, c.step_seed};
+  run.output = layer.forward(be, run.inputs, step);
+  EXPECT_EQ(run.output.shape(), batched(c.batch, out_sample)) << "forward vs build's output shape";
+  if (run.output.shape() != batched(c.batch, out_sample)) return run;
+
+  const std::vector<float> r = uniform(run.output.numel(), 777);
+  const Tensor dy = Tensor::from_floats(r, run.output.shape());
+  const std::unique_ptr<bool[]> needs(new bool[c.inputs.size()]);
+  std::fill(needs.get(), needs.get() + c.inputs.size(), true);
+  const std::vector<Tensor> dx =
+      layer.backward(be, run.inputs, run.output, dy, std::span<const bool>(needs.get(), c.inputs.size()));
+  EXPECT_EQ(dx.size(), c.inputs.size());
+  if (dx.size() != c.inputs.size()) return run;
+
+  const auto loss = [&] { return dot(layer.forward(be, run.inputs, step), r); };
+  for (size_t i = 0; i < dx.size(); ++i) {
+    const std::string what = "d/d input " + std::to_string(i);
+    EXPECT_TRUE(dx[i].defined()) << what << " is undefined";
+    if (!dx[i].defined()) continue;
+    EXPECT_EQ(dx[i].shape(), run.inputs[i].shape()) << what;
+    if (dx[i].shape() != run.inputs[i].shape()) continue;
+    EXPECT_TRUE(matches_finite_differences(what, run.inputs[i].data<float>(), dx[i].to_floats(),
+                                           loss, kLayerTolerance));
+  }
+  for (Parameter* p : layer.parameters()) {
+    EXPECT_TRUE(matches_finite_differences("d/d " + p->name, p->value.data<float>(),
+                                           p->grad.to_floats(), loss, kLayerTolerance));
+  }
+  // The forward at the unperturbed point, for callers' own assertions.
+  run.output = layer.forward(be, run.inputs, step);
+  return run;
+}
+
+// The layer types this file checks; LayerGradRegistry compares it with the registry.
+const std::set<std::string>& checked_types() {
+  static const std::set<std::string> types = {
+      "conv2d", "batchnorm2d", "relu",    "leaky_relu", "gelu",    "maxpool2d", "avgpool2d",
+      "global_avg_pool", "global_max_pool", "linear", "flatten", "dropout", "add", "concat"};
+  return types;
+}
+
+TEST(LayerGradRegistry, EveryRegisteredLayerTypeHasAGradientCheck) {
+  for (const std::string& type : layer_types())
+    EXPECT_TRUE(checked_types().count(type)) << "layer type '" << type
+                                             << "' has no gradient check in this file";
+}
+
+// ---- conv2d ---------------------------------------------------------------------------------
+
+TEST(LayerGradConv2d, Kernel3Padding1Bias) {
+  check_layer({"conv2d", "{out_channels: 4, kernel: 3, padding: 1}", {{3, 6, 6}}});
+}
+
+TEST(LayerGradConv2d, Stride2Padding1NoBiasNonSquare) {
+  check_layer({"conv2d", "{out_channels: 5, kernel: 3, stride: 2, padding: 1, bias: false}", {{2, 7, 6}}});
+}
+
+TEST(LayerGradConv2d, Dilation2Padding2Groups2Bias) {
+  check_layer({"conv2d", "{out_channels: 6, kernel: 3, padding: 2, dilation: 2, groups: 2}", {{4, 7, 7}}});
+}
+
+TEST(LayerGradConv2d, RectangularKernelMixedStrideDepthwiseNoBias) {
+  check_layer({"conv2d",
+               "{out_channels: 8, kernel: [3, 2], stride: [2, 1], padding: [1, 0], dilation: [1, 2], "
+               "groups: 4, bias: false}",
+               {{4, 7, 6}}});
+}
+
+TEST(LayerGradConv2d, Pointwise1x1Stride2) {
+  check_layer({"conv2d", "{out_channels: 3, kernel: 1, stride: 2}", {{5, 5, 5}}, Values::smooth, 3});
+}
+
+// ---- batchnorm2d ----------------------------------------------------------------------------
+
+TEST(LayerGradBatchNorm2d, TrainingModeBatchStatistics) {
+  check_layer({"batchnorm2d", "", {{3, 4, 5}}, Values::smooth, 3});
+}
+
+TEST(LayerGradBatchNorm2d, TrainingModeCustomEpsMomentum) {
+  check_layer({"batchnorm2d", "{eps: 1e-3, momentum: 0.3}", {{2, 3, 3}}, Values::smooth, 4});
+}
+
+// ---- activations ----------------------------------------------------------------------------
+
+TEST(LayerGradActivation, Relu) {
+  check_layer({"relu", "", {{3, 5, 5}}, Values::away_from_zero});
+}
+
+TEST(LayerGradActivation, LeakyReluDefaultSlope) {
+  check_layer({"leaky_relu", "", {{3, 5, 5}}, Values::away_from_zero});
+}
+
+TEST(LayerGradActivation, LeakyReluSlope0_2) {
+  check_layer({"leaky_relu", "{negative_slope: 0.2}", {{3, 5, 5}}, Values::away_from_zero});
+}
+
+TEST(LayerGradActivation, Gelu) {
+  // GELU is smooth: values on both sides of and right at 0 are fine.
+  check_layer({"gelu", "", {{3, 5, 5}}, Values::smooth});
+}
+
+TEST(LayerGradActivation, GeluOnFeatureVectors) {
+  check_layer({"gelu", "", {{7}}, Values::smooth, 3});
+}
+
+// ---- pooling --------------------------------------------------------------------------------
+
+TEST(LayerGradPool, MaxPoolNonOverlapping) {
+  check_layer({"maxpool2d", "{kernel: 2}", {{3, 6, 6}}, Values::distinct});
+}
+
+TEST(LayerGradPool, MaxPoolOverlappingWindowsWithPadding) {
+  // kernel 3 > stride 2: inner elements belong to several windows; padding 1 adds edge windows.
+  check_layer({"maxpool2d", "{kernel: 3, stride: 2, padding: 1}", {{3, 7, 7}}, Values::distinct});
+}
+
+TEST(LayerGradPool, MaxPoolStride1Padding1RectangularKernel) {
+  check_layer({"maxpool2d", "{kernel: [3, 2], stride: 1, padding: [1, 1]}", {{2, 5, 6}}, Values::distinct});
+}
+
+TEST(LayerGradPool, AvgPoolOverlappingWithPaddingExcludesPad) {
+  LayerRun run = check_layer({"avgpool2d", "{kernel: 3, stride: 2, padding: 1}", {{3, 7, 7}}});
+  if (::testing::Test::HasFailure()) return;
+  // A gradient check cannot tell include-pad from exclude-pad (forward and backward could agree
+  // on either), so check the semantics directly: each output is the mean of the window clipped
+  // to the unpadded input (PyTorch's count_include_pad=False).
+  const std::vector<float> x = run.inputs[0].to_floats(), y = run.output.to_floats();
+  const int64_t n = 2, c = 3, h = 7, w = 7, p = 4, q = 4;
+  ASSERT_EQ(run.output.shape(), (Shape{n, c, p, q}));
+  double worst = 0;
+  for (int64_t plane = 0; plane < n * c; ++plane)
+    for (int64_t i = 0; i < p; ++i)
+      for (int64_t j = 0; j < q; ++j) {
+        double sum = 0;
+        int count = 0;
+        for (int64_t a = i * 2 - 1; a < i * 2 + 2; ++a)
+          for (int64_t b = j * 2 - 1; b < j * 2 + 2; ++b)
+            if (a >= 0 && a < h && b >= 0 && b < w) sum += x[(plane * h + a) * w + b], ++count;
+        worst = std::max(worst, std::fabs(y[(plane * p + i) * q + j] - sum / count));
+      }
+  EXPECT_LE(worst, 1e-5) << "avgpool2d with padding does not divide by the clipped window size";
+}
+
+TEST(LayerGradPool, AvgPoolNoPaddingRectangular) {
+  check_layer({"avgpool2d", "{kernel: [2, 3], stride: [2, 1]}", {{2, 6, 5}}});
+}
+
+TEST(LayerGradPool, GlobalAvgPool) {
+  check_layer({"global_avg_pool", "", {{4, 5, 3}}, Values::smooth, 3});
+}
+
+TEST(LayerGradPool, GlobalMaxPool) {
+  check_layer({"global_max_pool", "", {{4, 5, 3}}, Values::distinct, 3});
+}
+
+// ---- linear and flatten ---------------------------------------------------------------------
+
+TEST(LayerGradLinear, FeaturesWithBias) {
+  check_layer({"linear", "{out_features: 5}", {{7}}, Values::smooth, 3});
+}
+
+TEST(LayerGradLinear, FeaturesWithoutBias) {
+  check_layer({"linear", "{out_features: 4, bias: false}", {{6}}, Values::smooth, 3});
+}
+
+TEST(LayerGradLinear, PooledChannelsInput) {
+  // (C, 1, 1) per sample, as after global pooling: dx must come back as (N, C, 1, 1).
+  check_layer({"linear", "{out_features: 3}", {{6, 1, 1}}, Values::smooth, 3});
+}
+
+TEST(LayerGradLinear, PooledChannelsInputWithoutBias) {
+  check_layer({"linear", "{out_features: 3, bias: false}", {{5, 1, 1}}, Values::smooth, 2});
+}
+
+TEST(LayerGradFlatten, ChannelsHeightWidth) {
+  check_layer({"flatten", "", {{3, 4, 2}}});
+}
+
+// ---- dropout --------------------------------------------------------------------------------
+
+TEST(LayerGradDropout, P0_3FixedSeedMaskIsDeterministic) {
+  LayerRun run = check_layer({"dropout", "{p: 0.3}", {{4, 6, 6}}, Values::away_from_zero, 2, 2024});
+  if (::testing::Test::HasFailure()) return;
+  // The check above only means something if the mask is neither empty nor full, and the kept
+  // elements are scaled by 1 / (1 - p).
+  const std::vector<float> x = run.inputs[0].to_floats(), y = run.output.to_floats();
+  int64_t dropped = 0;
+  double worst = 0;
+  for (size_t i = 0; i < x.size(); ++i) {
+    if (y[i] == 0.0f) ++dropped;
+    else worst = std::max(worst, std::fabs(y[i] - x[i] / 0.7));
+  }
+  const double fraction = static_cast<double>(dropped) / static_cast<double>(x.size());
+  EXPECT_GT(fraction, 0.2) << dropped << " of " << x.size() << " dropped";
+  EXPECT_LT(fraction, 0.4) << dropped << " of " << x.size() << " dropped";
+  EXPECT_LE(worst, 1e-6) << "kept elements are not scaled by 1 / (1 - p)";
+  // Another step seed draws another mask.
+  const Tensor other = run.layer->forward(*run.backend, run.inputs, StepInfo{true, 2025});
+  EXPECT_NE(other.to_floats(), y) << "the mask does not depend on the step seed";
+  // Evaluation is the identity.
+  const Tensor eval = run.layer->forward(*run.backend, run.inputs, StepInfo{false, 2024});
+  EXPECT_EQ(eval.to_floats(), x);
+}
+
+// ---- add and concat -------------------------------------------------------------------------
+
+TEST(LayerGradAdd, TwoInputs) {
+  check_layer({"add", "", {{3, 4, 4}, {3, 4, 4}}});
+}
+
+TEST(LayerGradConcat, TwoInputs) {
+  check_layer({"concat", "", {{2, 3, 4}, {3, 3, 4}}});
+}
+
+TEST(LayerGradConcat, ThreeInputsOneChannelEach) {
+  check_layer({"concat", "", {{1, 4, 4}, {2, 4, 4}, {1, 4, 4}}, Values::smooth, 3});
+}
+
+// ---- the checker itself can fail ------------------------------------------------------------
+
+TEST(LayerGradSelfTest, WrongGradientsAreCaught) {
+  auto be = make_cpu_backend({});
+  auto layer = layer_from_yaml("conv2d", "conv", "{out_channels: 3, kernel: 3, padding: 1}");
+  std::mt19937_64 rng(1);
+  layer->build(std::vector<Shape>{{2, 5, 5}}, rng);
+  Parameter* w = layer->parameters()[0];
+  w->grad = be->zeros(w->value.shape(), DType::f32);
+  layer->parameters()[1]->grad = be->zeros({3}, DType::f32);
+  std::vector<Tensor> x{make_values({2, 2, 5, 5}, Values::smooth, 9)};
+  const StepInfo step{true, 0};
+  const Tensor y = layer->forward(*be, x, step);
+  const std::vector<float> r = uniform(y.numel(), 10);
+  const bool needs[1] = {true};
+  layer->backward(*be, x, y, Tensor::from_floats(r, y.shape()), needs);
+  const auto loss = [&] { return dot(layer->forward(*be, x, step), r); };
+  const std::vector<float> good = w->grad.to_floats();
+  ASSERT_TRUE(matches_finite_differences("weight", w->value.data<float>(), good, loss, kLayerTolerance));
+
+  std::vector<float> scaled = good;  // 5% too large everywhere
+  for (float& g : scaled) g *= 1.05f;
+  EXPECT_FALSE(matches_finite_differences("weight", w->value.data<float>(), scaled, loss, kLayerTolerance));
+
+  std::vector<float> flipped = good;  // one element of the wrong sign
+  const auto big = std::max_element(flipped.begin(), flipped.end(),
+                                    [](float a, float b) { return std::fabs(a) < std::fabs(b); });
+  ASSERT_GT(std::fabs(*big), 0.05f);
+  *big = -*big;
+  EXPECT_FALSE(matches_finite_differences("weight", w->value.data<float>(), flipped, loss, kLayerTolerance));
+}
+
+// ---- a whole model: a DAG with a residual add and a concat ----------------------------------
+
+// `act` is read by four layers (branch, res, side, cat): backward must sum the gradients
+// flowing into a tensor read more than once. `stem` reads the image batch, so it gets no
+// input gradient request but must still produce its weight gradients.
+constexpr const char* kTinyModel = R"(
+name: tiny_dag
+input: [3, 8, 8]
+classes: 4
+layers:
+  - {name: stem, type: conv2d, out_channels: 4, kernel: 3, padding: 1}
+  - {name: bn, type: batchnorm2d}
+  - {name: act, type: gelu}
+  - {name: branch, type: conv2d, out_channels: 4, kernel: 3, padding: 1, bias: false}
+  - {name: res, type: add, inputs: [act, branch]}
+  - {name: side, type: conv2d, out_channels: 2, kernel: 1, inputs: [act]}
+  - {name: cat, type: concat, inputs: [res, side, act]}
+  - {name: pool, type: avgpool2d, kernel: 3, stride: 2, padding: 1}
+  - {name: drop, type: dropout, p: 0.3}
+  - {name: gap, type: global_avg_pool}
+  - {name: fc, type: linear, out_features: 4}
+)";
+
+TEST(LayerGradModel, ResidualConcatDagParameterGradients) {
+  auto be = make_cpu_backend({});
+  Model model = Model::from_yaml(kTinyModel, "tiny_dag.yaml", 5);
+  model.to(*be, DType::f32);
+  const int64_t n = 3;
+  const Tensor x = make_values({n, 3, 8, 8}, Values::smooth, 21);
+  const Tensor labels = Tensor::from_ints({0, 3, 1}, {n});
+  const StepInfo step{true, 31};
+  const float smoothing = 0.1f;
+  Tensor loss = be->empty({1}, DType::f32), correct = be->empty({1}, DType::i32), none;
+
+  const Tensor logits = model.forward(*be, x, step);
+  ASSERT_EQ(logits.shape(), (Shape{n, 4}));
+  Tensor dlogits = be->empty(logits.shape(), DType::f32);
+  be->ops().softmax_cross_entropy(logits, labels, smoothing, loss, dlogits, correct);
+  for (auto& [name, p] : model.parameters()) be->ops().fill(p->grad, NAN);
+  model.backward(*be, dlogits);
+
+  const auto loss_fn = [&] {
+    const Tensor l = model.forward(*be, x, step);
+    be->ops().softmax_cross_entropy(l, labels, smoothing, loss, none, correct);
+    return static_cast<double>(loss.data<float>()[0]);
+  };
+  // The loss is a mean over the batch (~1.5) and comes back in f32, whose spacing there is
+  // 2.4e-7: with h = 1e-2 the quotient carries up to ~2.4e-5 of quantization noise (the worst
+  // seen is ~2e-5), while the gradients are ~1e-3 to 1e-1. Bound: |a - n| <= 1e-2 |n| + 2e-4,
+  // i.e. ~8x the worst-case noise plus 1% of the value. Truncation through BN, GELU and softmax
+  // at h = 1e-2 is ~1e-6.
+  const Tolerance tol{1e-2, 0.0, 2e-4};
+  int checked = 0;
+  for (auto& [name, p] : model.parameters()) {
+    EXPECT_TRUE(matches_finite_differences(name, p->value.data<float>(), p->grad.to_floats(),
+                                           loss_fn, tol, 1e-2));
+    ++checked;
+  }
+  EXPECT_EQ(checked, 9);  // stem w+b, bn w+b, branch w, side w+b, fc w+b
+}
+
+}  // namespace
+}  // namespace convoy
