@@ -207,7 +207,7 @@ std::vector<float> Tensor::to_floats() const {
   const int64_t n = numel();
   std::vector<float> out(static_cast<size_t>(n));
   switch (dtype_) {
-    case DType::f32: std::memcpy(out.data(), host.raw(), n * sizeof(float)); break;
+    case DType::f32: if (n > 0) std::memcpy(out.data(), host.raw(), n * sizeof(float)); break;
     case DType::bf16: { auto* p = host.data<uint16_t>(); for (int64_t i = 0; i < n; ++i) out[i] = bf16_to_float(p[i]); break; }
     case DType::f16: { auto* p = host.data<uint16_t>(); for (int64_t i = 0; i < n; ++i) out[i] = f16_to_float(p[i]); break; }
     case DType::i32: { auto* p = host.data<int32_t>(); for (int64_t i = 0; i < n; ++i) out[i] = static_cast<float>(p[i]); break; }

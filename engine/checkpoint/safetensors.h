@@ -1,0 +1,46 @@
+#pragma once
+// Safetensors files: an 8-byte little-endian header length, a JSON header naming each
+// tensor's dtype, shape and byte range, then the raw little-endian data. Readable by the
+// `safetensors` package, PyTorch and the wider ecosystem.
+#include <filesystem>
+#include <map>
+#include <span>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "engine/core/tensor.h"
+
+namespace convoy {
+
+struct NamedTensor {
+  std::string name;
+  Tensor tensor;  // any shape and dtype, any device
+};
+
+// Writes atomically: the data goes to "<path>.tmp.<pid>" in the same directory, which is
+// flushed, fsynced and renamed over `path`, and the directory is fsynced. On any failure
+// (including a tensor whose copy to the host throws) the temporary file is removed, the
+// old file at `path` is left intact, and the error propagates (I/O errors as InputError
+// naming the file). GPU tensors are copied to the host; nhwc tensors are written in
+// their logical (N, C, H, W) order. Names must be unique and not "__metadata__".
+void write_safetensors(const std::filesystem::path& path, std::span<const NamedTensor> tensors,
+                       const std::map<std::string, std::string>& metadata = {});
+
+struct SafetensorsFile {
+  std::filesystem::path path;
+  std::vector<NamedTensor> tensors;  // on the CPU, nchw, in file (data offset) order
+  std::map<std::string, std::string> metadata;
+
+  bool contains(std::string_view name) const;
+  // Throws InputError naming the tensor and the file when it is absent.
+  const Tensor& at(std::string_view name) const;
+};
+
+// Reads and validates a whole file: header length vs file size, the JSON, dtype names,
+// shapes vs byte ranges, and that the ranges tile the data exactly (no overlap, gap or
+// trailing bytes, as the reference implementation requires). Errors are InputErrors
+// naming the file.
+SafetensorsFile read_safetensors(const std::filesystem::path& path);
+
+}  // namespace convoy

@@ -1,0 +1,361 @@
+// IDX reader and the MNIST-format dataset loaders.
+#include <gtest/gtest.h>
+#include <stdlib.h>
+#include <zlib.h>
+
+#include <cstdint>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "datasets/dataset.h"
+#include "datasets/idx.h"
+#include "engine/core/error.h"
+
+namespace fs = std::filesystem;
+using namespace convoy;
+
+namespace {
+
+class TempDir {
+ public:
+  TempDir() {
+    std::string templ = (fs::temp_directory_path() / "convoy-idx-XXXXXX").string();
+    if (!::mkdtemp(templ.data())) throw std::runtime_error("mkdtemp failed");
+    path_ = templ;
+  }
+  ~TempDir() {
+    std::error_code ec;
+    fs::remove_all(path_, ec);
+  }
+  const fs::path& path() const { return path_; }
+  fs::path operator/(const std::string& name) const { return path_ / name; }
+
+ private:
+  fs::path path_;
+};
+
+std::vector<uint8_t> idx_bytes(uint8_t type, const std::vector<uint32_t>& dims,
+                               const std::vector<uint8_t>& data) {
+  std::vector<uint8_t> out = {0, 0, type, static_cast<uint8_t>(dims.size())};
+  for (uint32_t d : dims)
+    for (int s = 24; s >= 0; s -= 8) out.push_back(static_cast<uint8_t>(d >> s));
+  out.insert(out.end(), data.begin(), data.end());
+  return out;
+}
+
+void write_raw(const fs::path& path, const std::vector<uint8_t>& bytes) {
+  std::ofstream f(path, std::ios::binary);
+  f.write(reinterpret_cast<const char*>(bytes.data()), static_cast<std::streamsize>(bytes.size()));
+}
+
+void write_gzip(const fs::path& path, const std::vector<uint8_t>& bytes) {
+  gzFile f = gzopen(path.c_str(), "wb");
+  ASSERT_NE(f, nullptr);
+  if (!bytes.empty()) {
+    ASSERT_EQ(gzwrite(f, bytes.data(), static_cast<unsigned>(bytes.size())),
+              static_cast<int>(bytes.size()));
+  }
+  ASSERT_EQ(gzclose(f), Z_OK);
+}
+
+std::vector<uint8_t> read_all(const fs::path& path) {
+  std::ifstream f(path, std::ios::binary);
+  return {std::istreambuf_iterator<char>(f), std::istreambuf_iterator<char>()};
+}
+
+std::vector<uint8_t> random_bytes(size_t n, uint32_t seed) {
+  std::mt19937 rng(seed);
+  std::vector<uint8_t> out(n);
+  for (auto& b : out) b = static_cast<uint8_t>(rng());
+  return out;
+}
+
+// The InputError message of read_idx(path); fails the test when nothing is thrown.
+std::string idx_error(const fs::path& path) {
+  try {
+    read_idx(path);
+  } catch (const InputError& e) {
+    return e.what();
+  }
+  ADD_FAILURE() << "read_idx(" << path << ") did not throw";
+  return {};
+}
+
+#define EXPECT_MESSAGE(message, path, fragment)                                  \
+  do {                                                                           \
+    const std::string m_ = (message);                                            \
+    EXPECT_NE(m_.find((path).string()), std::string::npos) << m_;                \
+    EXPECT_NE(m_.find(fragment), std::string::npos) << m_;                       \
+  } while (0)
+
+}  // namespace
+
+TEST(Idx, RawRoundTrip) {
+  TempDir dir;
+  const auto data = random_bytes(3 * 4 * 5, 1);
+  write_raw(dir / "a-idx3-ubyte", idx_bytes(0x08, {3, 4, 5}, data));
+  const IdxArray a = read_idx(dir / "a-idx3-ubyte");
+  EXPECT_EQ(a.data.shape(), (Shape{3, 4, 5}));
+  EXPECT_EQ(a.data.dtype(), DType::u8);
+  EXPECT_TRUE(a.data.device().is_cpu());
+  EXPECT_EQ(std::vector<uint8_t>(a.data.data<uint8_t>(), a.data.data<uint8_t>() + data.size()), data);
+}
+
+TEST(Idx, GzipRoundTripDetectedByMagic) {
+  TempDir dir;
+  const auto data = random_bytes(7 * 9, 2);
+  write_gzip(dir / "b.gz", idx_bytes(0x08, {7, 9}, data));
+  // Detection is by content, not by name.
+  fs::copy_file(dir / "b.gz", dir / "b-no-suffix");
+  for (const char* name : {"b.gz", "b-no-suffix"}) {
+    const IdxArray a = read_idx(dir / name);
+    EXPECT_EQ(a.data.shape(), (Shape{7, 9}));
+    EXPECT_EQ(std::vector<uint8_t>(a.data.data<uint8_t>(), a.data.data<uint8_t>() + data.size()), data);
+  }
+}
+
+TEST(Idx, GzipLargerThanOneChunk) {
+  TempDir dir;
+  // Several MiB, so the buffer grows and the input is refilled many times.
+  const auto data = random_bytes(3u << 20, 3);
+  write_gzip(dir / "big.gz", idx_bytes(0x08, {3, 1024, 1024}, data));
+  const IdxArray a = read_idx(dir / "big.gz");
+  ASSERT_EQ(a.data.numel(), static_cast<int64_t>(data.size()));
+  EXPECT_EQ(0, std::memcmp(a.data.raw(), data.data(), data.size()));
+}
+
+TEST(Idx, ConcatenatedGzipMembers) {
+  TempDir dir;
+  const auto bytes = idx_bytes(0x08, {2, 8}, random_bytes(16, 4));
+  write_gzip(dir / "p1.gz", {bytes.begin(), bytes.begin() + 10});
+  write_gzip(dir / "p2.gz", {bytes.begin() + 10, bytes.end()});
+  auto joined = read_all(dir / "p1.gz");
+  const auto second = read_all(dir / "p2.gz");
+  joined.insert(joined.end(), second.begin(), second.end());
+  write_raw(dir / "joined.gz", joined);
+  const IdxArray a = read_idx(dir / "joined.gz");
+  EXPECT_EQ(0, std::memcmp(a.data.raw(), bytes.data() + 12, 16));
+}
+
+TEST(Idx, MissingFileNamesPathAndPackage) {
+  TempDir dir;
+  const auto m = idx_error(dir / "nope.gz");
+  EXPECT_MESSAGE(m, dir / "nope.gz", "no such file");
+  EXPECT_NE(m.find("dataset-fashion-mnist"), std::string::npos) << m;
+  EXPECT_MESSAGE(idx_error(dir.path()), dir.path(), "is a directory");
+}
+
+TEST(Idx, TruncatedRaw) {
+  TempDir dir;
+  auto bytes = idx_bytes(0x08, {4, 4}, random_bytes(16, 5));
+  bytes.pop_back();
+  write_raw(dir / "t", bytes);
+  EXPECT_MESSAGE(idx_error(dir / "t"), dir / "t", "truncated");
+  write_raw(dir / "empty", {});
+  EXPECT_MESSAGE(idx_error(dir / "empty"), dir / "empty", "truncated");
+  write_raw(dir / "half-header", {0, 0, 8, 3, 0, 0});
+  EXPECT_MESSAGE(idx_error(dir / "half-header"), dir / "half-header", "truncated");
+}
+
+TEST(Idx, TruncatedGzip) {
+  TempDir dir;
+  write_gzip(dir / "full.gz", idx_bytes(0x08, {64, 64}, random_bytes(64 * 64, 6)));
+  auto gz = read_all(dir / "full.gz");
+  gz.resize(gz.size() / 2);
+  write_raw(dir / "cut.gz", gz);
+  EXPECT_MESSAGE(idx_error(dir / "cut.gz"), dir / "cut.gz", "truncated");
+  // A complete gzip stream whose payload is shorter than the header's dims.
+  auto bytes = idx_bytes(0x08, {64, 64}, random_bytes(64 * 64, 6));
+  bytes.resize(bytes.size() - 100);
+  write_gzip(dir / "short.gz", bytes);
+  EXPECT_MESSAGE(idx_error(dir / "short.gz"), dir / "short.gz", "truncated");
+}
+
+TEST(Idx, TrailingGarbage) {
+  TempDir dir;
+  auto bytes = idx_bytes(0x08, {4, 4}, random_bytes(16, 7));
+  bytes.push_back(42);
+  write_raw(dir / "raw", bytes);
+  EXPECT_MESSAGE(idx_error(dir / "raw"), dir / "raw", "trailing garbage");
+  write_gzip(dir / "inside.gz", bytes);
+  EXPECT_MESSAGE(idx_error(dir / "inside.gz"), dir / "inside.gz", "trailing garbage");
+  bytes.pop_back();
+  write_gzip(dir / "after.gz", bytes);
+  auto gz = read_all(dir / "after.gz");
+  gz.insert(gz.end(), {'j', 'u', 'n', 'k'});
+  write_raw(dir / "after.gz", gz);
+  EXPECT_MESSAGE(idx_error(dir / "after.gz"), dir / "after.gz", "trailing garbage");
+}
+
+TEST(Idx, BadMagicAndUnsupportedType) {
+  TempDir dir;
+  write_raw(dir / "magic", {0x12, 0x34, 0x08, 0x01, 0, 0, 0, 1, 7});
+  EXPECT_MESSAGE(idx_error(dir / "magic"), dir / "magic", "not an IDX file");
+  write_raw(dir / "float", idx_bytes(0x0D, {1}, {0, 0, 0, 0}));
+  const auto m = idx_error(dir / "float");
+  EXPECT_MESSAGE(m, dir / "float", "0x0d (float32) is not supported");
+  write_raw(dir / "zero-dims", {0, 0, 8, 0});
+  EXPECT_MESSAGE(idx_error(dir / "zero-dims"), dir / "zero-dims", "0 dimensions");
+}
+
+TEST(Idx, CorruptGzip) {
+  TempDir dir;
+  write_gzip(dir / "ok.gz", idx_bytes(0x08, {32, 32}, random_bytes(32 * 32, 8)));
+  const auto good = read_all(dir / "ok.gz");
+  // A wrong CRC in the trailer: the data inflates but does not check out.
+  auto crc = good;
+  crc[crc.size() - 8] ^= 0xFF;
+  write_raw(dir / "crc.gz", crc);
+  EXPECT_MESSAGE(idx_error(dir / "crc.gz"), dir / "crc.gz", "corrupt gzip data");
+  // A reserved block type right after the 10-byte gzip header.
+  auto block = good;
+  block[10] = 0xFF;
+  write_raw(dir / "block.gz", block);
+  EXPECT_MESSAGE(idx_error(dir / "block.gz"), dir / "block.gz", "corrupt gzip data");
+}
+
+TEST(Idx, HugeDimsRejectedBeforeAllocating) {
+  TempDir dir;
+  write_raw(dir / "overflow", idx_bytes(0x08, {0xFFFFFFFF, 0xFFFFFFFF, 0xFFFFFFFF}, {}));
+  EXPECT_MESSAGE(idx_error(dir / "overflow"), dir / "overflow", "overflow");
+  // 60000 * 28 * 28 bytes announced by a 116-byte file.
+  write_raw(dir / "big", idx_bytes(0x08, {60000, 28, 28}, random_bytes(100, 9)));
+  EXPECT_MESSAGE(idx_error(dir / "big"), dir / "big", "need 47040000 bytes");
+  // 2^56 bytes announced by a tiny gzip file: more than deflate could ever expand to.
+  write_gzip(dir / "big.gz", idx_bytes(0x08, {0x1000000, 0x1000000, 0x100}, random_bytes(10, 10)));
+  EXPECT_MESSAGE(idx_error(dir / "big.gz"), dir / "big.gz", "gzip file can hold");
+}
+
+TEST(Idx, MutatedFilesNeverCrash) {
+  TempDir dir;
+  write_gzip(dir / "base.gz", idx_bytes(0x08, {16, 16}, random_bytes(256, 11)));
+  const auto gz = read_all(dir / "base.gz");
+  const auto raw = idx_bytes(0x08, {16, 16}, random_bytes(256, 11));
+  std::mt19937 rng(12);
+  int rejected = 0;
+  for (int i = 0; i < 400; ++i) {
+    auto bytes = (i % 2) ? gz : raw;
+    const int edits = 1 + static_cast<int>(rng() % 4);
+    for (int e = 0; e < edits; ++e) bytes[rng() % bytes.size()] = static_cast<uint8_t>(rng());
+    if (rng() % 4 == 0) bytes.resize(rng() % bytes.size());
+    write_raw(dir / "m", bytes);
+    try {
+      const IdxArray a = read_idx(dir / "m");
+      EXPECT_LE(a.data.numel(), 1 << 20);
+    } catch (const InputError& e) {
+      ++rejected;
+      EXPECT_NE(std::string(e.what()).find((dir / "m").string()), std::string::npos) << e.what();
+    }
+  }
+  EXPECT_GT(rejected, 100);
+}
+
+// --- the MNIST-format loaders -------------------------------------------------------------
+
+namespace {
+
+// A tiny MNIST-format directory: `n` images of 3x2 and `labels`.
+void write_mnist_dir(const fs::path& dir, const std::string& prefix, uint32_t n,
+                     const std::vector<uint8_t>& labels, bool gzip) {
+  const auto images = idx_bytes(0x08, {n, 3, 2}, random_bytes(n * 6, n));
+  const auto lab = idx_bytes(0x08, {static_cast<uint32_t>(labels.size())}, labels);
+  if (gzip) {
+    write_gzip(dir / (prefix + "-images-idx3-ubyte.gz"), images);
+    write_gzip(dir / (prefix + "-labels-idx1-ubyte.gz"), lab);
+  } else {
+    write_raw(dir / (prefix + "-images-idx3-ubyte"), images);
+    write_raw(dir / (prefix + "-labels-idx1-ubyte"), lab);
+  }
+}
+
+std::string load_error(std::string_view kind, const fs::path& dir, std::string_view split,
+                       int64_t limit = 0) {
+  try {
+    load_dataset(kind, dir, split, limit);
+  } catch (const InputError& e) {
+    return e.what();
+  }
+  ADD_FAILURE() << "load_dataset did not throw";
+  return {};
+}
+
+const fs::path kFashion = kFashionMnistDefaultPath;
+
+}  // namespace
+
+TEST(IdxDataset, SmallDirectoryRawAndGzip) {
+  TempDir dir;
+  write_mnist_dir(dir.path(), "train", 5, {0, 1, 2, 9, 4}, /*gzip=*/false);
+  write_mnist_dir(dir.path(), "t10k", 4, {3, 3, 7, 0}, /*gzip=*/true);
+  const Dataset train = load_dataset("mnist", dir.path(), "train", 0);
+  EXPECT_EQ(train.name, "mnist:train");
+  EXPECT_EQ(train.images.shape(), (Shape{5, 1, 3, 2}));
+  EXPECT_EQ(train.labels.shape(), (Shape{5}));
+  EXPECT_EQ(train.labels.dtype(), DType::i32);
+  EXPECT_EQ(train.labels.data<int32_t>()[3], 9);
+  EXPECT_EQ(train.class_names.at(9), "9");
+  const Dataset test = load_dataset("fashion-mnist", dir.path(), "test", 3);
+  EXPECT_EQ(test.images.shape(), (Shape{3, 1, 3, 2}));
+  EXPECT_EQ(test.labels.data<int32_t>()[2], 7);
+  EXPECT_EQ(test.class_names.at(9), "Ankle boot");
+}
+
+TEST(IdxDataset, Errors) {
+  TempDir dir;
+  write_mnist_dir(dir.path(), "train", 5, {0, 1, 2, 3}, false);
+  auto m = load_error("mnist", dir.path(), "train");
+  EXPECT_MESSAGE(m, dir / "train-labels-idx1-ubyte", "has 4 labels but");
+  write_mnist_dir(dir.path(), "t10k", 3, {0, 10, 2}, true);
+  m = load_error("fashion-mnist", dir.path(), "test");
+  EXPECT_MESSAGE(m, dir / "t10k-labels-idx1-ubyte.gz", "label 10 at index 1 is out of range");
+
+  TempDir empty;
+  m = load_error("fashion-mnist", empty.path(), "train");
+  EXPECT_MESSAGE(m, empty / "train-images-idx3-ubyte", "no such file");
+  EXPECT_NE(m.find("dataset-fashion-mnist"), std::string::npos) << m;
+  m = load_error("fashion-mnist", empty / "missing-dir", "train");
+  EXPECT_MESSAGE(m, empty / "missing-dir", "no such directory");
+
+  m = load_error("cifar-11", dir.path(), "train");
+  EXPECT_NE(m.find("unknown dataset kind 'cifar-11'"), std::string::npos) << m;
+  EXPECT_NE(m.find("fashion-mnist, mnist"), std::string::npos) << m;
+  EXPECT_NE(load_error("mnist", dir.path(), "validation").find("unknown split"), std::string::npos);
+  EXPECT_NE(load_error("mnist", dir.path(), "train", -1).find("limit"), std::string::npos);
+}
+
+TEST(IdxDataset, FashionMnistTestSplit) {
+  if (!fs::exists(kFashion)) GTEST_SKIP() << kFashion << " is missing (Debian's dataset-fashion-mnist)";
+  const Dataset ds = load_fashion_mnist(kFashion, "test");
+  ASSERT_EQ(ds.images.shape(), (Shape{10000, 1, 28, 28}));
+  ASSERT_EQ(ds.labels.shape(), (Shape{10000}));
+  ASSERT_EQ(ds.class_names.size(), 10u);
+  EXPECT_EQ(ds.class_names[0], "T-shirt/top");
+  EXPECT_EQ(ds.class_names[9], "Ankle boot");
+  std::vector<int> histogram(10, 0);
+  for (int64_t i = 0; i < ds.size(); ++i) ++histogram.at(static_cast<size_t>(ds.labels.data<int32_t>()[i]));
+  EXPECT_EQ(histogram, std::vector<int>(10, 1000));
+  // Real pictures: neither blank nor saturated.
+  double mean = 0;
+  for (int64_t i = 0; i < ds.images.numel(); ++i) mean += ds.images.data<uint8_t>()[i];
+  mean /= static_cast<double>(ds.images.numel());
+  EXPECT_GT(mean, 40.0);
+  EXPECT_LT(mean, 120.0);
+
+  const Dataset first = load_dataset("fashion-mnist", "", "test", 100);  // default path
+  ASSERT_EQ(first.images.shape(), (Shape{100, 1, 28, 28}));
+  EXPECT_EQ(0, std::memcmp(first.images.raw(), ds.images.raw(), 100 * 28 * 28));
+  EXPECT_EQ(0, std::memcmp(first.labels.raw(), ds.labels.raw(), 100 * sizeof(int32_t)));
+}
+
+TEST(IdxDataset, FashionMnistTrainSplit) {
+  if (!fs::exists(kFashion)) GTEST_SKIP() << kFashion << " is missing (Debian's dataset-fashion-mnist)";
+  const Dataset ds = load_dataset("fashion-mnist", kFashion, "train", 0);
+  ASSERT_EQ(ds.images.shape(), (Shape{60000, 1, 28, 28}));
+  std::vector<int> histogram(10, 0);
+  for (int64_t i = 0; i < ds.size(); ++i) ++histogram.at(static_cast<size_t>(ds.labels.data<int32_t>()[i]));
+  EXPECT_EQ(histogram, std::vector<int>(10, 6000));
+}
