@@ -1,0 +1,114 @@
+#pragma once
+// CpuOps: the op set on the host. oneDNN for convolution, pooling, batch norm, eltwise and
+// inner product (plain nchw/oihw/nc formats, primitives cached per shape); OpenMP loops for
+// the rest. Internal to engine/backends/cpu. Not thread-safe: one backend per thread.
+#include <oneapi/dnnl/dnnl.hpp>
+
+#include <cstdint>
+#include <string>
+#include <utility>
+#include <unordered_map>
+#include <vector>
+
+#include "engine/core/ops.h"
+#include "engine/core/tensor.h"
+
+namespace convoy::cpu {
+
+// Throws DeviceError for bf16 (a GPU precision) and InternalError for any other dtype than
+// f32, an undefined tensor or one that is not on the CPU.
+void require_f32(const Tensor& t, const char* op, const char* name);
+// Throws InternalError unless t is defined, on the CPU, and has the expected shape.
+void require_shape(const Tensor& t, const Shape& expected, const char* op, const char* name);
+void require_cpu(const Tensor& t, const char* op, const char* name);
+
+class CpuOps final : public Ops {
+ public:
+  // engine and stream belong to the backend and outlive this object. threads: 0 = OpenMP's
+  // default (all cores).
+  CpuOps(const dnnl::engine& engine, const dnnl::stream& stream, int threads);
+
+  int threads() const { return threads_; }
+  // Number of oneDNN primitives cached so far (for tests and diagnostics).
+  size_t cached_primitives() const { return cache_.size(); }
+
+  void conv2d_forward(const Conv2dParams& p, const Tensor& x, const Tensor& w, const Tensor& b,
+                      Tensor& y) override;
+  void conv2d_backward_data(const Conv2dParams& p, const Tensor& dy, const Tensor& w,
+                            Tensor& dx) override;
+  void conv2d_backward_weights(const Conv2dParams& p, const Tensor& x, const Tensor& dy,
+                               Tensor& dw, Tensor& db) override;
+
+  void batchnorm_forward_train(const Tensor& x, const Tensor& gamma, const Tensor& beta,
+                               float momentum, float eps, Tensor& running_mean,
+                               Tensor& running_var, Tensor& y, Tensor& saved_mean,
+                               Tensor& saved_invstd) override;
+  void batchnorm_forward_eval(const Tensor& x, const Tensor& gamma, const Tensor& beta,
+                              const Tensor& running_mean, const Tensor& running_var, float eps,
+                              Tensor& y) override;
+  void batchnorm_backward(const Tensor& x, const Tensor& dy, const Tensor& gamma,
+                          const Tensor& saved_mean, const Tensor& saved_invstd, Tensor& dx,
+                          Tensor& dgamma, Tensor& dbeta) override;
+
+  void activation_forward(Activation kind, float alpha, const Tensor& x, Tensor& y) override;
+  void activation_backward(Activation kind, float alpha, const Tensor& x, const Tensor& y,
+                           const Tensor& dy, Tensor& dx) override;
+
+  void pool2d_forward(const Pool2dParams& p, const Tensor& x, Tensor& y, Tensor& workspace,
+                      bool training) override;
+  void pool2d_backward(const Pool2dParams& p, const Tensor& x, const Tensor& y, const Tensor& dy,
+                       const Tensor& workspace, Tensor& dx) override;
+
+  void linear_forward(const Tensor& x, const Tensor& w, const Tensor& b, Tensor& y) override;
+  void linear_backward(const Tensor& x, const Tensor& w, const Tensor& dy, Tensor& dx,
+                       Tensor& dw, Tensor& db) override;
+
+  void add(const Tensor& a, const Tensor& b, Tensor& y) override;
+  void add_inplace(Tensor& y, const Tensor& x) override;
+  void concat_channels(std::span<const Tensor> xs, Tensor& y) override;
+  void split_channels(const Tensor& y, std::span<Tensor> xs) override;
+
+  void dropout_forward(float p, uint64_t seed, const Tensor& x, Tensor& y) override;
+  void dropout_backward(float p, uint64_t seed, const Tensor& dy, Tensor& dx) override;
+
+  void softmax_cross_entropy(const Tensor& logits, const Tensor& labels, float smoothing,
+                             Tensor& loss, Tensor& dlogits, Tensor& correct) override;
+  void softmax(const Tensor& logits, Tensor& probs) override;
+
+  void cast(const Tensor& x, Tensor& y) override;
+  void fill(Tensor& y, float value) override;
+
+  void sgd_update(std::span<const SgdSlot> slots, const SgdHyper& h) override;
+  void adamw_update(std::span<const AdamSlot> slots, const AdamHyper& h) override;
+
+  void normalize_augment(const Tensor& images, const NormalizeAugment& a, uint64_t seed,
+                         Tensor& y) override;
+
+ private:
+  struct Cached {
+    explicit Cached(dnnl::primitive p, dnnl::memory::desc ws_md = {}, size_t ws_bytes = 0)
+        : prim(std::move(p)), workspace_md(std::move(ws_md)), workspace_bytes(ws_bytes) {}
+    dnnl::primitive prim;
+    dnnl::memory::desc workspace_md;  // max pooling's forward record, else empty
+    size_t workspace_bytes = 0;
+    mutable bool takes_shift = false;  // batch norm backward: see onednn_compat.h
+  };
+  // Returns the cached primitive for `key`, building it with make() on a miss.
+  template <class Make>
+  const Cached& cached(const std::string& key, Make&& make);
+  void execute(const Cached& c, const std::unordered_map<int, dnnl::memory>& args);
+  dnnl::memory wrap(const dnnl::memory::desc& md, const Tensor& t) const;
+
+  // Runs a training forward of max pooling to rebuild a workspace the caller did not keep.
+  void pool2d_rebuild_workspace(const Pool2dParams& p, const Tensor& x, const Shape& y_shape,
+                                Tensor& workspace);
+
+  dnnl::engine engine_;
+  dnnl::stream stream_;
+  int threads_ = 0;
+  std::unordered_map<std::string, Cached> cache_;
+  std::vector<float> bn_variance_;  // batch norm backward: variance rebuilt from 1/std, (C)
+  std::vector<float> bn_shift_;     // batch norm backward: an unused shift input, (C)
+};
+
+}  // namespace convoy::cpu

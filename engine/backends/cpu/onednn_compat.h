@@ -1,0 +1,207 @@
+#pragma once
+// The only place that knows the oneDNN major version. oneDNN 2.x builds primitive descriptors
+// from a separate op descriptor (`X::desc` then `X::primitive_desc(desc, engine, hint)`);
+// 3.x constructs them directly (`X::primitive_desc(engine, ..., hint)`) and made pooling's
+// dilation argument mandatory. Debian 12 ships 2.6, Ubuntu 24.04 (the CUDA images) 3.x.
+// Dilations follow oneDNN's convention here: 0 means dense (PyTorch's dilation - 1).
+#include <oneapi/dnnl/dnnl.hpp>
+#include <oneapi/dnnl/dnnl_version.h>
+
+namespace convoy::cpu::onednn {
+
+using dnnl::algorithm;
+using dnnl::memory;
+using dnnl::normalization_flags;
+using dnnl::prop_kind;
+
+// bias: nullptr for a convolution without bias.
+inline dnnl::convolution_forward::primitive_desc conv_forward_pd(
+    const dnnl::engine& eng, prop_kind kind, const memory::desc& src, const memory::desc& weights,
+    const memory::desc* bias, const memory::desc& dst, const memory::dims& strides,
+    const memory::dims& dilates, const memory::dims& pad_l, const memory::dims& pad_r) {
+  using P = dnnl::convolution_forward;
+#if DNNL_VERSION_MAJOR >= 3
+  if (bias)
+    return P::primitive_desc(eng, kind, algorithm::convolution_direct, src, weights, *bias, dst,
+                             strides, dilates, pad_l, pad_r);
+  return P::primitive_desc(eng, kind, algorithm::convolution_direct, src, weights, dst, strides,
+                           dilates, pad_l, pad_r);
+#else
+  if (bias)
+    return P::primitive_desc(P::desc(kind, algorithm::convolution_direct, src, weights, *bias, dst,
+                                     strides, dilates, pad_l, pad_r),
+                             eng);
+  return P::primitive_desc(P::desc(kind, algorithm::convolution_direct, src, weights, dst, strides,
+                                   dilates, pad_l, pad_r),
+                           eng);
+#endif
+}
+
+inline dnnl::convolution_backward_data::primitive_desc conv_backward_data_pd(
+    const dnnl::engine& eng, const memory::desc& diff_src, const memory::desc& weights,
+    const memory::desc& diff_dst, const memory::dims& strides, const memory::dims& dilates,
+    const memory::dims& pad_l, const memory::dims& pad_r,
+    const dnnl::convolution_forward::primitive_desc& hint) {
+  using P = dnnl::convolution_backward_data;
+#if DNNL_VERSION_MAJOR >= 3
+  return P::primitive_desc(eng, algorithm::convolution_direct, diff_src, weights, diff_dst,
+                           strides, dilates, pad_l, pad_r, hint);
+#else
+  return P::primitive_desc(P::desc(algorithm::convolution_direct, diff_src, weights, diff_dst,
+                                   strides, dilates, pad_l, pad_r),
+                           eng, hint);
+#endif
+}
+
+// diff_bias: nullptr when the bias gradient is not wanted.
+inline dnnl::convolution_backward_weights::primitive_desc conv_backward_weights_pd(
+    const dnnl::engine& eng, const memory::desc& src, const memory::desc& diff_weights,
+    const memory::desc* diff_bias, const memory::desc& diff_dst, const memory::dims& strides,
+    const memory::dims& dilates, const memory::dims& pad_l, const memory::dims& pad_r,
+    const dnnl::convolution_forward::primitive_desc& hint) {
+  using P = dnnl::convolution_backward_weights;
+#if DNNL_VERSION_MAJOR >= 3
+  if (diff_bias)
+    return P::primitive_desc(eng, algorithm::convolution_direct, src, diff_weights, *diff_bias,
+                             diff_dst, strides, dilates, pad_l, pad_r, hint);
+  return P::primitive_desc(eng, algorithm::convolution_direct, src, diff_weights, diff_dst,
+                           strides, dilates, pad_l, pad_r, hint);
+#else
+  if (diff_bias)
+    return P::primitive_desc(P::desc(algorithm::convolution_direct, src, diff_weights, *diff_bias,
+                                     diff_dst, strides, dilates, pad_l, pad_r),
+                             eng, hint);
+  return P::primitive_desc(P::desc(algorithm::convolution_direct, src, diff_weights, diff_dst,
+                                   strides, dilates, pad_l, pad_r),
+                           eng, hint);
+#endif
+}
+
+// Undilated pooling (our op set has no pooling dilation).
+inline dnnl::pooling_forward::primitive_desc pool_forward_pd(
+    const dnnl::engine& eng, prop_kind kind, algorithm alg, const memory::desc& src,
+    const memory::desc& dst, const memory::dims& strides, const memory::dims& kernel,
+    const memory::dims& pad_l, const memory::dims& pad_r) {
+  using P = dnnl::pooling_forward;
+#if DNNL_VERSION_MAJOR >= 3
+  const memory::dims dilation(strides.size(), 0);
+  return P::primitive_desc(eng, kind, alg, src, dst, strides, kernel, dilation, pad_l, pad_r);
+#else
+  return P::primitive_desc(P::desc(kind, alg, src, dst, strides, kernel, pad_l, pad_r), eng);
+#endif
+}
+
+inline dnnl::pooling_backward::primitive_desc pool_backward_pd(
+    const dnnl::engine& eng, algorithm alg, const memory::desc& diff_src,
+    const memory::desc& diff_dst, const memory::dims& strides, const memory::dims& kernel,
+    const memory::dims& pad_l, const memory::dims& pad_r,
+    const dnnl::pooling_forward::primitive_desc& hint) {
+  using P = dnnl::pooling_backward;
+#if DNNL_VERSION_MAJOR >= 3
+  const memory::dims dilation(strides.size(), 0);
+  return P::primitive_desc(eng, alg, diff_src, diff_dst, strides, kernel, dilation, pad_l, pad_r,
+                           hint);
+#else
+  return P::primitive_desc(P::desc(alg, diff_src, diff_dst, strides, kernel, pad_l, pad_r), eng,
+                           hint);
+#endif
+}
+
+// src and dst share `data`.
+inline dnnl::batch_normalization_forward::primitive_desc bnorm_forward_pd(
+    const dnnl::engine& eng, prop_kind kind, const memory::desc& data, float eps,
+    normalization_flags flags) {
+  using P = dnnl::batch_normalization_forward;
+#if DNNL_VERSION_MAJOR >= 3
+  return P::primitive_desc(eng, kind, data, data, eps, flags);
+#else
+  return P::primitive_desc(P::desc(kind, data, eps, flags), eng);
+#endif
+}
+
+inline dnnl::batch_normalization_backward::primitive_desc bnorm_backward_pd(
+    const dnnl::engine& eng, prop_kind kind, const memory::desc& diff_data,
+    const memory::desc& data, float eps, normalization_flags flags,
+    const dnnl::batch_normalization_forward::primitive_desc& hint) {
+  using P = dnnl::batch_normalization_backward;
+#if DNNL_VERSION_MAJOR >= 3
+  return P::primitive_desc(eng, kind, diff_data, diff_data, data, eps, flags, hint);
+#else
+  return P::primitive_desc(P::desc(kind, diff_data, data, eps, flags), eng, hint);
+#endif
+}
+
+inline dnnl::eltwise_forward::primitive_desc eltwise_forward_pd(
+    const dnnl::engine& eng, prop_kind kind, algorithm alg, const memory::desc& data, float alpha,
+    float beta) {
+  using P = dnnl::eltwise_forward;
+#if DNNL_VERSION_MAJOR >= 3
+  return P::primitive_desc(eng, kind, alg, data, data, alpha, beta);
+#else
+  return P::primitive_desc(P::desc(kind, alg, data, alpha, beta), eng);
+#endif
+}
+
+// `data` is the forward source (we never use the *_use_dst_for_bwd algorithms).
+inline dnnl::eltwise_backward::primitive_desc eltwise_backward_pd(
+    const dnnl::engine& eng, algorithm alg, const memory::desc& diff_data,
+    const memory::desc& data, float alpha, float beta,
+    const dnnl::eltwise_forward::primitive_desc& hint) {
+  using P = dnnl::eltwise_backward;
+#if DNNL_VERSION_MAJOR >= 3
+  return P::primitive_desc(eng, alg, diff_data, diff_data, data, alpha, beta, hint);
+#else
+  return P::primitive_desc(P::desc(alg, diff_data, data, alpha, beta), eng, hint);
+#endif
+}
+
+// bias: nullptr for an inner product without bias.
+inline dnnl::inner_product_forward::primitive_desc inner_product_forward_pd(
+    const dnnl::engine& eng, prop_kind kind, const memory::desc& src,
+    const memory::desc& weights, const memory::desc* bias, const memory::desc& dst) {
+  using P = dnnl::inner_product_forward;
+#if DNNL_VERSION_MAJOR >= 3
+  if (bias) return P::primitive_desc(eng, kind, src, weights, *bias, dst);
+  return P::primitive_desc(eng, kind, src, weights, dst);
+#else
+  if (bias) return P::primitive_desc(P::desc(kind, src, weights, *bias, dst), eng);
+  return P::primitive_desc(P::desc(kind, src, weights, dst), eng);
+#endif
+}
+
+inline dnnl::inner_product_backward_data::primitive_desc inner_product_backward_data_pd(
+    const dnnl::engine& eng, const memory::desc& diff_src, const memory::desc& weights,
+    const memory::desc& diff_dst, const dnnl::inner_product_forward::primitive_desc& hint) {
+  using P = dnnl::inner_product_backward_data;
+#if DNNL_VERSION_MAJOR >= 3
+  return P::primitive_desc(eng, diff_src, weights, diff_dst, hint);
+#else
+  return P::primitive_desc(P::desc(diff_src, weights, diff_dst), eng, hint);
+#endif
+}
+
+// diff_bias: nullptr when the bias gradient is not wanted.
+inline dnnl::inner_product_backward_weights::primitive_desc inner_product_backward_weights_pd(
+    const dnnl::engine& eng, const memory::desc& src, const memory::desc& diff_weights,
+    const memory::desc* diff_bias, const memory::desc& diff_dst,
+    const dnnl::inner_product_forward::primitive_desc& hint) {
+  using P = dnnl::inner_product_backward_weights;
+#if DNNL_VERSION_MAJOR >= 3
+  if (diff_bias) return P::primitive_desc(eng, src, diff_weights, *diff_bias, diff_dst, hint);
+  return P::primitive_desc(eng, src, diff_weights, diff_dst, hint);
+#else
+  if (diff_bias)
+    return P::primitive_desc(P::desc(src, diff_weights, *diff_bias, diff_dst), eng, hint);
+  return P::primitive_desc(P::desc(src, diff_weights, diff_dst), eng, hint);
+#endif
+}
+
+// Batch norm backward with use_shift: oneDNN 2.x counts DNNL_ARG_SHIFT among the inputs (the
+// gradients do not read it) and fails without it; 3.x counts one input fewer and fails with it
+// ("bad number of inputs"). CpuOps starts from this and flips once if execution disagrees.
+constexpr bool kBnormBackwardTakesShift = DNNL_VERSION_MAJOR < 3;
+
+// Bytes a memory descriptor spans (same spelling in 2.x and 3.x, kept here for symmetry).
+inline size_t md_bytes(const memory::desc& md) { return md.get_size(); }
+
+}  // namespace convoy::cpu::onednn

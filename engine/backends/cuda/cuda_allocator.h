@@ -1,0 +1,63 @@
+#pragma once
+// A caching device allocator: size-bucketed free lists, stream-ordered on the backend's
+// one stream, so steady-state training calls cudaMalloc never. It owns that stream
+// (tensors keep the allocator alive, so the stream outlives every tensor that uses it).
+// No CUDA header here: tests include this to read the counters.
+#include <cstddef>
+#include <cstdint>
+#include <map>
+#include <mutex>
+#include <unordered_map>
+#include <vector>
+
+#include "engine/core/tensor.h"
+
+namespace convoy::cuda {
+
+struct AllocatorStats {
+  uint64_t cuda_mallocs = 0;     // calls of cudaMalloc so far
+  uint64_t cache_hits = 0;       // allocations served from the free lists
+  size_t bytes_in_use = 0;       // bucket bytes handed out and not yet returned
+  size_t bytes_cached = 0;       // bucket bytes in the free lists
+  size_t peak_bytes_in_use = 0;
+};
+
+class CudaAllocator final : public Allocator {
+ public:
+  // Creates the stream on `device_index`; throws DeviceError when that fails.
+  explicit CudaAllocator(int device_index);
+  ~CudaAllocator() override;  // synchronizes, frees every cached block, destroys the stream
+  CudaAllocator(const CudaAllocator&) = delete;
+  CudaAllocator& operator=(const CudaAllocator&) = delete;
+
+  Device device() const override { return Device::cuda(device_index_); }
+  void* allocate(size_t bytes) override;
+  void deallocate(void* ptr, size_t bytes) override;
+  // Stream-ordered: queued work finishes before the copy, and the host buffer is ready
+  // when this returns.
+  void copy_to_host(void* host_dst, const void* src, size_t bytes) override;
+  void copy_from_host(void* dst, const void* host_src, size_t bytes) override;
+  void copy_on_device(void* dst, const void* src, size_t bytes) override;
+  void fill_zero(void* ptr, size_t bytes) override;
+
+  int device_index() const { return device_index_; }
+  void* stream() const { return stream_; }  // a cudaStream_t
+  AllocatorStats stats() const;
+  // Returns every cached block to the driver (after the stream drains).
+  void release_cached();
+
+  // The bucket a request of `bytes` is served from (exposed for tests).
+  static size_t bucket_size(size_t bytes);
+
+ private:
+  void release_cached_locked();
+
+  int device_index_ = 0;
+  void* stream_ = nullptr;
+  mutable std::mutex mutex_;
+  std::map<size_t, std::vector<void*>> free_;       // bucket size -> blocks
+  std::unordered_map<void*, size_t> live_;           // block -> bucket size
+  AllocatorStats stats_;
+};
+
+}  // namespace convoy::cuda

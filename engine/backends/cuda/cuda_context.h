@@ -1,0 +1,54 @@
+#pragma once
+// What every CUDA op needs: the device, the backend's one stream, the library handles and
+// the allocator. Owned by the backend and passed down; nothing here is global.
+#include <cublas_v2.h>
+#include <cuda_runtime_api.h>
+#include <cudnn.h>
+
+#include <cstddef>
+
+#include "engine/backends/cuda/cuda_allocator.h"
+
+namespace convoy::cuda {
+
+struct CudaContext {
+  int device = 0;
+  cudaStream_t stream = nullptr;   // owned by the allocator
+  cudnnHandle_t cudnn = nullptr;   // bound to `stream`
+  cublasHandle_t cublas = nullptr; // bound to `stream`, CUBLAS_DEFAULT_MATH (no TF32)
+  CudaAllocator* allocator = nullptr;
+  bool deterministic = false;
+  int sm_count = 0;
+};
+
+// A device buffer that only grows, reused across calls (stream order keeps reuse safe).
+class ScratchBuffer {
+ public:
+  ScratchBuffer() = default;
+  ScratchBuffer(const ScratchBuffer&) = delete;
+  ScratchBuffer& operator=(const ScratchBuffer&) = delete;
+  ~ScratchBuffer() { reset(); }
+  void bind(CudaAllocator* allocator) { allocator_ = allocator; }
+  // At least `bytes` of device memory (nullptr when bytes == 0).
+  void* get(size_t bytes) {
+    if (bytes == 0) return ptr_;
+    if (bytes > size_) {
+      reset();
+      ptr_ = allocator_->allocate(bytes);
+      size_ = bytes;
+    }
+    return ptr_;
+  }
+  void reset() {
+    if (ptr_) allocator_->deallocate(ptr_, size_);
+    ptr_ = nullptr;
+    size_ = 0;
+  }
+
+ private:
+  CudaAllocator* allocator_ = nullptr;
+  void* ptr_ = nullptr;
+  size_t size_ = 0;
+};
+
+}  // namespace convoy::cuda

@@ -1,0 +1,94 @@
+#pragma once
+// The op set on an NVIDIA GPU: cuDNN for convolution and batch norm, cuBLAS for linear
+// layers, Convoy's kernels (kernels/) for the rest. Everything is queued on the context's
+// one stream; nothing here synchronizes except algorithm search on a new shape.
+#include <array>
+#include <map>
+#include <memory>
+#include <vector>
+
+#include "engine/backends/cuda/cuda_context.h"
+#include "engine/core/ops.h"
+
+namespace convoy::cuda {
+
+// cuDNN descriptors and the algorithm chosen once for one convolution shape.
+struct ConvPlan;
+
+class CudaOps final : public Ops {
+ public:
+  explicit CudaOps(const CudaContext& ctx);
+  ~CudaOps() override;
+
+  void conv2d_forward(const Conv2dParams& p, const Tensor& x, const Tensor& w, const Tensor& b,
+                      Tensor& y) override;
+  void conv2d_backward_data(const Conv2dParams& p, const Tensor& dy, const Tensor& w,
+                            Tensor& dx) override;
+  void conv2d_backward_weights(const Conv2dParams& p, const Tensor& x, const Tensor& dy,
+                               Tensor& dw, Tensor& db) override;
+
+  void batchnorm_forward_train(const Tensor& x, const Tensor& gamma, const Tensor& beta,
+                               float momentum, float eps, Tensor& running_mean,
+                               Tensor& running_var, Tensor& y, Tensor& saved_mean,
+                               Tensor& saved_invstd) override;
+  void batchnorm_forward_eval(const Tensor& x, const Tensor& gamma, const Tensor& beta,
+                              const Tensor& running_mean, const Tensor& running_var, float eps,
+                              Tensor& y) override;
+  void batchnorm_backward(const Tensor& x, const Tensor& dy, const Tensor& gamma,
+                          const Tensor& saved_mean, const Tensor& saved_invstd, Tensor& dx,
+                          Tensor& dgamma, Tensor& dbeta) override;
+
+  void activation_forward(Activation kind, float alpha, const Tensor& x, Tensor& y) override;
+  void activation_backward(Activation kind, float alpha, const Tensor& x, const Tensor& y,
+                           const Tensor& dy, Tensor& dx) override;
+
+  void pool2d_forward(const Pool2dParams& p, const Tensor& x, Tensor& y, Tensor& workspace,
+                      bool training) override;
+  void pool2d_backward(const Pool2dParams& p, const Tensor& x, const Tensor& y, const Tensor& dy,
+                       const Tensor& workspace, Tensor& dx) override;
+
+  void linear_forward(const Tensor& x, const Tensor& w, const Tensor& b, Tensor& y) override;
+  void linear_backward(const Tensor& x, const Tensor& w, const Tensor& dy, Tensor& dx, Tensor& dw,
+                       Tensor& db) override;
+
+  void add(const Tensor& a, const Tensor& b, Tensor& y) override;
+  void add_inplace(Tensor& y, const Tensor& x) override;
+  void concat_channels(std::span<const Tensor> xs, Tensor& y) override;
+  void split_channels(const Tensor& y, std::span<Tensor> xs) override;
+
+  void dropout_forward(float p, uint64_t seed, const Tensor& x, Tensor& y) override;
+  void dropout_backward(float p, uint64_t seed, const Tensor& dy, Tensor& dx) override;
+
+  void softmax_cross_entropy(const Tensor& logits, const Tensor& labels, float smoothing,
+                             Tensor& loss, Tensor& dlogits, Tensor& correct) override;
+  void softmax(const Tensor& logits, Tensor& probs) override;
+
+  void cast(const Tensor& x, Tensor& y) override;
+  void fill(Tensor& y, float value) override;
+
+  void sgd_update(std::span<const SgdSlot> slots, const SgdHyper& h) override;
+  void adamw_update(std::span<const AdamSlot> slots, const AdamHyper& h) override;
+
+  void normalize_augment(const Tensor& images, const NormalizeAugment& a, uint64_t seed,
+                         Tensor& y) override;
+
+  // True once cuDNN refused batch norm for a dtype and Convoy's kernels took over.
+  bool batchnorm_uses_kernels(DType dtype) const { return bn_kernels_only_[static_cast<int>(dtype)]; }
+
+ private:
+  enum class ConvKind : int { forward = 0, backward_data = 1, backward_filter = 2 };
+  ConvPlan& conv_plan(ConvKind kind, const Conv2dParams& p, const Tensor& x, const Tensor& w,
+                      const Tensor& y, const void* x_ptr, const void* w_ptr, const void* y_ptr);
+  // Uploads `bytes` to the slot buffer unless they equal what it already holds.
+  void* upload_slots(const std::vector<unsigned char>& bytes);
+
+  CudaContext ctx_;
+  ScratchBuffer conv_workspace_;  // cuDNN workspaces
+  ScratchBuffer scratch_;         // reduction partials, per-row losses
+  ScratchBuffer slots_;           // optimizer slot arrays
+  std::vector<unsigned char> slots_host_;  // what slots_ holds
+  std::map<std::array<int64_t, 24>, std::unique_ptr<ConvPlan>> conv_plans_;
+  std::array<bool, 5> bn_kernels_only_{};  // per DType
+};
+
+}  // namespace convoy::cuda

@@ -1,0 +1,247 @@
+// Elementwise kernels: activations, adds, casts, fill, dropout, bias add, channel copies.
+// Layout-agnostic: they see flat arrays (bias add and channel copies take the
+// (outer, C, inner) view that both nchw and nhwc reduce to).
+#include <cmath>
+
+#include "engine/core/counter_rng.h"
+#include "kernels/common.cuh"
+
+namespace convoy::kernels {
+
+// ---- kernels ------------------------------------------------------------------------------
+
+__global__ void probe_kernel() {}
+
+template <class T>
+__global__ void activation_forward_kernel(Act kind, float alpha, const T* x,
+                                          T* y, int64_t n) {
+  for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < n;
+       i += int64_t(gridDim.x) * blockDim.x) {
+    const float v = to_f32(x[i]);
+    float r;
+    if (kind == Act::relu) r = v > 0.f ? v : 0.f;
+    else if (kind == Act::leaky_relu) r = v > 0.f ? v : v * alpha;
+    else r = 0.5f * v * (1.f + erff(v * 0.70710678118654752f));
+    y[i] = from_f32<T>(r);
+  }
+}
+
+template <class T>
+__global__ void activation_backward_kernel(Act kind, float alpha, const T* x,
+                                           const T* dy, T* dx, int64_t n) {
+  for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < n;
+       i += int64_t(gridDim.x) * blockDim.x) {
+    const float v = to_f32(x[i]);
+    const float g = to_f32(dy[i]);
+    float r;
+    if (kind == Act::relu) r = v > 0.f ? g : 0.f;
+    else if (kind == Act::leaky_relu) r = v > 0.f ? g : g * alpha;
+    else {
+      const float cdf = 0.5f * (1.f + erff(v * 0.70710678118654752f));
+      const float pdf = expf(-0.5f * v * v) * 0.39894228040143268f;
+      r = g * (cdf + v * pdf);
+    }
+    dx[i] = from_f32<T>(r);
+  }
+}
+
+template <class T>
+__global__ void add_kernel(const T* a, const T* b, T* y,
+                           int64_t n) {
+  for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < n;
+       i += int64_t(gridDim.x) * blockDim.x)
+    y[i] = from_f32<T>(to_f32(a[i]) + to_f32(b[i]));
+}
+
+template <class T>
+__global__ void add_inplace_kernel(T* y, const T* x, int64_t n) {
+  for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < n;
+       i += int64_t(gridDim.x) * blockDim.x)
+    y[i] = from_f32<T>(to_f32(y[i]) + to_f32(x[i]));
+}
+
+template <class A, class B>
+__global__ void cast_kernel(const A* __restrict__ x, B* __restrict__ y, int64_t n) {
+  for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < n;
+       i += int64_t(gridDim.x) * blockDim.x)
+    y[i] = from_f32<B>(to_f32(x[i]));
+}
+
+template <class T>
+__global__ void fill_kernel(T* __restrict__ y, T value, int64_t n) {
+  for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < n;
+       i += int64_t(gridDim.x) * blockDim.x)
+    y[i] = value;
+}
+
+template <class T>
+__global__ void dropout_kernel(float p, float scale, uint64_t seed, const T* x,
+                               T* y, int64_t n) {
+  for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < n;
+       i += int64_t(gridDim.x) * blockDim.x) {
+    const bool keep = counter_uniform(seed, static_cast<uint64_t>(i)) >= p;
+    y[i] = from_f32<T>(keep ? to_f32(x[i]) * scale : 0.f);
+  }
+}
+
+template <class T, class B>
+__global__ void bias_add_kernel(T* __restrict__ y, const B* __restrict__ b, int64_t channels,
+                                int64_t inner, int64_t n) {
+  for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < n;
+       i += int64_t(gridDim.x) * blockDim.x) {
+    const int64_t c = (i / inner) % channels;
+    y[i] = from_f32<T>(to_f32(y[i]) + to_f32(b[c]));
+  }
+}
+
+// to_y: y[(o, offset + c, i)] = x[(o, c, i)]; else the reverse.
+template <class E>
+__global__ void copy_channels_kernel(bool to_y, const E* __restrict__ src, E* __restrict__ dst,
+                                     int64_t cx, int64_t cy, int64_t offset, int64_t inner,
+                                     int64_t n) {
+  const int64_t row = cx * inner;  // x elements per outer index
+  for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < n;
+       i += int64_t(gridDim.x) * blockDim.x) {
+    const int64_t o = i / row, r = i - o * row;
+    const int64_t j = o * cy * inner + offset * inner + r;
+    if (to_y) dst[j] = src[i];
+    else dst[i] = src[j];
+  }
+}
+
+// ---- launchers ----------------------------------------------------------------------------
+
+cudaError_t probe_kernel_image() {
+  cudaFuncAttributes attr;
+  return cudaFuncGetAttributes(&attr, probe_kernel);
+}
+
+void activation_forward(Act kind, float alpha, Dt dt, const void* x, void* y, int64_t n,
+                        cudaStream_t stream) {
+  if (n == 0) return;
+  dispatch_float(dt, "activation_forward", [&](auto t) {
+    using T = decltype(t);
+    activation_forward_kernel<T><<<grid_for(n), kThreads, 0, stream>>>(
+        kind, alpha, static_cast<const T*>(x), static_cast<T*>(y), n);
+    CONVOY_LAUNCH_CHECK(activation_forward_kernel);
+  });
+}
+
+void activation_backward(Act kind, float alpha, Dt dt, const void* x, const void* dy, void* dx,
+                         int64_t n, cudaStream_t stream) {
+  if (n == 0) return;
+  dispatch_float(dt, "activation_backward", [&](auto t) {
+    using T = decltype(t);
+    activation_backward_kernel<T><<<grid_for(n), kThreads, 0, stream>>>(
+        kind, alpha, static_cast<const T*>(x), static_cast<const T*>(dy), static_cast<T*>(dx), n);
+    CONVOY_LAUNCH_CHECK(activation_backward_kernel);
+  });
+}
+
+void add(Dt dt, const void* a, const void* b, void* y, int64_t n, cudaStream_t stream) {
+  if (n == 0) return;
+  dispatch_float(dt, "add", [&](auto t) {
+    using T = decltype(t);
+    add_kernel<T><<<grid_for(n), kThreads, 0, stream>>>(static_cast<const T*>(a),
+                                                         static_cast<const T*>(b),
+                                                         static_cast<T*>(y), n);
+    CONVOY_LAUNCH_CHECK(add_kernel);
+  });
+}
+
+void add_inplace(Dt dt, void* y, const void* x, int64_t n, cudaStream_t stream) {
+  if (n == 0) return;
+  dispatch_float(dt, "add_inplace", [&](auto t) {
+    using T = decltype(t);
+    add_inplace_kernel<T><<<grid_for(n), kThreads, 0, stream>>>(static_cast<T*>(y),
+                                                                 static_cast<const T*>(x), n);
+    CONVOY_LAUNCH_CHECK(add_inplace_kernel);
+  });
+}
+
+void cast(Dt from, const void* x, Dt to, void* y, int64_t n, cudaStream_t stream) {
+  if (n == 0) return;
+  if (from == to) {
+    const size_t es = from == Dt::f32 ? 4 : 2;
+    CONVOY_CUDA_CHECK(cudaMemcpyAsync(y, x, n * es, cudaMemcpyDeviceToDevice, stream));
+    return;
+  }
+  dispatch_float(from, "cast (source)", [&](auto a) {
+    using A = decltype(a);
+    dispatch_float(to, "cast (destination)", [&](auto b) {
+      using B = decltype(b);
+      cast_kernel<A, B><<<grid_for(n), kThreads, 0, stream>>>(static_cast<const A*>(x),
+                                                               static_cast<B*>(y), n);
+      CONVOY_LAUNCH_CHECK(cast_kernel);
+    });
+  });
+}
+
+namespace {
+template <class T>
+void launch_fill(T* y, T value, int64_t n, cudaStream_t stream) {
+  fill_kernel<T><<<grid_for(n), kThreads, 0, stream>>>(y, value, n);
+  CONVOY_LAUNCH_CHECK(fill_kernel);
+}
+}  // namespace
+
+void fill(Dt dt, void* y, float value, int64_t n, cudaStream_t stream) {
+  if (n == 0) return;
+  switch (dt) {
+    case Dt::f32: launch_fill(static_cast<float*>(y), value, n, stream); return;
+    case Dt::bf16: launch_fill(static_cast<__nv_bfloat16*>(y), __float2bfloat16_rn(value), n, stream); return;
+    case Dt::f16: launch_fill(static_cast<__half*>(y), __float2half_rn(value), n, stream); return;
+    case Dt::i32: launch_fill(static_cast<int32_t*>(y), static_cast<int32_t>(value), n, stream); return;
+    case Dt::u8: launch_fill(static_cast<uint8_t*>(y), static_cast<uint8_t>(value), n, stream); return;
+  }
+  unsupported_dtype("fill", dt);
+}
+
+void dropout(Dt dt, float p, uint64_t seed, const void* x, void* y, int64_t n, cudaStream_t stream) {
+  if (n == 0) return;
+  const float scale = p < 1.f ? 1.f / (1.f - p) : 0.f;
+  dispatch_float(dt, "dropout", [&](auto t) {
+    using T = decltype(t);
+    dropout_kernel<T><<<grid_for(n), kThreads, 0, stream>>>(p, scale, seed, static_cast<const T*>(x),
+                                                             static_cast<T*>(y), n);
+    CONVOY_LAUNCH_CHECK(dropout_kernel);
+  });
+}
+
+void bias_add(Dt dt, void* y, Dt bias_dt, const void* b, int64_t outer, int64_t channels,
+              int64_t inner, cudaStream_t stream) {
+  const int64_t n = outer * channels * inner;
+  if (n == 0) return;
+  dispatch_float(dt, "bias_add", [&](auto t) {
+    using T = decltype(t);
+    dispatch_float(bias_dt, "bias_add (bias)", [&](auto bt) {
+      using B = decltype(bt);
+      bias_add_kernel<T, B><<<grid_for(n), kThreads, 0, stream>>>(
+          static_cast<T*>(y), static_cast<const B*>(b), channels, inner, n);
+      CONVOY_LAUNCH_CHECK(bias_add_kernel);
+    });
+  });
+}
+
+void copy_channels(int elem_size, bool to_y, const void* x, void* y, int64_t outer, int64_t cx,
+                   int64_t cy, int64_t offset, int64_t inner, cudaStream_t stream) {
+  const int64_t n = outer * cx * inner;
+  if (n == 0) return;
+  auto go = [&](auto e) {
+    using E = decltype(e);
+    const E* src = static_cast<const E*>(to_y ? x : y);
+    E* dst = static_cast<E*>(to_y ? y : const_cast<void*>(x));
+    copy_channels_kernel<E><<<grid_for(n), kThreads, 0, stream>>>(to_y, src, dst, cx, cy, offset,
+                                                                   inner, n);
+    CONVOY_LAUNCH_CHECK(copy_channels_kernel);
+  };
+  switch (elem_size) {
+    case 1: go(uint8_t{}); return;
+    case 2: go(uint16_t{}); return;
+    case 4: go(uint32_t{}); return;
+    case 8: go(uint64_t{}); return;
+  }
+  throw InternalError("copy_channels: unsupported element size " + std::to_string(elem_size));
+}
+
+}  // namespace convoy::kernels
