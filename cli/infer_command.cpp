@@ -1,5 +1,6 @@
 // convoy infer --model runs/x/best.safetensors IMAGE...  |  --data fashion-mnist:test
 #include <algorithm>
+#include <fstream>
 #include <iomanip>
 #include <iostream>
 #include <numeric>
@@ -24,6 +25,7 @@ struct InferArgs {
   std::vector<std::string> images;
   std::string data;       // "fashion-mnist:test"
   std::string data_path;  // overrides the dataset's default location
+  std::string predictions;  // write the top-1 class of each --data sample here
   std::string device = "auto";
   int64_t top_k = 3;
   int64_t batch_size = 256;
@@ -96,6 +98,11 @@ int run_infer(const InferArgs& args) {
               << r.accuracy * 100 << "%, loss " << std::setprecision(4) << r.loss << " on "
               << backend->device().str() << "\n";
     print_confusion(r, loaded.class_names);
+    if (!args.predictions.empty()) {
+      std::ofstream out(args.predictions);
+      for (int32_t p : r.predictions) out << p << "\n";
+      if (!out) throw InputError(args.predictions + ": cannot write the predictions");
+    }
   }
 
   for (const std::string& image : args.images) {
@@ -127,6 +134,7 @@ void add_infer_command(CLI::App& app, Action& chosen) {
   cmd->add_option("images", args->images, "PNG/JPEG/... files to classify");
   cmd->add_option("--data", args->data, "evaluate on KIND:SPLIT, e.g. fashion-mnist:test");
   cmd->add_option("--data-path", args->data_path, "directory of the dataset files (default: the Debian package's)");
+  cmd->add_option("--predictions", args->predictions, "with --data: write each sample's top-1 class, one per line");
   cmd->add_option("--device", args->device, "auto, cpu, cuda or cuda:N")->capture_default_str();
   cmd->add_option("--top-k,-k", args->top_k, "classes to print per image")->capture_default_str();
   cmd->add_option("--batch-size", args->batch_size, "batch size for --data")->capture_default_str()->check(CLI::PositiveNumber);

@@ -62,7 +62,7 @@ class CliE2E : public ::testing::Test {
 
 double printed_accuracy(const std::string& output) {
   std::smatch m;
-  if (!std::regex_search(output, m, std::regex("test accuracy ([0-9.]+)%"))) return -1;
+  if (!std::regex_search(output, m, std::regex("done: .*; test accuracy ([0-9.]+)%"))) return -1;
   return std::stod(m[1]);
 }
 

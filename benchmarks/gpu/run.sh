@@ -35,6 +35,7 @@ if [ -f .deps.tar.xz ] && [ ! -d .deps/usr/lib ]; then
 fi
 export CMAKE_PREFIX_PATH=$root/.deps/usr${CMAKE_PREFIX_PATH:+:$CMAKE_PREFIX_PATH}
 export LD_LIBRARY_PATH=$root/.deps/usr/lib/x86_64-linux-gnu${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
+export CONVOY_FASHION_MNIST=$root/.deps/usr/share/datasets/fashion-mnist  # for the cuda training test
 
 # Debian's oneDNN is built with its OpenCL GPU runtime: its CMake config wants OpenCL's
 # header (only to read a version) and libdnnl.so needs libOpenCL.so.1 at link and run time.
