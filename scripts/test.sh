@@ -5,4 +5,16 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/setup.sh
 bash scripts/build.sh
-ctest --test-dir build --output-on-failure -j"$(nproc)"
+status=0
+ctest --test-dir build --output-on-failure -j"$(nproc)" --output-junit ctest-junit.xml || status=$?
+# Say why tests were skipped, so that a skip is never mistaken for a pass.
+if [ -f build/ctest-junit.xml ]; then
+  awk '/<testcase /{match($0, /name="[^"]*"/); name=substr($0, RSTART+6, RLENGTH-7)}
+       /: Skipped$/{getline reason; print "  skipped " name ": " reason}' build/ctest-junit.xml |
+    sed 's/&quot;/"/g; s/&apos;/'"'"'/g; s/&lt;/</g; s/&gt;/>/g; s/&amp;/\&/g' > build/skipped.txt
+  if [ -s build/skipped.txt ]; then
+    echo "$(wc -l < build/skipped.txt) tests skipped:"
+    cat build/skipped.txt
+  fi
+fi
+exit $status
