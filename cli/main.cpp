@@ -1,10 +1,21 @@
 // convoy: train, run and inspect CNNs on GPUs and CPUs.
+#include <unistd.h>
+
+#include <cstdlib>
 #include <iostream>
 
 #include "cli/commands.h"
 #include "engine/core/error.h"
 
 int main(int argc, char** argv) {
+  // OpenMP threads that spin while they wait make a loaded machine (a laptop in use, tests
+  // side by side) many times slower; the passive policy costs little when the machine is
+  // idle. OpenMP reads it when the library loads, before main, hence the one re-exec.
+  // OMP_WAIT_POLICY=active in the environment keeps spinning.
+  if (!std::getenv("OMP_WAIT_POLICY")) {
+    setenv("OMP_WAIT_POLICY", "PASSIVE", 1);
+    execv("/proc/self/exe", argv);  // returns only on failure: then go on as we are
+  }
   CLI::App app{"Convoy " CONVOY_VERSION ": train convolutional networks on NVIDIA GPUs, run them anywhere"};
   app.set_version_flag("--version", "convoy " CONVOY_VERSION);
   app.require_subcommand(1);

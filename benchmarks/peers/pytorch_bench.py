@@ -1,0 +1,338 @@
+#!/usr/bin/env python3
+"""PyTorch (and ONNX Runtime) peer of `convoy bench`: the same network built from the same
+model YAML, the same batch sizes, precisions, inputs and timing method.
+
+usage:
+  pytorch_bench.py --cases peer_cases.json            (what `convoy bench` runs)
+  pytorch_bench.py --model models/fmnet.yaml --mode training --batch 64 --batch 512 \\
+                   --device cuda --precision bf16 [--channels-last] [--peers pytorch,onnxruntime] \\
+                   [--threads N] [--quick]
+
+Prints one JSON record per case and peer on stdout (the fields of Convoy's records:
+engine, model, mode, batch, device, precision, status, images_per_second, p50_ms, p99_ms,
+...); progress goes to stderr. A peer that cannot run here is reported, never faked:
+status "skipped" (no GPU for torch) or "missing" (torch / onnxruntime / torch.compile not
+importable), with the reason.
+
+What is timed, per iteration (random u8 images and labels already on the device, rotated):
+  training:  augment (random crop with padding + flip) and normalize, forward, cross-entropy
+             with label smoothing, backward, SGD (momentum, Nesterov, weight decay) step
+  inference: normalize and forward, in torch.inference_mode (eval-mode batch norm)
+bf16: torch.autocast(device_type="cuda", dtype=torch.bfloat16) with fp32 weights, as Convoy's
+mixed precision. ONNX Runtime: CPU inference only; the module, normalization included (u8 in),
+exported to ONNX and run with the CPUExecutionProvider with the same thread count.
+"""
+import argparse
+import json
+import os
+import sys
+import tempfile
+
+sys.dont_write_bytecode = True  # no __pycache__ in the source tree
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import convoy_model as cm  # noqa: E402
+
+
+def log(msg):
+    print(msg, file=sys.stderr, flush=True)
+
+
+def emit(record):
+    print(json.dumps(record), flush=True)
+
+
+def base_record(engine, case):
+    return {"engine": engine, "model": case["model"], "model_path": case["model_path"], "mode": case["mode"],
+            "batch": int(case["batch"]), "device": case["device"], "precision": case["precision"]}
+
+
+class Peer:
+    def __init__(self, request):
+        self.request = request
+        self.timing = request["timing"]
+        self.threads = int(request.get("threads") or 0)
+        self.torch = None
+        self.torch_error = None
+        try:
+            import torch
+            self.torch = torch
+            if self.threads > 0:
+                torch.set_num_threads(self.threads)
+        except Exception as e:  # noqa: BLE001 - any import failure means "missing"
+            self.torch_error = f"torch is not importable by {sys.executable}: {e}"
+        self.ort = None
+        self.ort_error = None
+        try:
+            import onnxruntime
+            self.ort = onnxruntime
+        except Exception as e:  # noqa: BLE001
+            self.ort_error = f"onnxruntime is not importable by {sys.executable}: {e}"
+        self.onnx_dir = tempfile.mkdtemp(prefix="convoy_peer_onnx_")
+        self.exported = {}
+
+    # -- helpers --------------------------------------------------------------------------
+
+    def device_problem(self, device):
+        torch = self.torch
+        if device.startswith("cuda"):
+            if not torch.cuda.is_available():
+                return (f"torch {torch.__version__}: torch.cuda.is_available() is False"
+                        f" (built with CUDA {torch.version.cuda})")
+            index = int(device.split(":")[1]) if ":" in device else 0
+            if index >= torch.cuda.device_count():
+                return f"{device} does not exist: torch sees {torch.cuda.device_count()} GPU(s)"
+        return None
+
+    def inputs(self, net, case, device):
+        torch = self.torch
+        gen = torch.Generator().manual_seed(int(self.request.get("seed", 1)) * 1000003 + int(case["batch"]))
+        shape = (int(case["batch"]),) + tuple(net.input_shape)
+        images, labels = [], []
+        for _ in range(int(self.request.get("input_sets", 4))):
+            images.append(torch.randint(0, 256, shape, dtype=torch.uint8, generator=gen).to(device))
+            labels.append(torch.randint(0, net.num_classes, (shape[0],), generator=gen).to(device))
+        return images, labels
+
+    def norm_tensors(self, channels, device):
+        torch = self.torch
+        n = self.request.get("normalize", {"mean": [0.5], "std": [0.25]})
+        mean = n["mean"] * channels if len(n["mean"]) == 1 else n["mean"]
+        std = n["std"] * channels if len(n["std"]) == 1 else n["std"]
+        return (torch.tensor(mean, device=device).view(1, -1, 1, 1),
+                torch.tensor(std, device=device).view(1, -1, 1, 1))
+
+    def finish(self, rec, result, flops_per_image, batch):
+        rec.update({"status": "ok", "images_per_second": batch / result["median"],
+                    "ms_per_iteration": result["median"] * 1e3, "p50_ms": result["p50"] * 1e3,
+                    "p99_ms": result["p99"] * 1e3, "latency_samples": len(result["latencies"]),
+                    "warmup_iterations": result["warmup_iterations"], "rounds": result["rounds"],
+                    "iterations_per_round": result["iterations_per_round"], "spread": result["spread"],
+                    "stable": result["stable"], "seconds": result["seconds"],
+                    "forward_flops_per_image": flops_per_image})
+        flops = flops_per_image * batch * (3 if rec["mode"] == "training" else 1)
+        rec["flops_per_iteration"] = flops
+        rec["tflops"] = flops / result["median"] / 1e12
+        return rec
+
+    # -- PyTorch --------------------------------------------------------------------------
+
+    def run_torch(self, case, compiled):
+        engine = "pytorch_compiled" if compiled else "pytorch"
+        rec = base_record(engine, case)
+        if self.torch is None:
+            rec.update(status="missing", reason=self.torch_error)
+            return rec
+        torch = self.torch
+        rec["torch_version"] = torch.__version__
+        if compiled and not hasattr(torch, "compile"):
+            rec.update(status="missing", reason=f"torch {torch.__version__} has no torch.compile")
+            return rec
+        device = case["device"]
+        problem = self.device_problem(device)
+        if problem:
+            rec.update(status="skipped", reason=problem)
+            return rec
+        if device == "cpu" and case["precision"] == "bf16":
+            rec.update(status="skipped", reason="bf16 is compared on the GPU only (Convoy's CPU path is fp32)")
+            return rec
+        cuda = device.startswith("cuda")
+        channels_last = bool(self.request.get("channels_last")) and cuda
+        rec["layout"] = "nhwc" if channels_last else "nchw"
+        rec["device_name"] = torch.cuda.get_device_name(device) if cuda else "cpu"
+        try:
+            torch.manual_seed(int(self.request.get("seed", 1)))
+            net = cm.build_model(cm.load_yaml(case["model_path"]))
+            flops_per_image = cm.forward_flops(net)
+            net = net.to(device)
+            if channels_last:
+                net = net.to(memory_format=torch.channels_last)
+            if cuda:
+                torch.backends.cudnn.benchmark = True
+            images, labels = self.inputs(net, case, device)
+            mean, std = self.norm_tensors(net.input_shape[0], device)
+            bf16 = case["precision"] == "bf16"
+            fmt = torch.channels_last if channels_last else torch.contiguous_format
+            model = torch.compile(net) if compiled else net
+            it = [0]
+            if case["mode"] == "training":
+                net.train()
+                o = self.request.get("optimizer", {})
+                opt = torch.optim.SGD(cm.param_groups(net, float(o.get("weight_decay", 5e-4))), lr=float(o.get("lr", 0.01)),
+                                      momentum=float(o.get("momentum", 0.9)), nesterov=bool(o.get("nesterov", True)))
+                a = self.request.get("augment", {})
+                pad, flip = int(a.get("crop_padding", 2)), bool(a.get("horizontal_flip", True))
+                smoothing = float(self.request.get("label_smoothing", 0.1))
+                last = {}
+
+                def step():
+                    i = it[0] % len(images)
+                    it[0] += 1
+                    x = ((cm.augment(images[i], pad, flip) / 255.0 - mean) / std).contiguous(memory_format=fmt)
+                    with torch.autocast(device_type="cuda" if cuda else "cpu", dtype=torch.bfloat16, enabled=bf16):
+                        logits = model(x)
+                    loss = torch.nn.functional.cross_entropy(logits.float(), labels[i], label_smoothing=smoothing)
+                    opt.zero_grad(set_to_none=True)
+                    loss.backward()
+                    opt.step()
+                    last["loss"] = loss
+            else:
+                net.eval()
+                last = {}
+
+                def step():
+                    i = it[0] % len(images)
+                    it[0] += 1
+                    with torch.inference_mode():
+                        x = ((images[i].float() / 255.0 - mean) / std).contiguous(memory_format=fmt)
+                        with torch.autocast(device_type="cuda" if cuda else "cpu", dtype=torch.bfloat16, enabled=bf16):
+                            last["logits"] = model(x)
+            result = cm.measure(step, self.timing, cuda=cuda)
+            out = last.get("loss", last.get("logits"))
+            if not bool(torch.isfinite(out.float()).all()):
+                raise RuntimeError("non-finite loss or logits")
+            if "loss" in last:
+                rec["final_loss"] = float(last["loss"])
+            return self.finish(rec, result, flops_per_image, int(case["batch"]))
+        except Exception as e:  # noqa: BLE001 - reported per case
+            rec.update(status="failed", reason=f"{type(e).__name__}: {e}")
+            return rec
+
+    # -- ONNX Runtime ---------------------------------------------------------------------
+
+    def export(self, case):
+        torch = self.torch
+        path = case["model_path"]
+        if path in self.exported:
+            return self.exported[path]
+        torch.manual_seed(int(self.request.get("seed", 1)))
+        net = cm.build_model(cm.load_yaml(path)).eval()
+        mean, std = self.norm_tensors(net.input_shape[0], "cpu")
+
+        class Normalized(torch.nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.net = net
+                self.register_buffer("mean", mean)
+                self.register_buffer("std", std)
+
+            def forward(self, images):  # u8 (N, C, H, W)
+                return self.net((images.float() / 255.0 - self.mean) / self.std)
+
+        wrapper = Normalized().eval()
+        out = os.path.join(self.onnx_dir, f"{net.name}.onnx")
+        dummy = torch.randint(0, 256, (2,) + tuple(net.input_shape), dtype=torch.uint8)
+        kwargs = dict(input_names=["images"], output_names=["logits"],
+                      dynamic_axes={"images": {0: "n"}, "logits": {0: "n"}}, opset_version=17)
+        import inspect
+        if "dynamo" in inspect.signature(torch.onnx.export).parameters:
+            kwargs["dynamo"] = False  # the TorchScript exporter first: it needs no onnxscript
+        try:
+            torch.onnx.export(wrapper, (dummy,), out, **kwargs)
+        except Exception as legacy:  # noqa: BLE001 - then the dynamo exporter, where there is one
+            if "dynamo" not in kwargs:
+                raise
+            kwargs.pop("dynamo")
+            kwargs.pop("dynamic_axes")
+            try:
+                batch = torch.export.Dim("n", min=1)
+                torch.onnx.export(wrapper, (dummy,), out, dynamo=True, dynamic_shapes=({0: batch},), **kwargs)
+            except Exception as dynamo:  # noqa: BLE001
+                raise RuntimeError(f"ONNX export failed: TorchScript exporter: {legacy}; dynamo exporter: {dynamo}")
+        self.exported[path] = (out, net, cm.forward_flops(net))
+        return self.exported[path]
+
+    def run_ort(self, case):
+        rec = base_record("onnxruntime", case)
+        if self.ort is None:
+            rec.update(status="missing", reason=self.ort_error)
+            return rec
+        if self.torch is None:
+            rec.update(status="missing", reason="the ONNX model is exported with torch: " + self.torch_error)
+            return rec
+        ort = self.ort
+        rec["onnxruntime_version"] = ort.__version__
+        rec["layout"] = "nchw"
+        rec["device_name"] = "cpu"
+        try:
+            path, net, flops_per_image = self.export(case)
+            so = ort.SessionOptions()
+            so.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
+            if self.threads > 0:
+                so.intra_op_num_threads = self.threads
+            so.inter_op_num_threads = 1
+            sess = ort.InferenceSession(path, so, providers=["CPUExecutionProvider"])
+            images, _ = self.inputs(net, case, "cpu")
+            feeds = [{"images": img.numpy()} for img in images]
+            it = [0]
+            last = {}
+
+            def step():
+                last["logits"] = sess.run(None, feeds[it[0] % len(feeds)])[0]
+                it[0] += 1
+            result = cm.measure(step, self.timing, cuda=False)
+            import numpy as np
+            if not np.isfinite(last["logits"]).all():
+                raise RuntimeError("non-finite logits")
+            return self.finish(rec, result, flops_per_image, int(case["batch"]))
+        except Exception as e:  # noqa: BLE001
+            rec.update(status="failed", reason=f"{type(e).__name__}: {e}")
+            return rec
+
+    # -- all ------------------------------------------------------------------------------
+
+    def run(self):
+        peers = self.request.get("peers", ["pytorch", "onnxruntime"])
+        jobs = []
+        for case in self.request["cases"]:
+            for peer in peers:
+                if peer == "onnxruntime" and not (case["mode"] == "inference" and case["device"] == "cpu"
+                                                  and case["precision"] == "fp32"):
+                    continue  # ONNX Runtime is the CPU-inference peer only
+                jobs.append((peer, case))
+        for n, (peer, case) in enumerate(jobs, 1):
+            label = f"{case['model']} {case['mode']} b{case['batch']} {case['device']} {case['precision']}"
+            if peer == "onnxruntime":
+                rec = self.run_ort(case)
+            else:
+                rec = self.run_torch(case, compiled=peer == "pytorch_compiled")
+            if rec["status"] == "ok":
+                msg = (f"{rec['images_per_second']:.4g} img/s, p50 {rec['p50_ms']:.3g} ms, p99 {rec['p99_ms']:.3g} ms"
+                       f"{'' if rec['stable'] else ', NOT stable'}")
+            else:
+                msg = f"{rec['status']}: {rec.get('reason', '')}"
+            log(f"  [{n}/{len(jobs)}] {peer} {label}: {msg}")
+            emit(rec)
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--cases", help="the request file written by convoy bench")
+    ap.add_argument("--model", help="model YAML (standalone use)")
+    ap.add_argument("--mode", choices=["training", "inference"], default="inference")
+    ap.add_argument("--batch", type=int, action="append", help="batch size (repeatable)")
+    ap.add_argument("--device", default="cpu")
+    ap.add_argument("--precision", choices=["fp32", "bf16"], default="fp32")
+    ap.add_argument("--channels-last", action="store_true", help="channels_last memory format on the GPU")
+    ap.add_argument("--peers", default="pytorch,onnxruntime", help="pytorch, pytorch_compiled, onnxruntime")
+    ap.add_argument("--threads", type=int, default=0)
+    ap.add_argument("--quick", action="store_true", help="short timing (smoke test)")
+    args = ap.parse_args()
+    if args.cases:
+        with open(args.cases) as f:
+            request = json.load(f)
+    elif args.model:
+        name = cm.load_yaml(args.model).get("name", "model")
+        request = {"cases": [{"model_path": os.path.abspath(args.model), "model": name, "mode": args.mode,
+                              "batch": b, "device": args.device, "precision": args.precision}
+                             for b in (args.batch or [64])],
+                   "timing": cm.QUICK_TIMING if args.quick else cm.DEFAULT_TIMING, "threads": args.threads,
+                   "channels_last": args.channels_last, "peers": [p for p in args.peers.split(",") if p],
+                   "normalize": {"mean": [0.2860], "std": [0.3530]}}
+    else:
+        ap.error("give --cases FILE or --model YAML")
+    Peer(request).run()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

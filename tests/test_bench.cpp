@@ -1,0 +1,237 @@
+// The benchmark harness: `convoy bench` end to end on the quick suite, the FLOP count
+// against a hand count, suite validation, the CPU peak estimate and the timing loop.
+#include <gtest/gtest.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+
+#include <nlohmann/json.hpp>
+
+#include "engine/core/backend.h"
+#include "engine/core/error.h"
+#include "engine/graph/model.h"
+#include "engine/train/bench_runner.h"
+#include "engine/train/bench_suite.h"
+
+namespace convoy {
+namespace {
+
+namespace fs = std::filesystem;
+const std::string kSource = CONVOY_SOURCE_DIR;
+
+struct Result {
+  int status = -1;
+  std::string out;  // stdout only
+  std::string err;
+};
+
+Result run_binary(const std::string& args, const fs::path& err_file) {
+  const std::string cmd = std::string(CONVOY_BINARY) + " " + args + " 2>" + err_file.string();
+  Result r;
+  FILE* pipe = popen(cmd.c_str(), "r");
+  if (!pipe) return r;
+  char buf[4096];
+  while (size_t n = fread(buf, 1, sizeof buf, pipe)) r.out.append(buf, n);
+  const int raw = pclose(pipe);
+  r.status = WIFEXITED(raw) ? WEXITSTATUS(raw) : 128 + WTERMSIG(raw);
+  std::ifstream in(err_file);
+  std::stringstream s;
+  s << in.rdbuf();
+  r.err = s.str();
+  return r;
+}
+
+TEST(Bench, QuickSuiteWritesTableJsonAndReportsTheGpuCase) {
+  const fs::path dir = fs::temp_directory_path() / ("convoy_bench_" + std::to_string(getpid()));
+  fs::remove_all(dir);
+  fs::create_directories(dir);
+  // cuda is added on purpose: without a usable GPU it must come back as skipped, with the reason.
+  const Result r = run_binary("bench --suite " + kSource + "/benchmarks/suites/quick.yaml --out " +
+                                  (dir / "out").string() + " --devices cpu,cuda",
+                              dir / "stderr.txt");
+  ASSERT_EQ(r.status, 0) << r.out << r.err;
+
+  // The markdown table on stdout, one line per case on stderr.
+  EXPECT_NE(r.out.find("| model | mode | batch | device | precision | img/s | p50 ms | p99 ms | TFLOP/s | % of peak |"),
+            std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("| lenet5 | training | 8 | cpu | fp32 | "), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("| lenet5 | inference | 8 | cpu | fp32 | "), std::string::npos) << r.out;
+  EXPECT_NE(r.err.find("[1/4] lenet5 training b8 cpu fp32: "), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("[4/4] lenet5 inference b8 cuda fp32: "), std::string::npos) << r.err;
+
+  std::ifstream in(dir / "out" / "results.json");
+  ASSERT_TRUE(in) << "no results.json";
+  const nlohmann::json doc = nlohmann::json::parse(in);
+  const nlohmann::json& env = doc.at("environment");
+  EXPECT_FALSE(env.at("date").get<std::string>().empty());
+  EXPECT_GT(env.at("threads").get<int>(), 0);
+  EXPECT_TRUE(env.at("onednn").is_string()) << env.dump(2);
+  EXPECT_TRUE(env.contains("cpu_model"));
+  EXPECT_TRUE(env.contains("git_commit"));
+  EXPECT_TRUE(env.contains("gpu"));
+  EXPECT_TRUE(env.contains("cudnn"));
+
+  const int64_t flops = Model::from_file(kSource + "/models/lenet5.yaml", 1).forward_flops();
+  const std::string gpu_reason = cuda_unavailable_reason();
+  int ok = 0, skipped = 0;
+  for (const nlohmann::json& rec : doc.at("records")) {
+    if (rec.at("engine") != "convoy") continue;
+    EXPECT_EQ(rec.at("model"), "lenet5");
+    EXPECT_EQ(rec.at("batch"), 8);
+    const std::string mode = rec.at("mode");
+    if (rec.at("device") == "cpu") {
+      ASSERT_EQ(rec.at("status"), "ok") << rec.dump(2);
+      ++ok;
+      EXPECT_GT(rec.at("images_per_second").get<double>(), 0);
+      EXPECT_GT(rec.at("p50_ms").get<double>(), 0);
+      EXPECT_GE(rec.at("p99_ms").get<double>(), rec.at("p50_ms").get<double>());
+      EXPECT_GT(rec.at("tflops").get<double>(), 0);
+      EXPECT_GT(rec.at("peak_tflops").get<double>(), 0);
+      EXPECT_GT(rec.at("fraction_of_peak").get<double>(), 0);
+      EXPECT_GE(rec.at("rounds").get<int>(), 3);
+      EXPECT_EQ(rec.at("forward_flops_per_image").get<int64_t>(), flops);
+      EXPECT_DOUBLE_EQ(rec.at("flops_per_iteration").get<double>(),
+                       static_cast<double>(flops) * 8 * (mode == "training" ? 3 : 1));
+      // TFLOP/s is the FLOPs over the median iteration time.
+      EXPECT_NEAR(rec.at("tflops").get<double>(),
+                  rec.at("flops_per_iteration").get<double>() / (rec.at("ms_per_iteration").get<double>() * 1e-3) / 1e12,
+                  1e-9);
+    } else if (!gpu_reason.empty()) {
+      EXPECT_EQ(rec.at("status"), "skipped") << rec.dump(2);
+      EXPECT_EQ(rec.at("reason"), gpu_reason);
+      ++skipped;
+    }
+  }
+  EXPECT_EQ(ok, 2);
+  if (!gpu_reason.empty()) {
+    EXPECT_EQ(skipped, 2);
+    EXPECT_NE(r.out.find("| lenet5 | training | 8 | cuda | fp32 | skipped"), std::string::npos) << r.out;
+    EXPECT_NE(r.out.find(gpu_reason), std::string::npos) << r.out;
+  }
+  fs::remove_all(dir);
+}
+
+TEST(Bench, FlopCountOfATinyModelMatchesAHandCount) {
+  const Model m = Model::from_yaml(R"(
+name: tiny
+input: [1, 6, 6]
+layers:
+  - {name: conv, type: conv2d, out_channels: 2, kernel: 3}
+  - {name: relu, type: relu}
+  - {name: pool, type: maxpool2d, kernel: 2}
+  - {name: flat, type: flatten}
+  - {name: fc, type: linear, out_features: 3}
+)", "tiny.yaml", 1);
+  // conv: output (2, 4, 4) = 32 values, each 1 channel x 3 x 3 multiply-adds: 2 * 32 * 9 = 576
+  // relu: 32; maxpool 2x2: output (2, 2, 2) = 8 values x 4 compares = 32; flatten: 0
+  // linear 8 -> 3: 2 * 8 * 3 = 48
+  EXPECT_EQ(m.forward_flops(), 576 + 32 + 32 + 48);
+  EXPECT_DOUBLE_EQ(bench_flops_per_iteration(688, 5, "inference"), 688.0 * 5);
+  EXPECT_DOUBLE_EQ(bench_flops_per_iteration(688, 5, "training"), 688.0 * 5 * 3);
+}
+
+TEST(Bench, SuiteErrorsNameFileLineAndKey) {
+  const std::string lenet = kSource + "/models/lenet5.yaml";
+  auto error_of = [](const std::string& yaml) {
+    try {
+      parse_bench_suite(yaml, "s.yaml", ".");
+    } catch (const InputError& e) {
+      return std::string(e.what());
+    }
+    return std::string();
+  };
+  const std::string base = "name: t\nmodels:\n  - {model: " + lenet + ", inference: [1, 4]}\n";
+  EXPECT_EQ(error_of(base), "");
+  std::string e = error_of(base + "bogus: 1\n");
+  EXPECT_NE(e.find("s.yaml:4"), std::string::npos) << e;
+  EXPECT_NE(e.find("bogus: unknown key"), std::string::npos) << e;
+  e = error_of(base + "timing: {warmup_seconds: 1, rounds: 3}\n");
+  EXPECT_NE(e.find("timing.rounds: unknown key"), std::string::npos) << e;
+  e = error_of("models:\n  - {model: " + lenet + ", inference: [0]}\n");
+  EXPECT_NE(e.find("models[0].inference: batch sizes must be positive"), std::string::npos) << e;
+  e = error_of("models:\n  - {model: nowhere.yaml, training: [8]}\n");
+  EXPECT_NE(e.find("s.yaml:2: models[0].model: file not found"), std::string::npos) << e;
+  e = error_of(base + "precisions: [fp16]\n");
+  EXPECT_NE(e.find("precisions: 'fp16' is not one of"), std::string::npos) << e;
+  e = error_of(base + "devices: [tpu]\n");
+  EXPECT_NE(e.find("devices: 'tpu'"), std::string::npos) << e;
+  // The shipped suites are valid.
+  for (const char* suite : {"default.yaml", "quick.yaml"})
+    EXPECT_NO_THROW(load_bench_suite(kSource + "/benchmarks/suites/" + suite)) << suite;
+  const BenchSuite d = load_bench_suite(kSource + "/benchmarks/suites/default.yaml");
+  ASSERT_EQ(d.models.size(), 2u);
+  EXPECT_EQ(d.models[1].inference_batches, (std::vector<int64_t>{1, 64, 512}));
+  EXPECT_EQ(d.models[1].training_batches, (std::vector<int64_t>{64, 512}));
+  EXPECT_EQ(d.precisions, (std::vector<std::string>{"fp32", "bf16"}));
+  EXPECT_EQ(gpu_peak_tflops(d.gpu_peaks, "NVIDIA H200", "bf16").value_or(0), 989);
+  EXPECT_EQ(gpu_peak_tflops(d.gpu_peaks, "NVIDIA H200", "fp32").value_or(0), 67);
+  EXPECT_FALSE(gpu_peak_tflops(d.gpu_peaks, "Some GPU", "fp32").has_value());
+}
+
+TEST(Bench, CpuPeakIsCoresTimesClockTimesFlopsPerCycle) {
+  const std::string avx512 =
+      "processor\t: 0\nmodel name\t: Intel(R) Xeon(R) Gold 6248 CPU @ 2.50GHz\ncpu MHz\t\t: 3100.000\n"
+      "flags\t\t: fpu sse avx avx2 fma avx512f avx512bw\nphysical id\t: 0\ncore id\t\t: 0\n\n"
+      "processor\t: 1\nmodel name\t: Intel(R) Xeon(R) Gold 6248 CPU @ 2.50GHz\ncpu MHz\t\t: 3100.000\n"
+      "flags\t\t: fpu sse avx avx2 fma avx512f avx512bw\nphysical id\t: 0\ncore id\t\t: 1\n\n"
+      "processor\t: 2\nmodel name\t: Intel(R) Xeon(R) Gold 6248 CPU @ 2.50GHz\ncpu MHz\t\t: 3100.000\n"
+      "flags\t\t: fpu sse avx avx2 fma avx512f avx512bw\nphysical id\t: 0\ncore id\t\t: 1\n\n";  // an SMT sibling
+  CpuPeak p = estimate_cpu_peak(avx512, 0);
+  EXPECT_EQ(p.cores, 2);  // 3 logical processors, 2 physical cores
+  EXPECT_DOUBLE_EQ(p.ghz, 2.5);  // the nominal clock in the name, not the current MHz
+  EXPECT_EQ(p.flops_per_cycle, 64);
+  EXPECT_NEAR(p.tflops, 2 * 2.5 * 64 / 1000.0, 1e-12);
+  EXPECT_NE(p.assumption.find("avx512f"), std::string::npos);
+  EXPECT_EQ(estimate_cpu_peak(avx512, 1).cores, 1);
+
+  const std::string avx2 = "processor : 0\nmodel name : AMD EPYC\ncpu MHz : 2000.0\nflags : sse avx avx2 fma\n";
+  p = estimate_cpu_peak(avx2, 0);
+  EXPECT_EQ(p.cores, 1);
+  EXPECT_DOUBLE_EQ(p.ghz, 2.0);  // no clock in the name: cpu MHz
+  EXPECT_EQ(p.flops_per_cycle, 32);
+  EXPECT_NEAR(p.tflops, 0.064, 1e-12);
+}
+
+TEST(Bench, TimingStopsWhenThreeRoundsAgreeAndReportsPercentiles) {
+  EXPECT_DOUBLE_EQ(percentile({4, 1, 3, 2}, 0.5), 2.5);
+  std::vector<double> hundred;
+  for (int i = 1; i <= 100; ++i) hundred.push_back(i);
+  EXPECT_NEAR(percentile(hundred, 0.99), 99.01, 1e-9);
+  EXPECT_DOUBLE_EQ(median_of({5}), 5);
+
+  // A simulated device: every iteration takes 1 ms of "device time" on a fake clock.
+  double now = 0;
+  BenchTiming t;
+  t.warmup_iterations = 3;
+  t.warmup_seconds = 0.01;
+  t.round_seconds = 0.05;
+  t.latency_samples = 30;
+  t.latency_seconds = 1;
+  int64_t steps = 0;
+  TimingResult r = measure_iterations([&] { now += 1e-3, ++steps; }, [] {}, t, [&] { return now; });
+  EXPECT_TRUE(r.stable);
+  EXPECT_EQ(r.rounds, 3);
+  EXPECT_EQ(r.iterations_per_round, 50);
+  EXPECT_NEAR(r.median, 1e-3, 1e-12);
+  EXPECT_EQ(r.latencies.size(), 30u);
+  EXPECT_NEAR(r.p99, 1e-3, 1e-12);
+  EXPECT_EQ(steps, r.warmup_iterations + 3 * 50 + 30);
+
+  // Rounds that never agree (every other round 50% slower): it stops at max_rounds and
+  // says it is not stable.
+  int64_t syncs = 0;
+  t.max_rounds = 7;
+  t.max_seconds = 1e9;
+  r = measure_iterations([&] { now += 1e-3 * (1 + 0.5 * static_cast<double>(syncs % 2)); }, [&] { ++syncs; }, t,
+                         [&] { return now; });
+  EXPECT_FALSE(r.stable);
+  EXPECT_EQ(r.rounds, 7);
+  EXPECT_GT(r.spread, 0.3);
+}
+
+}  // namespace
+}  // namespace convoy
