@@ -166,6 +166,7 @@ TrainResult train(const RunConfig& config, const TrainOptions& options, std::ost
   Optimizer optimizer(config.optimizer, model.parameters(), *backend);
 
   Position pos;
+  double resumed_accuracy = 0;  // the last evaluation before a resume, for a finished run
   if (options.resume && fs::exists(last_path)) {
     const SafetensorsFile ckpt = read_safetensors(last_path);
     const std::string source = last_path.string();
@@ -178,6 +179,8 @@ TrainResult train(const RunConfig& config, const TrainOptions& options, std::ost
     pos.step = metadata_int(ckpt, "step", source);
     auto best = ckpt.metadata.find("best_accuracy");
     pos.best_accuracy = best == ckpt.metadata.end() ? 0 : std::stod(best->second);
+    auto last = ckpt.metadata.find("test_accuracy");
+    resumed_accuracy = last == ckpt.metadata.end() ? 0 : std::stod(last->second);
     optimizer.load_state(ckpt.tensors, pos.step, source);
     model.refresh_compute_weights(*backend);
     log << "resuming " << source << " at epoch " << pos.epoch + 1 << ", step " << pos.step << std::endl;
@@ -212,6 +215,7 @@ TrainResult train(const RunConfig& config, const TrainOptions& options, std::ost
   result.run_dir = run_dir.string();
   result.device = backend->device().str();
   result.best_accuracy = pos.best_accuracy;
+  result.test_accuracy = resumed_accuracy;
   Progress progress(log, config.log_every);
   const auto run_start = Clock::now();
   double eval_seconds = 0;
