@@ -77,6 +77,11 @@ YAML::Node YamlMap::lookup(std::string_view key) const {
 
 YAML::Node YamlMap::raw(std::string_view key) const { return lookup(key); }
 
+bool YamlMap::present(std::string_view key) const {
+  const YAML::Node n = lookup(key);
+  return n.IsDefined() && !n.IsNull();
+}
+
 bool YamlMap::has(std::string_view key) const {
   const YAML::Node n = node_[std::string(key)];
   return n.IsDefined() && !n.IsNull();
@@ -90,7 +95,7 @@ std::string YamlMap::get_string(std::string_view key) const {
 }
 
 std::string YamlMap::get_string(std::string_view key, const std::string& fallback) const {
-  return has(key) ? get_string(key) : (lookup(key), fallback);
+  return present(key) ? get_string(key) : fallback;
 }
 
 int64_t YamlMap::get_int(std::string_view key) const {
@@ -105,7 +110,7 @@ int64_t YamlMap::get_int(std::string_view key) const {
 }
 
 int64_t YamlMap::get_int(std::string_view key, int64_t fallback) const {
-  return has(key) ? get_int(key) : (lookup(key), fallback);
+  return present(key) ? get_int(key) : fallback;
 }
 
 double YamlMap::get_double(std::string_view key) const {
@@ -120,7 +125,7 @@ double YamlMap::get_double(std::string_view key) const {
 }
 
 double YamlMap::get_double(std::string_view key, double fallback) const {
-  return has(key) ? get_double(key) : (lookup(key), fallback);
+  return present(key) ? get_double(key) : fallback;
 }
 
 bool YamlMap::get_bool(std::string_view key, bool fallback) const {

@@ -55,6 +55,8 @@ class YamlMap {
 
  private:
   YAML::Node lookup(std::string_view key) const;
+  // Marks the key as read; true when it has a (non-null) value.
+  bool present(std::string_view key) const;
   std::string key_path(std::string_view key) const;
   YAML::Node node_;
   std::string file_;
