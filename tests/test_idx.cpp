@@ -11,6 +11,8 @@
 #include <string>
 #include <vector>
 
+
+#include "input_error.h"
 #include "datasets/dataset.h"
 #include "datasets/idx.h"
 #include "engine/core/error.h"
@@ -76,21 +78,8 @@ std::vector<uint8_t> random_bytes(size_t n, uint32_t seed) {
 
 // The InputError message of read_idx(path); fails the test when nothing is thrown.
 std::string idx_error(const fs::path& path) {
-  try {
-    read_idx(path);
-  } catch (const InputError& e) {
-    return e.what();
-  }
-  ADD_FAILURE() << "read_idx(" << path << ") did not throw";
-  return {};
+  return convoy::testing::input_error_of([&] { read_idx(path); }, "read_idx(" + path.string() + ")");
 }
-
-#define EXPECT_MESSAGE(message, path, fragment)                                  \
-  do {                                                                           \
-    const std::string m_ = (message);                                            \
-    EXPECT_NE(m_.find((path).string()), std::string::npos) << m_;                \
-    EXPECT_NE(m_.find(fragment), std::string::npos) << m_;                       \
-  } while (0)
 
 }  // namespace
 

@@ -17,6 +17,8 @@
 #include <string>
 #include <vector>
 
+
+#include "input_error.h"
 #include "engine/checkpoint/safetensors.h"
 #include "engine/core/error.h"
 
@@ -73,21 +75,8 @@ void write_crafted(const fs::path& path, const std::string& header, size_t data_
 }
 
 std::string read_error(const fs::path& path) {
-  try {
-    read_safetensors(path);
-  } catch (const InputError& e) {
-    return e.what();
-  }
-  ADD_FAILURE() << "read_safetensors(" << path << ") did not throw";
-  return {};
+  return convoy::testing::input_error_of([&] { read_safetensors(path); }, "read_safetensors(" + path.string() + ")");
 }
-
-#define EXPECT_MESSAGE(message, path, fragment)                                  \
-  do {                                                                           \
-    const std::string m_ = (message);                                            \
-    EXPECT_NE(m_.find((path).string()), std::string::npos) << m_;                \
-    EXPECT_NE(m_.find(fragment), std::string::npos) << m_;                       \
-  } while (0)
 
 Tensor random_f32(Shape shape, uint32_t seed) {
   std::mt19937 rng(seed);
