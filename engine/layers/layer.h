@@ -16,10 +16,10 @@ namespace convoy {
 // `compute_grad` the bf16 gradient layers write (cast into `grad` after backward).
 struct Parameter {
   std::string name;      // "weight", "bias", ...
-  Tensor value;          // f32
-  Tensor grad;           // f32, same shape
-  Tensor compute;        // compute-dtype copy, or undefined when the compute dtype is f32
-  Tensor compute_grad;   // likewise
+  Tensor value{};        // f32
+  Tensor grad{};         // f32, same shape
+  Tensor compute{};      // compute-dtype copy, or undefined when the compute dtype is f32
+  Tensor compute_grad{}; // likewise
   bool weight_decay = true;  // false for biases and batch-norm affine parameters
   bool keep_f32 = false;     // batch-norm scale and shift stay f32 in mixed precision
 
@@ -30,7 +30,7 @@ struct Parameter {
 // A non-trainable state tensor saved in checkpoints (batch-norm running statistics).
 struct Buffer {
   std::string name;
-  Tensor value;  // f32
+  Tensor value{};  // f32
 };
 
 // What a forward pass needs to know beyond its inputs.
