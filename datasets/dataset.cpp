@@ -1,6 +1,7 @@
 #include "datasets/dataset.h"
 
 #include <algorithm>
+#include <cstdlib>
 
 #include "datasets/idx.h"
 #include "engine/checkpoint/file_io.h"
@@ -86,16 +87,27 @@ Dataset load_mnist_format(std::string_view kind, const std::filesystem::path& di
   return ds;
 }
 
+// Our images set CONVOY_DATA_VOLUME to the mount point of the datasets volume (/data): inside
+// a container, the fix for missing data is a -v flag on the host, not a package install.
+std::string missing_data_hint(std::string_view outside_container) {
+  const char* volume = std::getenv("CONVOY_DATA_VOLUME");
+  if (!volume || !*volume) return std::string(outside_container);
+  const std::string v(volume);
+  return "; this container reads datasets from the volume " + v + ": mount the host's datasets there, " +
+         "e.g. docker run -v /usr/share/datasets:" + v + ":ro ... (on the host: apt-get install " +
+         "dataset-fashion-mnist), or set dataset.path to a mounted directory";
+}
+
 }  // namespace
 
 Dataset load_fashion_mnist(const std::filesystem::path& dir, std::string_view split, int64_t limit) {
   return load_mnist_format("fashion-mnist", dir, split, limit, fashion_mnist_classes(),
-                           "; install Debian's dataset-fashion-mnist or set dataset.path");
+                           missing_data_hint("; install Debian's dataset-fashion-mnist or set dataset.path"));
 }
 
 Dataset load_mnist(const std::filesystem::path& dir, std::string_view split, int64_t limit) {
   return load_mnist_format("mnist", dir, split, limit, digit_classes(),
-                           "; set dataset.path to the directory holding the MNIST files");
+                           missing_data_hint("; set dataset.path to the directory holding the MNIST files"));
 }
 
 std::vector<std::string> dataset_kinds() { return {"fashion-mnist", "mnist"}; }

@@ -26,8 +26,9 @@ struct Result {
   std::string output;
 };
 
-Result run(const std::string& args) {
-  const std::string cmd = std::string(CONVOY_BINARY) + " " + args + " 2>&1";
+// env: "NAME=value ..." set for this run only.
+Result run(const std::string& args, const std::string& env = "") {
+  const std::string cmd = (env.empty() ? "" : "env " + env + " ") + std::string(CONVOY_BINARY) + " " + args + " 2>&1";
   Result r;
   FILE* pipe = popen(cmd.c_str(), "r");
   if (!pipe) return r;
@@ -165,6 +166,16 @@ TEST_F(CliE2E, BadInputGivesOneClearErrorAndNonZeroExit) {
           dir_.string());
   EXPECT_EQ(r.status, 1);
   EXPECT_NE(r.output.find("/nonexistent/fmnist"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("install Debian's dataset-fashion-mnist"), std::string::npos) << r.output;
+
+  // In our images (CONVOY_DATA_VOLUME set) the hint is how to mount the data instead.
+  r = run("train --config " + kConfig + " --set dataset.path=/nonexistent/fmnist --set device=cpu --set output.dir=" +
+          dir_.string(), "CONVOY_DATA_VOLUME=/data");
+  EXPECT_EQ(r.status, 1);
+  EXPECT_NE(r.output.find("/nonexistent/fmnist: no such directory; this container reads datasets from the volume "
+                          "/data: mount the host's datasets there, e.g. docker run -v /usr/share/datasets:/data:ro"),
+            std::string::npos)
+      << r.output;
 
   r = run("train --config /nonexistent.yaml");
   EXPECT_EQ(r.status, 1);
