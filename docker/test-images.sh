@@ -110,6 +110,9 @@ setup_tools() {
     dpkg-query -W -f='${db:Status-Status}\n' "$p" 2>/dev/null | grep -qx installed || missing+=("$p")
   done
   command -v python3 >/dev/null || missing+=(python3)   # writes the test PNG
+  if [ "$SKIP_GPU" != 1 ] && [ ! -x "$CUDA_HOST/bin/nvcc" ]; then
+    fail "no CUDA toolkit at $CUDA_HOST (the stand-in base is made of it): set CUDA_HOST, or SKIP_GPU=1"
+  fi
   if [ "$DATASETS" = /usr/share/datasets ] && [ ! -d "$DATASETS/fashion-mnist" ]; then
     missing+=(dataset-fashion-mnist)
   fi
@@ -252,6 +255,8 @@ test_cpu() {
   check_image_hygiene "$CPU_IMG"
   ctr "$CPU_IMG" --help | head -n 20
   doctor "$CPU_IMG"
+  echo "-- train with no data volume"
+  missing_data "$CPU_IMG" train
   runs=$(fresh_runs cpu "$CPU_IMG")
   echo "-- train (short) in $CPU_IMG, on the image's default paths"
   ctr -v "$DATASETS:/data:ro" -v "$runs:/runs" "$CPU_IMG" train --config "$TRAIN_CONFIG" \
@@ -263,6 +268,17 @@ test_cpu() {
   out=$(ctr -v "$runs:/runs:ro" -v "$WORK/in:/in:ro" "$CPU_IMG" infer --model "/runs/$name/$ckpt" /in/sample.png)
   echo "$out"
   [ -n "$out" ] || fail "infer printed nothing"
+}
+
+# missing_data IMAGE ENTRY...: training with no /data volume fails with exit 1 and says how to
+# mount it (CONVOY_DATA_VOLUME in the image), instead of a crash or a bare "no such file".
+missing_data() {
+  local img=$1 out rc=0; shift
+  out=$(ctr "$img" "$@" --config "$TRAIN_CONFIG" --set epochs=1 2>&1) || rc=$?
+  echo "$out" | tail -n 2
+  [ "$rc" = 1 ] || fail "training without the data volume exited $rc, expected 1"
+  grep -qF 'docker run -v /usr/share/datasets:/data:ro' <<<"$out" \
+    || fail "the missing-data error does not say how to mount the datasets"
 }
 
 # SIGTERM must reach convoy (tini is PID 1) and stop it well before the kill timeout.
@@ -334,14 +350,20 @@ build_gpu_image() {
 }
 
 test_gpu_runtime() {
-  local runs
+  local runs out
   check_image_hygiene "$GPU_IMG"
   ctr "$GPU_IMG" --help | head -n 20          # = convoy train --help
   doctor "$GPU_IMG"
+  echo "-- train with no data volume"
+  missing_data "$GPU_IMG"
   runs=$(fresh_runs gpu "$GPU_IMG")
-  echo "-- train (short) in $GPU_IMG with no GPU: the CPU fallback"
-  ctr -v "$DATASETS:/data:ro" -v "$runs:/runs" "$GPU_IMG" --config "$TRAIN_CONFIG" \
-    "${PATH_ARGS[@]}" "${SHORT_TRAIN_ARGS[@]}" --set name=ci-gpu "${RESUME_ARGS[@]}"
+  echo "-- train (short) in $GPU_IMG with no GPU: the CPU fallback, announced in one line"
+  out=$(ctr -v "$DATASETS:/data:ro" -v "$runs:/runs" "$GPU_IMG" --config "$TRAIN_CONFIG" \
+    "${PATH_ARGS[@]}" "${SHORT_TRAIN_ARGS[@]}" --set name=ci-gpu "${RESUME_ARGS[@]}" 2>&1) \
+    || { echo "$out" | tail -n 20; fail "training in $GPU_IMG failed"; }
+  echo "$out" | tail -n 4
+  [ "$(grep -c 'no usable GPU (.*); running on the CPU' <<<"$out")" = 1 ] \
+    || fail "expected one line saying why training falls back to the CPU"
   checkpoint "$runs/ci-gpu" >/dev/null
 }
 
