@@ -3,104 +3,187 @@
 // row-major order; average divides by the window clipped to the unpadded input
 // (count_include_pad=False). Backward gathers per input element: no atomics, and the
 // result is deterministic.
+//
+// Speed: index math runs in 32-bit integers whenever every index fits (64-bit integer
+// division is emulated on the GPU and costs tens of instructions), the divisions of a flat
+// index by runtime sizes use precomputed multiply-and-shift constants, and backward finds
+// the windows that cover an element in closed form (one division per axis when windows
+// do not overlap), so for the usual 2x2/2 max pool each element evaluates one window.
 #include <cfloat>
+#include <climits>
 
 #include "kernels/common.cuh"
 
 namespace convoy::kernels {
+namespace {
 
-// ---- kernels ------------------------------------------------------------------------------
-
-__device__ __forceinline__ int64_t pool_index(const PoolShape& s, int64_t n, int64_t c, int64_t h,
-                                              int64_t w, int64_t height, int64_t width) {
-  return s.nhwc ? ((n * height + h) * width + w) * s.c + c : ((n * s.c + c) * height + h) * width + w;
-}
-
-// Decodes a flat memory index of a (n, c, height, width) tensor in the shape's layout.
-__device__ __forceinline__ void pool_decode(const PoolShape& s, int64_t i, int64_t height,
-                                            int64_t width, int64_t& n, int64_t& c, int64_t& h,
-                                            int64_t& w) {
-  if (s.nhwc) {
-    c = i % s.c; i /= s.c;
-    w = i % width; i /= width;
-    h = i % height; n = i / height;
-  } else {
-    w = i % width; i /= width;
-    h = i % height; i /= height;
-    c = i % s.c; n = i / s.c;
+// n / d for 0 <= n: plain division for int64_t indices; for int32_t, valid for n < 2^31,
+// a multiply-high and a shift (Granlund & Montgomery 1994, as PyTorch's IntDivider).
+template <class I> struct Div;
+template <> struct Div<int64_t> {
+  int64_t d;
+  static Div make(int64_t d) { return {d}; }
+  __device__ __forceinline__ int64_t operator()(int64_t n) const { return n / d; }
+};
+template <> struct Div<int32_t> {
+  uint32_t magic, shift;
+  static Div make(int64_t d) {  // 1 <= d < 2^31
+    uint32_t s = 0;
+    while ((uint64_t(1) << s) < uint64_t(d)) ++s;
+    return {uint32_t(((uint64_t(1) << 32) * ((uint64_t(1) << s) - d)) / d + 1), s};
   }
+  __device__ __forceinline__ int32_t operator()(int32_t n) const {
+    const uint32_t u = uint32_t(n);
+    return int32_t((__umulhi(u, magic) + u) >> shift);  // no overflow: umulhi <= u < 2^31
+  }
+};
+
+// PoolShape in the kernels' index type I, plus the dividers for decoding flat indices.
+template <class I> struct Dims {
+  I h, w, p, q, c, kh, kw, sh, sw, ph, pw;
+  I step;            // distance between horizontally adjacent pixels: C in nhwc, 1 in nchw
+  I x_plane, y_plane;  // distance between consecutive planes (n * C + c in nchw, n in nhwc)
+  Div<I> div_c, div_hw, div_w, div_pq, div_q, div_sh, div_sw;
+  bool nhwc, max;
+};
+
+template <class I>
+Dims<I> make_dims(const PoolShape& s) {
+  // A zero size means an empty tensor and no launch over it; 1 keeps the dividers defined.
+  const auto div = [](int64_t v) { return Div<I>::make(v > 0 ? v : 1); };
+  Dims<I> d;
+  d.h = I(s.h), d.w = I(s.w), d.p = I(s.p), d.q = I(s.q), d.c = I(s.c);
+  d.kh = s.kernel_h, d.kw = s.kernel_w, d.sh = s.stride_h, d.sw = s.stride_w;
+  d.ph = s.pad_h, d.pw = s.pad_w;
+  d.step = s.nhwc ? I(s.c) : 1;
+  d.x_plane = I(s.h * s.w * (s.nhwc ? s.c : 1));
+  d.y_plane = I(s.p * s.q * (s.nhwc ? s.c : 1));
+  d.div_c = div(s.c), d.div_hw = div(s.h * s.w), d.div_w = div(s.w);
+  d.div_pq = div(s.p * s.q), d.div_q = div(s.q);
+  d.div_sh = div(s.stride_h), d.div_sw = div(s.stride_w);
+  d.nhwc = s.nhwc, d.max = s.max;
+  return d;
 }
 
-// First maximum of window (p, q) as a flat (h * W + w) position, or -1 if it is empty.
-template <class T>
-__device__ __forceinline__ int64_t window_argmax(const PoolShape& s, const T* x, int64_t n,
-                                                 int64_t c, int64_t p, int64_t q, float* best_out) {
-  const int64_t h0 = p * s.stride_h - s.pad_h, w0 = q * s.stride_w - s.pad_w;
-  const int64_t h1 = min(h0 + s.kernel_h, s.h), w1 = min(w0 + s.kernel_w, s.w);
-  float best = -INFINITY;
-  int64_t arg = -1;
-  for (int64_t h = max(h0, int64_t(0)); h < h1; ++h)
-    for (int64_t w = max(w0, int64_t(0)); w < w1; ++w) {
-      const float v = to_f32(x[pool_index(s, n, c, h, w, s.h, s.w)]);
-      if (arg < 0 || v > best || (isnan(v) && !isnan(best))) {  // a NaN wins, the first one
+// True when every index and intermediate the kernels form fits in int32_t: the element
+// counts, and window coordinates up to (p * stride + kernel) and (h + pad) per axis.
+bool fits_int32(const PoolShape& s) {
+  const int64_t lim = INT32_MAX;
+  return s.n * s.c * s.h * s.w < lim && s.n * s.c * s.p * s.q < lim &&
+         s.p * s.stride_h + s.kernel_h + s.h + s.pad_h < lim &&
+         s.q * s.stride_w + s.kernel_w + s.w + s.pad_w < lim;
+}
+
+// Calls f(dims) with the narrowest index type that holds the shape.
+template <class F>
+void dispatch_index(const PoolShape& s, F&& f) {
+  if (fits_int32(s)) f(make_dims<int32_t>(s));
+  else f(make_dims<int64_t>(s));
+}
+
+// Flat index i of the tensor with `rows` x `cols` pixels per plane (x in backward, y in
+// forward) as its pixel (r, col) and the offsets of its (n, c) plane in x and in y; pixel
+// (h, w) of that plane lies at x_off + (h * W + w) * step. One division per level.
+template <class I> struct Pixel { I r, col, x_off, y_off; };
+
+template <bool kInX, class I>
+__device__ __forceinline__ Pixel<I> locate(const Dims<I>& d, I i) {
+  I c = 0;
+  if (d.nhwc) {
+    const I t = d.div_c(i);
+    c = i - t * d.c;
+    i = t;
+  }
+  const I plane = (kInX ? d.div_hw : d.div_pq)(i);
+  const I pos = i - plane * (kInX ? d.h * d.w : d.p * d.q);
+  const I r = (kInX ? d.div_w : d.div_q)(pos);
+  return {r, pos - r * (kInX ? d.w : d.q), plane * d.x_plane + c, plane * d.y_plane + c};
+}
+
+// First maximum of the window with top-left (h0, w0), clipped to the input, in row-major
+// order (a NaN wins, the first one), as the pixel offset h * W + w; -1 if the window is
+// empty. x points at the (n, c) plane.
+template <class T, class I>
+__device__ __forceinline__ I window_argmax(const Dims<I>& d, const T* x, I h0, I w0,
+                                           float& best) {
+  const I h1 = min(h0 + d.kh, d.h), w1 = min(w0 + d.kw, d.w);
+  I arg = -1;
+  best = -INFINITY;
+  for (I h = max(h0, I(0)); h < h1; ++h)
+    for (I w = max(w0, I(0)); w < w1; ++w) {
+      const float v = to_f32(x[(h * d.w + w) * d.step]);
+      if (arg < 0 || v > best || (isnan(v) && !isnan(best))) {
         best = v;
-        arg = h * s.w + w;
+        arg = h * d.w + w;
       }
     }
-  *best_out = best;
   return arg;
 }
 
-template <class T>
-__global__ void pool_forward_kernel(PoolShape s, const T* __restrict__ x, T* __restrict__ y,
+// The windows [lo, hi) along one axis that cover padded coordinate hp (window k spans
+// [k * stride, k * stride + kernel)). The last one starts at hp / stride; when windows do
+// not overlap (kernel <= stride) it is the only candidate, so no second division.
+template <class I>
+__device__ __forceinline__ void covering(I hp, I kernel, I stride, const Div<I>& div_stride,
+                                         I count, I& lo, I& hi) {
+  const I last = div_stride(hp);
+  hi = min(last + 1, count);
+  if (kernel <= stride) lo = hp - last * stride < kernel ? last : last + 1;
+  else lo = hp < kernel ? 0 : div_stride(hp - kernel) + 1;
+}
+
+}  // namespace
+
+// ---- kernels ------------------------------------------------------------------------------
+
+template <class T, class I>
+__global__ void pool_forward_kernel(Dims<I> d, const T* __restrict__ x, T* __restrict__ y,
                                     int64_t total) {
   for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < total;
        i += int64_t(gridDim.x) * blockDim.x) {
-    int64_t n, c, p, q;
-    pool_decode(s, i, s.p, s.q, n, c, p, q);
+    const Pixel<I> at = locate<false>(d, I(i));
+    const T* xp = x + at.x_off;
+    const I h0 = at.r * d.sh - d.ph, w0 = at.col * d.sw - d.pw;
     float r;
-    if (s.max) {
+    if (d.max) {
       float best;
-      r = window_argmax(s, x, n, c, p, q, &best) >= 0 ? best : 0.f;
+      r = window_argmax(d, xp, h0, w0, best) >= 0 ? best : 0.f;
     } else {
-      const int64_t h0 = p * s.stride_h - s.pad_h, w0 = q * s.stride_w - s.pad_w;
-      const int64_t h1 = min(h0 + s.kernel_h, s.h), w1 = min(w0 + s.kernel_w, s.w);
+      const I h1 = min(h0 + d.kh, d.h), w1 = min(w0 + d.kw, d.w);
       float sum = 0.f;
-      int64_t count = 0;
-      for (int64_t h = max(h0, int64_t(0)); h < h1; ++h)
-        for (int64_t w = max(w0, int64_t(0)); w < w1; ++w, ++count)
-          sum += to_f32(x[pool_index(s, n, c, h, w, s.h, s.w)]);
+      I count = 0;
+      for (I h = max(h0, I(0)); h < h1; ++h)
+        for (I w = max(w0, I(0)); w < w1; ++w, ++count) sum += to_f32(xp[(h * d.w + w) * d.step]);
       r = count > 0 ? sum / static_cast<float>(count) : 0.f;
     }
     y[i] = from_f32<T>(r);
   }
 }
 
-template <class T>
-__global__ void pool_backward_kernel(PoolShape s, const T* __restrict__ x, const T* __restrict__ dy,
+template <class T, class I>
+__global__ void pool_backward_kernel(Dims<I> d, const T* __restrict__ x, const T* __restrict__ dy,
                                      T* __restrict__ dx, int64_t total) {
   for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < total;
        i += int64_t(gridDim.x) * blockDim.x) {
-    int64_t n, c, h, w;
-    pool_decode(s, i, s.h, s.w, n, c, h, w);
-    // Output windows that cover (h, w): p * stride - pad <= h < p * stride - pad + kernel.
-    const int64_t hp = h + s.pad_h, wp = w + s.pad_w;
-    const int64_t p0 = hp < s.kernel_h ? 0 : (hp - s.kernel_h) / s.stride_h + 1;
-    const int64_t p1 = min(hp / s.stride_h + 1, s.p);
-    const int64_t q0 = wp < s.kernel_w ? 0 : (wp - s.kernel_w) / s.stride_w + 1;
-    const int64_t q1 = min(wp / s.stride_w + 1, s.q);
+    const Pixel<I> at = locate<true>(d, I(i));
+    const T* xp = x + at.x_off;
+    const T* dyp = dy + at.y_off;
+    I p0, p1, q0, q1;
+    covering(at.r + d.ph, d.kh, d.sh, d.div_sh, d.p, p0, p1);
+    covering(at.col + d.pw, d.kw, d.sw, d.div_sw, d.q, q0, q1);
+    const I self = at.r * d.w + at.col;
     float g = 0.f;
-    for (int64_t p = p0; p < p1; ++p)
-      for (int64_t q = q0; q < q1; ++q) {
-        const float d = to_f32(dy[pool_index(s, n, c, p, q, s.p, s.q)]);
-        if (s.max) {
+    for (I p = p0; p < p1; ++p)
+      for (I q = q0; q < q1; ++q) {
+        const I h0 = p * d.sh - d.ph, w0 = q * d.sw - d.pw;
+        const I o = (p * d.q + q) * d.step;
+        if (d.max) {
           float best;
-          if (window_argmax(s, x, n, c, p, q, &best) == h * s.w + w) g += d;
+          if (window_argmax(d, xp, h0, w0, best) == self) g += to_f32(dyp[o]);
         } else {
-          const int64_t h0 = p * s.stride_h - s.pad_h, w0 = q * s.stride_w - s.pad_w;
-          const int64_t hc = min(h0 + s.kernel_h, s.h) - max(h0, int64_t(0));
-          const int64_t wc = min(w0 + s.kernel_w, s.w) - max(w0, int64_t(0));
-          g += d / static_cast<float>(hc * wc);
+          const I hc = min(h0 + d.kh, d.h) - max(h0, I(0));
+          const I wc = min(w0 + d.kw, d.w) - max(w0, I(0));
+          g += to_f32(dyp[o]) / static_cast<float>(hc * wc);
         }
       }
     dx[i] = from_f32<T>(g);
@@ -114,8 +197,10 @@ void pool2d_forward(const PoolShape& s, Dt dt, const void* x, void* y, cudaStrea
   if (total == 0) return;
   dispatch_float(dt, "pool2d_forward", [&](auto t) {
     using T = decltype(t);
-    pool_forward_kernel<T><<<grid_for(total), kThreads, 0, stream>>>(
-        s, static_cast<const T*>(x), static_cast<T*>(y), total);
+    dispatch_index(s, [&](const auto& d) {
+      pool_forward_kernel<<<grid_for(total), kThreads, 0, stream>>>(
+          d, static_cast<const T*>(x), static_cast<T*>(y), total);
+    });
     CONVOY_LAUNCH_CHECK(pool_forward_kernel);
   });
 }
@@ -126,8 +211,10 @@ void pool2d_backward(const PoolShape& s, Dt dt, const void* x, const void* dy, v
   if (total == 0) return;
   dispatch_float(dt, "pool2d_backward", [&](auto t) {
     using T = decltype(t);
-    pool_backward_kernel<T><<<grid_for(total), kThreads, 0, stream>>>(
-        s, static_cast<const T*>(x), static_cast<const T*>(dy), static_cast<T*>(dx), total);
+    dispatch_index(s, [&](const auto& d) {
+      pool_backward_kernel<<<grid_for(total), kThreads, 0, stream>>>(
+          d, static_cast<const T*>(x), static_cast<const T*>(dy), static_cast<T*>(dx), total);
+    });
     CONVOY_LAUNCH_CHECK(pool_backward_kernel);
   });
 }
