@@ -67,6 +67,20 @@ __global__ void cast_kernel(const A* __restrict__ x, B* __restrict__ y, int64_t 
     y[i] = from_f32<B>(to_f32(x[i]));
 }
 
+// y = x with dtype and 4-D layout converted: x (n, c, hw) to y (n, hw, c) when to_nhwc, else
+// back. Indexed by y, so the writes are coalesced.
+template <class A, class B>
+__global__ void cast_layout_kernel(const A* __restrict__ x, B* __restrict__ y, int64_t c, int64_t hw,
+                                   bool to_nhwc, int64_t total) {
+  for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < total;
+       i += int64_t(gridDim.x) * blockDim.x) {
+    const int64_t per_sample = c * hw, n = i / per_sample, r = i - n * per_sample;
+    const int64_t src = to_nhwc ? n * per_sample + (r % c) * hw + r / c   // r = s * c + ch
+                                : n * per_sample + (r % hw) * c + r / hw;  // r = ch * hw + s
+    y[i] = from_f32<B>(to_f32(x[src]));
+  }
+}
+
 template <class T>
 __global__ void fill_kernel(T* __restrict__ y, T value, int64_t n) {
   for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < n;
@@ -184,6 +198,21 @@ void launch_fill(T* y, T value, int64_t n, cudaStream_t stream) {
   CONVOY_LAUNCH_CHECK(fill_kernel);
 }
 }  // namespace
+
+void cast_layout(Dt from, const void* x, Dt to, void* y, int64_t n, int64_t c, int64_t hw, bool to_nhwc,
+                 cudaStream_t stream) {
+  const int64_t total = n * c * hw;
+  if (total == 0) return;
+  dispatch_float(from, "cast_layout (source)", [&](auto a) {
+    using A = decltype(a);
+    dispatch_float(to, "cast_layout (destination)", [&](auto b) {
+      using B = decltype(b);
+      cast_layout_kernel<A, B><<<grid_for(total), kThreads, 0, stream>>>(
+          static_cast<const A*>(x), static_cast<B*>(y), c, hw, to_nhwc, total);
+      CONVOY_LAUNCH_CHECK(cast_layout_kernel);
+    });
+  });
+}
 
 void fill(Dt dt, void* y, float value, int64_t n, cudaStream_t stream) {
   if (n == 0) return;

@@ -24,6 +24,9 @@ void activation_backward(Act kind, float alpha, Dt dt, const void* x, const void
 void add(Dt dt, const void* a, const void* b, void* y, int64_t n, cudaStream_t stream);
 void add_inplace(Dt dt, void* y, const void* x, int64_t n, cudaStream_t stream);
 void cast(Dt from, const void* x, Dt to, void* y, int64_t n, cudaStream_t stream);
+// cast between a 4-D (n, c, h*w) nchw tensor and its nhwc form (to_nhwc), or back.
+void cast_layout(Dt from, const void* x, Dt to, void* y, int64_t n, int64_t c, int64_t hw, bool to_nhwc,
+                 cudaStream_t stream);
 void fill(Dt dt, void* y, float value, int64_t n, cudaStream_t stream);
 // Inverted dropout over element indices [0, n): kept iff counter_uniform(seed, i) >= p.
 void dropout(Dt dt, float p, uint64_t seed, const void* x, void* y, int64_t n, cudaStream_t stream);

@@ -105,6 +105,8 @@ TEST(Config, BadChoiceListsTheChoices) {
   EXPECT_NE(e.find("optimizer.type: 'rmsprop' is not one of: sgd, adamw"), std::string::npos) << e;
   const std::string p = error_of("model: lenet5.yaml\nprecision: fp8\n");
   EXPECT_NE(p.find("precision: 'fp8' is not one of: fp32, bf16"), std::string::npos) << p;
+  const std::string l = error_of("model: lenet5.yaml\nlayout: channels_last\n");
+  EXPECT_NE(l.find("layout: 'channels_last' is not one of: auto, nchw, nhwc"), std::string::npos) << l;
 }
 
 TEST(Config, OutOfRangeValuesAreRejected) {

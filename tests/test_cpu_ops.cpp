@@ -489,6 +489,26 @@ TEST_F(CpuOpsTest, SoftmaxCrossEntropyRejectsBadLabels) {
 
 // ---- cast and fill --------------------------------------------------------------------------
 
+TEST_F(CpuOpsTest, CastConvertsBetweenNchwAndNhwc) {
+  const Shape s{2, 3, 4, 5};
+  const int64_t C = 3, H = 4, W = 5;
+  const Vec x = ref::cast(ref::random_vec(shape_numel(s), 107, -2.0, 2.0), DType::f32);
+  Tensor nhwc = Tensor::empty(s, DType::bf16).with_layout(Layout::nhwc);
+  ops().cast(ref::to_tensor(x, s), nhwc);
+  const Vec got = ref::to_vec(nhwc);  // memory order: (n, h, w, c)
+  const Vec want = ref::cast(x, DType::bf16);
+  int64_t wrong = 0;
+  for (int64_t n = 0; n < 2; ++n)
+    for (int64_t c = 0; c < C; ++c)
+      for (int64_t h = 0; h < H; ++h)
+        for (int64_t w = 0; w < W; ++w)
+          wrong += !(got[((n * H + h) * W + w) * C + c] == want[((n * C + c) * H + h) * W + w]);
+  EXPECT_EQ(wrong, 0) << "nchw f32 -> nhwc bf16";
+  Tensor back = out(s);
+  ops().cast(nhwc, back);
+  EXPECT_EQ(ref::to_vec(back), want) << "nhwc bf16 -> nchw f32";
+}
+
 TEST_F(CpuOpsTest, CastRoundsLikeTheReferenceAndRoundTrips) {
   Vec x = ref::random_vec(4096, 101, -1.0, 1.0);
   for (size_t i = 0; i < x.size(); ++i) x[i] *= std::pow(10.0, static_cast<double>(i % 13) - 8.0);

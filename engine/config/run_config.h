@@ -53,6 +53,7 @@ struct RunConfig {
   uint64_t seed = 42;
   std::string device = "auto";     // auto | cpu | cuda | cuda:N
   std::string precision = "fp32";  // fp32 | bf16
+  std::string layout = "auto";     // activations: auto (the backend's choice) | nchw | nhwc (GPU only)
   bool deterministic = false;
   int64_t threads = 0;             // CPU threads; 0 = all cores
   std::string output_dir = "runs"; // the run writes to <output_dir>/<name>/

@@ -27,6 +27,8 @@ class Backend {
   virtual void synchronize() = 0;
   // One line: the device and the libraries behind it.
   virtual std::string describe() const = 0;
+  // The activation layout this backend computes fastest in at `compute` dtype (Model::to).
+  virtual Layout preferred_layout(DType /*compute*/) const { return Layout::nchw; }
 
   Tensor empty(Shape shape, DType dtype, Layout layout = Layout::nchw) const {
     return Tensor(std::move(shape), dtype, allocator(), layout);

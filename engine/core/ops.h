@@ -140,7 +140,8 @@ class Ops {
   // logits (N, C) -> probs (N, C) f32.
   virtual void softmax(const Tensor& logits, Tensor& probs) = 0;
 
-  // Converts between f32, bf16 and f16 (same shape).
+  // Converts between f32, bf16 and f16 (same shape); a 4-D y may also have the other layout
+  // (nchw <-> nhwc).
   virtual void cast(const Tensor& x, Tensor& y) = 0;
   virtual void fill(Tensor& y, float value) = 0;
 

@@ -173,6 +173,10 @@ Tensor Tensor::with_layout(Layout layout) const {
   return t;
 }
 
+bool same_memory_order(const Tensor& a, const Tensor& b) {
+  return a.layout() == b.layout() || (a.ndim() == 4 && (a.dim(1) == 1 || a.dim(2) * a.dim(3) == 1));
+}
+
 Tensor Tensor::to(const std::shared_ptr<Allocator>& allocator) const {
   Tensor t(shape_, dtype_, allocator, layout_);
   t.copy_from(*this);

@@ -122,6 +122,10 @@ class Tensor {
   Layout layout_ = Layout::nchw;
 };
 
+// Whether a and b (the same logical shape) hold their elements in the same memory order: the
+// same layout, or a 4-D shape where nchw and nhwc coincide (one channel, or 1x1 spatial).
+bool same_memory_order(const Tensor& a, const Tensor& b);
+
 // bf16 helpers (round to nearest even).
 uint16_t float_to_bf16(float value);
 float bf16_to_float(uint16_t value);

@@ -91,17 +91,22 @@ Model Model::from_yaml(const std::string& yaml_text, const std::string& source, 
   return m;
 }
 
-void Model::to(Backend& backend, DType compute) {
+void Model::to(Backend& backend, DType compute, Layout layout) {
   compute_dtype_ = compute;
+  layout_ = layout;
   for (Node& node : nodes_) {
     for (Parameter* p : node.layer->parameters()) {
       p->value = backend.upload(p->value);
       p->grad = backend.zeros(p->value.shape(), DType::f32);
       p->compute = Tensor();
       p->compute_grad = Tensor();
-      if (compute != DType::f32 && !p->keep_f32) {
-        p->compute = backend.empty(p->value.shape(), compute);
-        p->compute_grad = backend.zeros(p->value.shape(), compute);
+      const bool reduced = compute != DType::f32 && !p->keep_f32;
+      const bool channels_last = layout == Layout::nhwc && p->value.ndim() == 4;  // (K, C, R, S) as KRSC
+      if (reduced || channels_last) {
+        const DType dtype = reduced ? compute : DType::f32;
+        const Layout l = channels_last ? Layout::nhwc : Layout::nchw;
+        p->compute = backend.empty(p->value.shape(), dtype, l);
+        p->compute_grad = backend.zeros(p->value.shape(), dtype, l);
       }
     }
     for (Buffer* b : node.layer->buffers()) b->value = backend.upload(b->value);
@@ -119,16 +124,17 @@ Tensor Model::forward(Backend& backend, const Tensor& x, const StepInfo& step) {
   if (x.ndim() != 4 || Shape(x.shape().begin() + 1, x.shape().end()) != input_shape_)
     throw InputError("model '" + name_ + "' expects input (N, " + shape_str(input_shape_).substr(1) +
                      ", got " + shape_str(x.shape()));
+  const Tensor input = in_layout(backend, x, layout_);
   std::vector<Tensor> outputs(nodes_.size());
   std::vector<Tensor> inputs;
   for (size_t i = 0; i < nodes_.size(); ++i) {
     inputs.clear();
-    for (int src : nodes_[i].inputs) inputs.push_back(src < 0 ? x : outputs[src]);
+    for (int src : nodes_[i].inputs) inputs.push_back(src < 0 ? input : outputs[src]);
     outputs[i] = nodes_[i].layer->forward(backend, inputs, step);
   }
   Tensor logits = outputs[output_node_];
   if (step.training) {
-    saved_input_ = x;
+    saved_input_ = input;
     activations_ = std::move(outputs);
   } else {
     saved_input_ = Tensor();

@@ -32,8 +32,11 @@ class Model {
   DType compute_dtype() const { return compute_dtype_; }
 
   // Moves parameters and buffers to the backend's device and prepares gradients in
-  // `compute` dtype (f32, or bf16 for mixed precision with f32 master weights).
-  void to(Backend& backend, DType compute);
+  // `compute` dtype (f32, or bf16 for mixed precision with f32 master weights). With
+  // `layout` nhwc, activations and the convolutions' compute weights are channels-last;
+  // the master weights and checkpoints stay (K, C, R, S) either way.
+  void to(Backend& backend, DType compute, Layout layout = Layout::nchw);
+  Layout layout() const { return layout_; }
   // For mixed precision: refreshes the bf16 copies of the weights from the masters.
   void refresh_compute_weights(Backend& backend);
 
@@ -69,6 +72,7 @@ class Model {
   Shape input_shape_;
   Shape output_shape_;
   DType compute_dtype_ = DType::f32;
+  Layout layout_ = Layout::nchw;
   std::vector<Node> nodes_;
   int output_node_ = -1;
   // From the last training forward: the input and every node's output.

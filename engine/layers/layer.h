@@ -39,6 +39,17 @@ struct StepInfo {
   uint64_t seed = 0;  // random seed of this step (dropout); a pure function of (run seed, step)
 };
 
+// x with its memory in `layout` (the same logical shape): a relabel where the memory order is
+// the same either way, else a copy (channels-last activations meeting a flatten, say).
+inline Tensor in_layout(Backend& backend, const Tensor& x, Layout layout) {
+  if (x.layout() == layout) return x;
+  const Tensor relabeled = x.with_layout(layout);
+  if (same_memory_order(x, relabeled)) return relabeled;
+  Tensor y = backend.empty(x.shape(), x.dtype(), layout);
+  backend.ops().cast(x, y);
+  return y;
+}
+
 class Layer {
  public:
   explicit Layer(std::string name) : name_(std::move(name)) {}

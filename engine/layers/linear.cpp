@@ -47,7 +47,7 @@ class Linear final : public Layer {
     Tensor no_bias;
     be.ops().linear_backward(x, weight_.weight(), dy, dx, weight_.weight_grad(),
                              has_bias_ ? bias_.weight_grad() : no_bias);
-    if (dx.defined()) dx = dx.reshape(in[0].shape());
+    if (dx.defined()) dx = dx.reshape(in[0].shape()).with_layout(in[0].layout());  // (C, 1, 1): same memory
     return {dx};
   }
 

@@ -19,16 +19,16 @@ class Flatten final : public Layer {
     return {shape_numel(in[0])};
   }
 
+  // Features in PyTorch's (C, H, W) order whatever the activations' layout.
   Tensor forward(Backend& be, std::span<const Tensor> in, const StepInfo&) override {
-    const Tensor& x = in[0];
-    CONVOY_CHECK(x.layout() == Layout::nchw, "flatten of an nhwc tensor");
+    const Tensor x = in_layout(be, in[0], Layout::nchw);
     return x.reshape({x.dim(0), x.numel() / x.dim(0)});
   }
 
-  std::vector<Tensor> backward(Backend&, std::span<const Tensor> in, const Tensor&,
+  std::vector<Tensor> backward(Backend& be, std::span<const Tensor> in, const Tensor&,
                                const Tensor& dy, std::span<const bool> needs) override {
     if (!needs[0]) return {Tensor()};
-    return {dy.reshape(in[0].shape())};
+    return {in_layout(be, dy.reshape(in[0].shape()), in[0].layout())};
   }
 };
 

@@ -186,12 +186,15 @@ nlohmann::json run_bench_case(Backend& backend, const BenchSuite& suite, const B
   nlohmann::json rec = base_record(c);
   rec["device_name"] = device_name;
   const bool training = c.mode == "training";
-  const Layout layout = backend.device().is_cuda() && suite.gpu_layout == "nhwc" ? Layout::nhwc : Layout::nchw;
+  const DType dtype = c.precision == "bf16" ? DType::bf16 : DType::f32;
+  const Layout layout = !backend.device().is_cuda()      ? Layout::nchw
+                        : suite.gpu_layout == "auto"     ? backend.preferred_layout(dtype)
+                        : suite.gpu_layout == "nhwc"     ? Layout::nhwc
+                                                         : Layout::nchw;
   rec["layout"] = layout == Layout::nhwc ? "nhwc" : "nchw";
   try {
-    const DType dtype = c.precision == "bf16" ? DType::bf16 : DType::f32;
     Model model = Model::from_file(c.model_path, suite.seed);
-    model.to(backend, dtype);
+    model.to(backend, dtype, layout);
     const Shape& in = model.input_shape();  // (C, H, W)
     const int64_t channels = in[0];
     const int64_t classes = model.num_classes();

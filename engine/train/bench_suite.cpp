@@ -193,7 +193,7 @@ BenchSuite parse_bench_suite(const std::string& yaml_text, const std::string& so
   for (const std::string& p : s.precisions)
     if (p != "fp32" && p != "bf16") top.fail("precisions", "'" + p + "' is not one of: fp32, bf16");
   if (s.precisions.empty()) top.fail("precisions", "needs at least one precision");
-  s.gpu_layout = top.get_choice("gpu_layout", s.gpu_layout, {"nchw", "nhwc"});
+  s.gpu_layout = top.get_choice("gpu_layout", s.gpu_layout, {"auto", "nchw", "nhwc"});
   s.threads = top.get_int("threads", s.threads);
   if (s.threads < 0) top.fail("threads", "must be 0 (all cores) or positive");
   const int64_t seed = top.get_int("seed", 1);

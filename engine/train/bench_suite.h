@@ -43,7 +43,7 @@ struct BenchSuite {
   std::vector<BenchModel> models;
   std::vector<std::string> devices = {"cuda", "cpu"};  // cuda, cuda:N, cpu
   std::vector<std::string> precisions = {"fp32"};      // fp32, bf16
-  std::string gpu_layout = "nchw";                     // nchw | nhwc (GPU cases only)
+  std::string gpu_layout = "auto";  // auto (the backend's choice) | nchw | nhwc; GPU cases only
   int64_t threads = 0;                                 // CPU threads; 0 = all cores
   uint64_t seed = 1;
   int64_t input_sets = 4;  // distinct random batches, rotated, so caches do not flatter

@@ -19,7 +19,7 @@ namespace {
 Tensor normalized_input(Model& model, Backend& backend, const Tensor& images,
                         const NormalizeAugment& normalize) {
   const Tensor device_images = backend.upload(images);
-  Tensor x = backend.empty(images.shape(), model.compute_dtype());  // (N, C, H, W)
+  Tensor x = backend.empty(images.shape(), model.compute_dtype(), model.layout());  // (N, C, H, W)
   backend.ops().normalize_augment(device_images, normalize, 0, x);
   return x;
 }

@@ -162,7 +162,11 @@ TrainResult train(const RunConfig& config, const TrainOptions& options, std::ost
   if (config.dataset.mean.size() != static_cast<size_t>(model.input_shape()[0]))
     throw InputError(config.source + ": dataset.normalize has " + std::to_string(config.dataset.mean.size()) +
                      " channel(s), the model input has " + std::to_string(model.input_shape()[0]));
-  model.to(*backend, used);
+  // The CPU path computes in nchw only; `layout` chooses on the GPU.
+  const Layout layout = config.layout == "auto" || backend->device().is_cpu() ? backend->preferred_layout(used)
+                        : config.layout == "nhwc"                             ? Layout::nhwc
+                                                                              : Layout::nchw;
+  model.to(*backend, used, layout);
   Optimizer optimizer(config.optimizer, model.parameters(), *backend);
 
   Position pos;
@@ -191,6 +195,7 @@ TrainResult train(const RunConfig& config, const TrainOptions& options, std::ost
 
   log << "training " << model.name() << " (" << model.parameter_count() << " parameters) on "
       << backend->describe() << ", " << (used == DType::bf16 ? "bf16 mixed precision" : "fp32")
+      << (model.layout() == Layout::nhwc ? ", channels-last" : "")
       << ", " << train_data.images.dim(0) << " training images, batch " << config.batch_size << std::endl;
 
   DataLoader loader(train_data, config.batch_size, /*shuffle=*/true, /*drop_last=*/true, config.seed);
@@ -238,7 +243,7 @@ TrainResult train(const RunConfig& config, const TrainOptions& options, std::ost
     while (loader.next(batch)) {
       const int64_t n = batch.images.dim(0);
       const uint64_t step_seed = counter_hash(config.seed, static_cast<uint64_t>(pos.step));
-      Tensor x = backend->empty(batch.images.shape(), used);  // (N, C, H, W)
+      Tensor x = backend->empty(batch.images.shape(), used, model.layout());  // (N, C, H, W)
       backend->ops().normalize_augment(backend->upload(batch.images), augment, step_seed, x);
       const Tensor labels = backend->upload(batch.labels);  // (N)
       const Tensor logits = model.forward(*backend, x, StepInfo{true, step_seed});

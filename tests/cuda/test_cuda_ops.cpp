@@ -235,7 +235,8 @@ void check_batchnorm(Backend& be, const Shape& xs, DType dt, Layout layout) {
   const Vec gamma = random_in({c}, 32, DType::f32, 0.5, 1.5), beta = random_in({c}, 33, DType::f32);
   const Vec rmean = random_in({c}, 34, DType::f32), rvar = random_in({c}, 35, DType::f32, 0.5, 2.0);
   const Vec dy = random_in(xs, 36, dt);
-  const float momentum = 0.1f, eps = 1e-5f;
+  // eps far from cuDNN's default, so that a backward ignoring the saved statistics shows.
+  const float momentum = 0.1f, eps = 1e-2f;
   const ref::BatchNormTrain want = ref::batchnorm_forward_train(x, xs, gamma, beta, momentum, eps, rmean, rvar);
 
   Tensor xg = dev(be, x, xs, dt, layout);
@@ -524,6 +525,26 @@ TEST_F(CudaOpsCast, AllPairsRoundToNearestEven) {
       be.ops().cast(xg, yg);
       expect_equal(host(yg), ref::cast(x, to), "cast");
     }
+}
+
+// nchw <-> nhwc with any dtype pair, and the shapes where both orders coincide (C = 1, 1x1).
+TEST_F(CudaOpsCast, ConvertsLayouts) {
+  Backend& be = gpu();
+  for (const Shape& s : {Shape{2, 3, 4, 5}, Shape{3, 1, 6, 7}, Shape{4, 9, 1, 1}, Shape{1, 17, 3, 2}})
+    for (DType from : {DType::f32, DType::bf16})
+      for (DType to : {DType::f32, DType::bf16, DType::f16})
+        for (Layout l : {Layout::nchw, Layout::nhwc}) {
+          const Layout other = l == Layout::nchw ? Layout::nhwc : Layout::nchw;
+          SCOPED_TRACE(shape_str(s) + " " + name(from, l) + " -> " + name(to, other));
+          const Vec x = random_in(s, 112, from);
+          Tensor xg = dev(be, x, s, from, l), yg = out(be, s, to, other);
+          be.ops().cast(xg, yg);
+          expect_equal(host(yg), ref::cast(x, to), "cast");
+          // The same conversion on the CPU, element for element.
+          Tensor yc = cpu().empty(s, to, other);
+          cpu().ops().cast(xg.to_cpu(), yc);
+          expect_equal(ref::to_vec(yg.to_cpu()), ref::to_vec(yc), "cast vs the CPU");
+        }
 }
 
 TEST_F(CudaOpsCast, Fill) {

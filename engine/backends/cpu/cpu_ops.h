@@ -20,7 +20,7 @@ namespace convoy::cpu {
 void require_f32(const Tensor& t, const char* op, const char* name);
 // Throws InternalError unless t is defined, on the CPU, and has the expected shape.
 void require_shape(const Tensor& t, const Shape& expected, const char* op, const char* name);
-void require_cpu(const Tensor& t, const char* op, const char* name);
+void require_cpu(const Tensor& t, const char* op, const char* name, bool nhwc_ok = false);  // cast takes nhwc
 
 class CpuOps final : public Ops {
  public:

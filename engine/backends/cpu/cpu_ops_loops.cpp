@@ -335,8 +335,8 @@ void CpuOps::softmax(const Tensor& logits, Tensor& probs) {
 
 void CpuOps::cast(const Tensor& x, Tensor& y) {
   constexpr const char* op = "cast";
-  require_cpu(x, op, "x");
-  require_cpu(y, op, "y");
+  require_cpu(x, op, "x", /*nhwc_ok=*/true);
+  require_cpu(y, op, "y", /*nhwc_ok=*/true);
   require_same(x, y, op, "x", "y");
   CONVOY_CHECK(is_float_dtype(x.dtype()) && is_float_dtype(y.dtype()),
                std::string(op) + ": converts between F32, BF16 and F16 only, got " +
@@ -344,6 +344,21 @@ void CpuOps::cast(const Tensor& x, Tensor& y) {
                    std::string(dtype_name(y.dtype())));
   const int64_t n = x.numel();
   const int nt = team(threads_);
+  if (!same_memory_order(x, y)) {  // nchw <-> nhwc; element i of y from its place in x
+    CONVOY_CHECK(x.ndim() == 4, std::string(op) + ": layouts differ on a " + shape_str(x.shape()) + " tensor");
+    const int64_t c = x.dim(1), hw = x.dim(2) * x.dim(3), per_sample = c * hw;
+    const bool to_nhwc = y.layout() == Layout::nhwc;
+    with_reader(x, [&](auto read) {
+      with_writer(y, [&](auto write) {
+#pragma omp parallel for num_threads(nt) if (n >= kParallelMin) schedule(static)
+        for (int64_t i = 0; i < n; ++i) {
+          const int64_t s = i / per_sample, r = i % per_sample;
+          write(i, read(s * per_sample + (to_nhwc ? (r % c) * hw + r / c : (r % hw) * c + r / hw)));
+        }
+      });
+    });
+    return;
+  }
   if (x.dtype() == y.dtype()) {
     if (x.raw() != y.raw()) std::memcpy(y.raw(), x.raw(), x.nbytes());
     return;

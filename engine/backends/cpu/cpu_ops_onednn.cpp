@@ -253,11 +253,11 @@ float eltwise_alpha(Activation kind, float alpha) {
 
 // ---- helpers shared by the CPU op files -----------------------------------------------------
 
-void require_cpu(const Tensor& t, const char* op, const char* name) {
+void require_cpu(const Tensor& t, const char* op, const char* name, bool nhwc_ok) {
   CONVOY_CHECK(t.defined(), std::string(op) + ": " + name + " is undefined");
   CONVOY_CHECK(t.device().is_cpu(),
                std::string(op) + ": " + name + " is on " + t.device().str() + ", not the CPU");
-  CONVOY_CHECK(t.layout() == Layout::nchw,
+  CONVOY_CHECK(nhwc_ok || t.layout() == Layout::nchw,
                std::string(op) + ": " + name + " is nhwc; the CPU path uses nchw only");
 }
 

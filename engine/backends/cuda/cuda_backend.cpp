@@ -176,6 +176,11 @@ class CudaBackend final : public Backend {
     CONVOY_CUDA_CHECK(cudaStreamSynchronize(ctx_.stream));
   }
   std::string describe() const override { return describe_; }
+  // cuDNN's tensor-core convolutions read and write channels-last; given bf16 NCHW it picks
+  // legacy kernels and transposes (measured on the H200: most of an fmnet step's time).
+  Layout preferred_layout(DType compute) const override {
+    return compute == DType::bf16 || compute == DType::f16 ? Layout::nhwc : Layout::nchw;
+  }
 
  private:
   void destroy_handles() {

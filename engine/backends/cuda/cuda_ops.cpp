@@ -397,7 +397,7 @@ void CudaOps::batchnorm_forward_train(const Tensor& x, const Tensor& gamma, cons
   check_f32(ctx_, saved_invstd, d.c, op, "saved_invstd");
   expect(eps > 0.f, std::string(op) + ": eps must be positive");
   const int di = static_cast<int>(x.dtype());
-  if (!bn_kernels_only_[di]) {
+  if (use_cudnn_bn(x)) {
     TensorDesc xd, bd;
     xd.set(d, x.dtype(), x.layout());
     CONVOY_CUDNN_CHECK(cudnnDeriveBNTensorDescriptor(bd.d, xd.d, CUDNN_BATCHNORM_SPATIAL));
@@ -435,7 +435,7 @@ void CudaOps::batchnorm_forward_eval(const Tensor& x, const Tensor& gamma, const
   check_f32(ctx_, running_var, d.c, op, "running_var");
   expect(eps > 0.f, std::string(op) + ": eps must be positive");
   const int di = static_cast<int>(x.dtype());
-  if (!bn_kernels_only_[di]) {
+  if (use_cudnn_bn(x)) {
     TensorDesc xd, bd;
     xd.set(d, x.dtype(), x.layout());
     CONVOY_CUDNN_CHECK(cudnnDeriveBNTensorDescriptor(bd.d, xd.d, CUDNN_BATCHNORM_SPATIAL));
@@ -471,7 +471,7 @@ void CudaOps::batchnorm_backward(const Tensor& x, const Tensor& dy, const Tensor
     check_like(x, dx, op, "x", "dx");
   }
   const int di = static_cast<int>(x.dtype());
-  if (!bn_kernels_only_[di] && dx.defined()) {
+  if (use_cudnn_bn(x) && dx.defined()) {
     TensorDesc xd, bd;
     xd.set(d, x.dtype(), x.layout());
     CONVOY_CUDNN_CHECK(cudnnDeriveBNTensorDescriptor(bd.d, xd.d, CUDNN_BATCHNORM_SPATIAL));
@@ -772,8 +772,14 @@ void CudaOps::softmax(const Tensor& logits, Tensor& probs) {
 void CudaOps::cast(const Tensor& x, Tensor& y) {
   check_float(ctx_, x, "cast", "x");
   check_float(ctx_, y, "cast", "y");
-  expect(x.shape() == y.shape() && x.layout() == y.layout(),
-         "cast: x " + describe(x) + " and y " + describe(y) + " must have the same shape and layout");
+  expect(x.shape() == y.shape() && (x.layout() == y.layout() || x.ndim() == 4),
+         "cast: x " + describe(x) + " and y " + describe(y) + " must have the same shape, and the same " +
+             "layout unless 4-D");
+  if (!same_memory_order(x, y)) {
+    kernels::cast_layout(dt_of(x.dtype()), x.raw(), dt_of(y.dtype()), y.raw(), x.dim(0), x.dim(1),
+                         x.dim(2) * x.dim(3), y.layout() == Layout::nhwc, ctx_.stream);
+    return;
+  }
   kernels::cast(dt_of(x.dtype()), x.raw(), dt_of(y.dtype()), y.raw(), x.numel(), ctx_.stream);
 }
 
