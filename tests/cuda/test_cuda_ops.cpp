@@ -175,6 +175,7 @@ const ConvCase kConvCases[] = {
     {"5x3 asymmetric", {2, 6, 9, 9}, 4, 5, 3, conv(1, 2, 2, 1), true},
     {"resnet-like 3x3", {4, 16, 14, 14}, 32, 3, 3, conv(1, 1, 1, 1), false},
     {"7x7 stride 2 stem", {2, 3, 23, 23}, 8, 7, 7, conv(2, 2, 3, 3), false},
+    {"grayscale stem (channels padded to 8 in nhwc bf16)", {4, 1, 12, 12}, 16, 3, 3, conv(1, 1, 1, 1), true},
 };
 
 void check_conv(Backend& be, const ConvCase& cc, DType dt, Layout layout) {

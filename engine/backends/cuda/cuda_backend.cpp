@@ -125,6 +125,7 @@ class CudaBackend final : public Backend {
     ctx_.device = index;
     ctx_.stream = static_cast<cudaStream_t>(alloc->stream());
     ctx_.allocator = alloc.get();
+    ctx_.tensors = alloc;
     ctx_.deterministic = options.deterministic;
     cudaDeviceProp prop{};
     CONVOY_CUDA_CHECK(cudaGetDeviceProperties(&prop, index));

@@ -6,6 +6,7 @@
 #include <cudnn.h>
 
 #include <cstddef>
+#include <memory>
 
 #include "engine/backends/cuda/cuda_allocator.h"
 
@@ -17,6 +18,7 @@ struct CudaContext {
   cudnnHandle_t cudnn = nullptr;   // bound to `stream`
   cublasHandle_t cublas = nullptr; // bound to `stream`, CUBLAS_DEFAULT_MATH (no TF32)
   CudaAllocator* allocator = nullptr;
+  std::shared_ptr<Allocator> tensors;  // the same allocator, for tensors the ops make themselves
   bool deterministic = false;
   int sm_count = 0;
 };

@@ -86,6 +86,8 @@ class CudaOps final : public Ops {
   bool use_cudnn_bn(const Tensor& x) const {
     return !bn_kernels_only_[static_cast<int>(x.dtype())] && x.layout() == Layout::nchw;
   }
+  // t (N, C, H, W) nhwc as a new tensor with `channels` >= C channels, the extra ones zero.
+  Tensor padded_channels(const Tensor& t, int64_t channels);
   // Uploads `bytes` to the slot buffer unless they equal what it already holds.
   void* upload_slots(const std::vector<unsigned char>& bytes);
 
