@@ -7,10 +7,8 @@ set -uo pipefail
 out=${1:?usage: benchmarks/gpu/layouts.sh OUTDIR [fp32|bf16]}
 precision=${2:-bf16}
 mkdir -p "$out"
-cd "$(dirname "$0")/../.."
-build=${CONVOY_GPU_BUILD_DIR:-build-gpu}
-data=$PWD/.deps/usr/share/datasets/fashion-mnist
-export LD_LIBRARY_PATH=$PWD/.deps/usr/lib/x86_64-linux-gnu${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
+out=$(cd "$out" && pwd)
+source "$(dirname "$0")/common.sh"
 train() {  # NAME ARGS...
   local name=$1; shift
   "$build/convoy" train --config configs/fmnet.yaml --set dataset.path="$data" --set output.dir="$out/runs" \

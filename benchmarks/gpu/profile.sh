@@ -8,10 +8,8 @@ set -uo pipefail
 out=${1:?usage: benchmarks/gpu/profile.sh OUTDIR [fp32|bf16]}
 precision=${2:-bf16}
 mkdir -p "$out"
-cd "$(dirname "$0")/../.."
-build=${CONVOY_GPU_BUILD_DIR:-build-gpu}
-data=$PWD/.deps/usr/share/datasets/fashion-mnist
-export LD_LIBRARY_PATH=$PWD/.deps/usr/lib/x86_64-linux-gnu${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
+out=$(cd "$out" && pwd)
+source "$(dirname "$0")/common.sh"
 convoy=$build/convoy
 run() {  # STEPS NAME [ncu args...]
   local steps=$1 name=$2; shift 2

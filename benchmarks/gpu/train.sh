@@ -6,10 +6,8 @@
 set -uo pipefail
 out=${1:?usage: benchmarks/gpu/train.sh OUTDIR}
 mkdir -p "$out"
-cd "$(dirname "$0")/../.."
-build=${CONVOY_GPU_BUILD_DIR:-build-gpu}
-data=$PWD/.deps/usr/share/datasets/fashion-mnist
-export LD_LIBRARY_PATH=$PWD/.deps/usr/lib/x86_64-linux-gnu${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
+out=$(cd "$out" && pwd)
+source "$(dirname "$0")/common.sh"
 cmake --build "$build" -j "$(nproc)" --target convoy > "$out/build-train.log" 2>&1 || {
   tail -30 "$out/build-train.log"; exit 1; }
 convoy=$build/convoy

@@ -1,0 +1,7 @@
+# Sourced by the GPU machine's scripts that use the build run.sh made: moves to the repository
+# root and sets build (the build dir), data (Fashion-MNIST from .deps) and the library path of
+# the carried oneDNN.
+cd "$(dirname "${BASH_SOURCE[0]}")/../.."
+build=${CONVOY_GPU_BUILD_DIR:-build-gpu}
+data=$PWD/.deps/usr/share/datasets/fashion-mnist
+export LD_LIBRARY_PATH=$PWD/.deps/usr/lib/x86_64-linux-gnu${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
