@@ -32,6 +32,8 @@ TEST(Config, MinimalConfigGetsDefaults) {
   EXPECT_EQ(c.optimizer.type, "sgd");
   EXPECT_EQ(c.device, "auto");
   EXPECT_EQ(c.dataset.path, "/usr/share/datasets/fashion-mnist");
+  EXPECT_EQ(c.layout, "auto");
+  EXPECT_TRUE(c.cudnn_benchmark);
 }
 
 TEST(Config, ShippedDefaultConfigIsValid) {
@@ -61,6 +63,8 @@ label_smoothing: 0.1
 seed: 7
 device: cuda:1
 precision: bf16
+layout: nhwc
+cudnn_benchmark: false
 output: {dir: /runs, log_every: 10}
 )");
   EXPECT_EQ(c.name, "exp1");
@@ -73,6 +77,8 @@ output: {dir: /runs, log_every: 10}
   EXPECT_DOUBLE_EQ(c.optimizer.beta2, 0.99);
   EXPECT_EQ(c.schedule.milestones, (std::vector<int64_t>{1, 2}));
   EXPECT_EQ(c.device, "cuda:1");
+  EXPECT_EQ(c.layout, "nhwc");
+  EXPECT_FALSE(c.cudnn_benchmark);
   EXPECT_EQ(c.output_dir, "/runs");
   EXPECT_EQ(c.log_every, 10);
 }

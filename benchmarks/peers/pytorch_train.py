@@ -97,8 +97,8 @@ def main():
     bf16 = precision == "bf16" and cuda
     channels_last = args.channels_last and cuda
     fmt = torch.channels_last if channels_last else torch.contiguous_format
-    if cuda:
-        torch.backends.cudnn.benchmark = True
+    if cuda:  # the config's cudnn_benchmark, as Convoy reads it
+        torch.backends.cudnn.benchmark = bool(cfg.get("cudnn_benchmark", True))
 
     torch.manual_seed(seed)
     net = cm.build_model(cm.load_yaml(model_path)).to(device)

@@ -150,6 +150,7 @@ RunConfig parse_run_config(const std::string& yaml_text, const std::string& sour
   c.precision = top.get_choice("precision", "fp32", {"fp32", "bf16"});
   c.layout = top.get_choice("layout", "auto", {"auto", "nchw", "nhwc"});
   c.deterministic = top.get_bool("deterministic", false);
+  c.cudnn_benchmark = top.get_bool("cudnn_benchmark", true);
   c.threads = top.get_int("threads", 0);
   if (c.threads < 0) top.fail("threads", "must be 0 (all cores) or positive");
 

@@ -55,6 +55,7 @@ struct RunConfig {
   std::string precision = "fp32";  // fp32 | bf16
   std::string layout = "auto";     // activations: auto (the backend's choice) | nchw | nhwc (GPU only)
   bool deterministic = false;
+  bool cudnn_benchmark = true;     // time cuDNN's algorithms per shape (PyTorch's cudnn.benchmark)
   int64_t threads = 0;             // CPU threads; 0 = all cores
   std::string output_dir = "runs"; // the run writes to <output_dir>/<name>/
   int64_t log_every = 50;          // steps between plain progress lines (not a terminal)

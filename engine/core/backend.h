@@ -14,6 +14,7 @@ namespace convoy {
 
 struct BackendOptions {
   bool deterministic = false;  // pick deterministic algorithms (cuDNN)
+  bool benchmark = true;       // cuDNN: time the algorithms once per shape, else take its heuristics' pick
   int threads = 0;             // CPU threads; 0 = all cores
 };
 

@@ -139,6 +139,7 @@ TrainResult train(const RunConfig& config, const TrainOptions& options, std::ost
 
   BackendOptions backend_options;
   backend_options.deterministic = config.deterministic;
+  backend_options.benchmark = config.cudnn_benchmark;
   backend_options.threads = static_cast<int>(config.threads);
   std::unique_ptr<Backend> backend = select_backend(config.device, backend_options, log);
   const DType compute = config.precision == "bf16" ? DType::bf16 : DType::f32;

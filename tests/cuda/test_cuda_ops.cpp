@@ -48,6 +48,12 @@ Backend& gpu_bn_kernels() {
   return *b;
 }
 
+// cuDNN's heuristics' pick instead of timing the algorithms (cudnn_benchmark: false).
+Backend& gpu_heuristics() {
+  static std::unique_ptr<Backend> b = make_cuda_backend(0, BackendOptions{.benchmark = false});
+  return *b;
+}
+
 Backend& cpu() {
   static std::unique_ptr<Backend> b = make_cpu_backend(BackendOptions{});
   return *b;
@@ -211,6 +217,12 @@ TEST_F(CudaOpsConv, F32Nchw) { for (const auto& c : kConvCases) check_conv(gpu()
 TEST_F(CudaOpsConv, Bf16Nchw) { for (const auto& c : kConvCases) check_conv(gpu(), c, DType::bf16, Layout::nchw); }
 TEST_F(CudaOpsConv, F32Nhwc) { for (const auto& c : kConvCases) check_conv(gpu(), c, DType::f32, Layout::nhwc); }
 TEST_F(CudaOpsConv, Bf16Nhwc) { for (const auto& c : kConvCases) check_conv(gpu(), c, DType::bf16, Layout::nhwc); }
+TEST_F(CudaOpsConv, HeuristicsF32Nchw) {
+  for (const auto& c : kConvCases) check_conv(gpu_heuristics(), c, DType::f32, Layout::nchw);
+}
+TEST_F(CudaOpsConv, HeuristicsBf16Nhwc) {
+  for (const auto& c : kConvCases) check_conv(gpu_heuristics(), c, DType::bf16, Layout::nhwc);
+}
 
 TEST_F(CudaOpsConv, DeterministicBackendRepeatsBitForBit) {
   Backend& be = gpu_deterministic();

@@ -127,6 +127,7 @@ class CudaBackend final : public Backend {
     ctx_.allocator = alloc.get();
     ctx_.tensors = alloc;
     ctx_.deterministic = options.deterministic;
+    ctx_.benchmark = options.benchmark;
     cudaDeviceProp prop{};
     CONVOY_CUDA_CHECK(cudaGetDeviceProperties(&prop, index));
     ctx_.sm_count = prop.multiProcessorCount;
@@ -154,7 +155,8 @@ class CudaBackend final : public Backend {
                 std::to_string(prop.major) + "." + std::to_string(prop.minor) + ", " +
                 gib(prop.totalGlobalMem) + "), CUDA runtime " + cuda_version_str(runtime) +
                 ", cuDNN " + cudnn_version_str(cudnnGetVersion()) + ", cuBLAS " +
-                cublas_version_str() + (options.deterministic ? ", deterministic" : "");
+                cublas_version_str() + (options.deterministic ? ", deterministic" : "") +
+                (options.benchmark ? "" : ", cuDNN heuristics");
   }
 
   ~CudaBackend() override {

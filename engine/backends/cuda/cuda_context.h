@@ -20,6 +20,7 @@ struct CudaContext {
   CudaAllocator* allocator = nullptr;
   std::shared_ptr<Allocator> tensors;  // the same allocator, for tensors the ops make themselves
   bool deterministic = false;
+  bool benchmark = true;  // BackendOptions::benchmark
   int sm_count = 0;
 };
 

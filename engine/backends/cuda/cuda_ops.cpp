@@ -257,7 +257,8 @@ ConvPlan& CudaOps::conv_plan(ConvKind kind, const Conv2dParams& p, const Tensor&
     for (int i = 0; i < got; ++i)
       if (heur[i].status == CUDNN_STATUS_SUCCESS && heur[i].memory <= limit) ws = std::max(ws, heur[i].memory);
     int nfound = 0;
-    const cudnnStatus_t st = cudnnFindConvolutionForwardAlgorithmEx(
+    // Without benchmarking, the heuristics' pick below.
+    const cudnnStatus_t st = !ctx_.benchmark ? CUDNN_STATUS_NOT_SUPPORTED : cudnnFindConvolutionForwardAlgorithmEx(
         hd, plan->x.d, x_ptr, plan->w.d, w_ptr, plan->conv.d, plan->y.d, const_cast<void*>(y_ptr),
         max_count, &nfound, found.data(), conv_workspace_.get(ws), ws);
     const auto* best = st == CUDNN_STATUS_SUCCESS ? pick_algo(found, nfound, det, ws) : nullptr;
@@ -276,7 +277,8 @@ ConvPlan& CudaOps::conv_plan(ConvKind kind, const Conv2dParams& p, const Tensor&
     for (int i = 0; i < got; ++i)
       if (heur[i].status == CUDNN_STATUS_SUCCESS && heur[i].memory <= limit) ws = std::max(ws, heur[i].memory);
     int nfound = 0;
-    const cudnnStatus_t st = cudnnFindConvolutionBackwardDataAlgorithmEx(
+    // Without benchmarking, the heuristics' pick below.
+    const cudnnStatus_t st = !ctx_.benchmark ? CUDNN_STATUS_NOT_SUPPORTED : cudnnFindConvolutionBackwardDataAlgorithmEx(
         hd, plan->w.d, w_ptr, plan->y.d, y_ptr, plan->conv.d, plan->x.d, const_cast<void*>(x_ptr),
         max_count, &nfound, found.data(), conv_workspace_.get(ws), ws);
     const auto* best = st == CUDNN_STATUS_SUCCESS ? pick_algo(found, nfound, det, ws) : nullptr;
@@ -295,7 +297,8 @@ ConvPlan& CudaOps::conv_plan(ConvKind kind, const Conv2dParams& p, const Tensor&
     for (int i = 0; i < got; ++i)
       if (heur[i].status == CUDNN_STATUS_SUCCESS && heur[i].memory <= limit) ws = std::max(ws, heur[i].memory);
     int nfound = 0;
-    const cudnnStatus_t st = cudnnFindConvolutionBackwardFilterAlgorithmEx(
+    // Without benchmarking, the heuristics' pick below.
+    const cudnnStatus_t st = !ctx_.benchmark ? CUDNN_STATUS_NOT_SUPPORTED : cudnnFindConvolutionBackwardFilterAlgorithmEx(
         hd, plan->x.d, x_ptr, plan->y.d, y_ptr, plan->conv.d, plan->w.d, const_cast<void*>(w_ptr),
         max_count, &nfound, found.data(), conv_workspace_.get(ws), ws);
     const auto* best = st == CUDNN_STATUS_SUCCESS ? pick_algo(found, nfound, det, ws) : nullptr;
