@@ -243,6 +243,17 @@ def build_model(doc):
                 outs[name] = self._node(name, type_, [outs[s] for s in inputs])
             return outs[self.output]
 
+        def state_slots(self):
+            """(name as Convoy's model.state() spells it, tensor, is a parameter) of every
+            parameter and buffer: torch's `mods.fc.1.weight` is Convoy's `fc.weight`."""
+            for name, mod in self.mods.items():
+                leaf = mod[1] if isinstance(mod, nn.Sequential) else mod  # linear: Flatten + Linear
+                for pname, p in leaf.named_parameters(recurse=False):
+                    yield f"{name}.{pname}", p, True
+                for bname, b in leaf.named_buffers(recurse=False):
+                    if bname != "num_batches_tracked":  # torch's counter; Convoy has none
+                        yield f"{name}.{bname}", b, False
+
     return ConvoyNet()
 
 

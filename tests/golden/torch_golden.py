@@ -21,17 +21,25 @@ tensor and exits 0 when all agree, 1 on a mismatch, 2 when it cannot run (bad fi
 layer), 3 when numpy or torch cannot be imported (the C++ test then skips).
 
 The safetensors file is read with json + struct + numpy: the `safetensors` package is not
-assumed. The YAML is read with PyYAML when importable, else with a small reader of the flow
-style the model files use.
+assumed. The YAML reader and the network are benchmarks/peers/convoy_model.py's (PyYAML when
+importable, else its small reader).
 """
 import json
+import os
 import struct
 import sys
+
+# The YAML reader and the torch.nn translator are the benchmark peers' (one translator for
+# both). convoy_model imports only the standard library at load time and torch when a model is
+# built, so a missing torch still ends in the exit status 3 below.
+sys.dont_write_bytecode = True  # no __pycache__ in the source tree, as the peers
+sys.path.insert(0, os.path.normpath(os.path.join(os.path.dirname(os.path.abspath(__file__)),
+                                                  "..", "..", "benchmarks", "peers")))
+import convoy_model  # noqa: E402
 
 try:
     import numpy as np
     import torch
-    import torch.nn as nn
     import torch.nn.functional as F
 except ImportError as e:
     print(f"torch_golden.py: cannot import numpy/torch with {sys.executable}: {e}")
@@ -72,192 +80,22 @@ def read_safetensors(path):
     return tensors, metadata
 
 
-# ---- YAML -----------------------------------------------------------------------------------
+# ---- the network: convoy_model's, refusing what one step cannot reproduce ------------------
 
-def _split_top(text, sep):
-    """Splits at `sep` outside brackets and quotes."""
-    parts, depth, quote, cur = [], 0, None, ""
-    for ch in text:
-        if quote:
-            quote = None if ch == quote else quote
-        elif ch in "'\"":
-            quote = ch
-        elif ch in "[{":
-            depth += 1
-        elif ch in "]}":
-            depth -= 1
-        elif ch == sep and depth == 0:
-            parts.append(cur)
-            cur = ""
-            continue
-        cur += ch
-    parts.append(cur)
-    return parts
+# Dropout draws a mask torch cannot reproduce; every other Convoy layer type is deterministic.
+_CHECKED_TYPES = tuple(t for t in convoy_model.LAYER_TYPES if t != "dropout")
 
 
-def _flow_value(text):
-    text = text.strip()
-    if text.startswith("{") and text.endswith("}"):
-        out = {}
-        for item in _split_top(text[1:-1], ","):
-            if item.strip():
-                key, value = _split_top(item, ":")[0], ":".join(_split_top(item, ":")[1:])
-                out[key.strip()] = _flow_value(value)
-        return out
-    if text.startswith("[") and text.endswith("]"):
-        return [_flow_value(v) for v in _split_top(text[1:-1], ",") if v.strip()]
-    if len(text) >= 2 and text[0] == text[-1] and text[0] in "'\"":
-        return text[1:-1]
-    if text in ("true", "false"):
-        return text == "true"
-    for conv in (int, float):
-        try:
-            return conv(text)
-        except ValueError:
-            pass
-    return text
-
-
-def _strip_comment(line):
-    quote = None
-    for i, ch in enumerate(line):
-        if quote:
-            quote = None if ch == quote else quote
-        elif ch in "'\"":
-            quote = ch
-        elif ch == "#" and (i == 0 or line[i - 1] in " \t"):
-            return line[:i]
-    return line
-
-
-def parse_model_yaml(text):
-    """A model YAML: top-level `key: value` lines and a `layers:` list of flow mappings."""
+def build_net(doc):
+    """The model YAML's network in float64 with Convoy's layer semantics and state names."""
+    for spec in doc["layers"]:
+        if spec["type"] not in _CHECKED_TYPES:
+            raise Unusable(f"layer type '{spec['type']}' is not supported by the golden check "
+                           "(dropout's mask cannot be reproduced in torch)")
     try:
-        import yaml  # PyYAML, when installed
-        return yaml.safe_load(text)
-    except ImportError:
-        pass
-    doc, key = {}, None
-    for raw in text.splitlines():
-        line = _strip_comment(raw).rstrip()
-        if not line.strip():
-            continue
-        if line.lstrip().startswith("- "):
-            if key is None:
-                raise Unusable(f"model YAML: list item outside a key: {raw!r}")
-            doc.setdefault(key, []).append(_flow_value(line.lstrip()[2:]))
-        elif not line[0].isspace():
-            k, _, v = line.partition(":")
-            key = k.strip()
-            if v.strip():
-                doc[key] = _flow_value(v)
-        else:
-            raise Unusable(f"model YAML: unsupported line (install PyYAML): {raw!r}")
-    return doc
-
-
-# ---- the network, with Convoy's layer semantics ---------------------------------------------
-
-def _pair(v):
-    return (int(v[0]), int(v[1])) if isinstance(v, list) else (int(v), int(v))
-
-
-def make_module(spec, in_shapes):
-    """The torch module for one layer spec and its per-sample input shapes."""
-    t = spec["type"]
-    c = in_shapes[0][0]
-    if t == "conv2d":
-        return nn.Conv2d(c, int(spec["out_channels"]), _pair(spec["kernel"]),
-                         stride=_pair(spec.get("stride", 1)), padding=_pair(spec.get("padding", 0)),
-                         dilation=_pair(spec.get("dilation", 1)), groups=int(spec.get("groups", 1)),
-                         bias=bool(spec.get("bias", True)))
-    if t == "batchnorm2d":
-        return nn.BatchNorm2d(c, eps=float(spec.get("eps", 1e-5)),
-                              momentum=float(spec.get("momentum", 0.1)))
-    if t == "relu":
-        return nn.ReLU()
-    if t == "leaky_relu":
-        return nn.LeakyReLU(float(spec.get("negative_slope", 0.01)))
-    if t == "gelu":
-        return nn.GELU()  # exact erf form, as Convoy's
-    if t in ("maxpool2d", "avgpool2d"):
-        kernel = _pair(spec["kernel"])
-        stride = _pair(spec.get("stride", spec["kernel"]))
-        padding = _pair(spec.get("padding", 0))
-        if t == "maxpool2d":
-            return nn.MaxPool2d(kernel, stride, padding)
-        return nn.AvgPool2d(kernel, stride, padding, count_include_pad=False)
-    if t == "global_avg_pool":
-        return nn.AdaptiveAvgPool2d(1)
-    if t == "global_max_pool":
-        return nn.AdaptiveMaxPool2d(1)
-    if t == "linear":
-        features = int(np.prod(in_shapes[0]))
-        if not (len(in_shapes[0]) == 1 or tuple(in_shapes[0][1:]) == (1, 1)):
-            raise Unusable(f"linear '{spec['name']}' on a per-sample {tuple(in_shapes[0])}")
-        return nn.Sequential(nn.Flatten(1), nn.Linear(features, int(spec["out_features"]),
-                                                      bias=bool(spec.get("bias", True))))
-    if t == "flatten":
-        return nn.Flatten(1)
-    if t == "add":
-        return None
-    if t == "concat":
-        return None
-    raise Unusable(f"layer type '{t}' is not supported by the golden check "
-                   "(dropout's mask cannot be reproduced in torch)")
-
-
-class Net(nn.Module):
-    def __init__(self, doc):
-        super().__init__()
-        self.mods = nn.ModuleDict()
-        self.nodes = []  # (name, type, inputs)
-        shapes = {"input": tuple(int(d) for d in doc["input"])}
-        prev = "input"
-        for i, spec in enumerate(doc["layers"]):
-            spec = dict(spec)
-            spec.setdefault("name", f"{spec['type']}{i}")
-            name = spec["name"]
-            inputs = spec.get("inputs", [prev])
-            if isinstance(inputs, str):
-                inputs = [inputs]
-            mod = make_module(spec, [shapes[s] for s in inputs])
-            if mod is not None:
-                self.mods[name] = mod
-            self.nodes.append((name, spec["type"], inputs))
-            # Per-sample output shape from a dummy evaluation-mode pass (touches no statistics).
-            with torch.no_grad():
-                if mod is not None:
-                    mod.eval()
-                xs = [torch.zeros((1,) + shapes[s], dtype=torch.float64) for s in inputs]
-                if mod is not None:
-                    mod.double()
-                shapes[name] = tuple(self._apply_node(name, spec["type"], xs).shape[1:])
-            prev = name
-        self.output = doc.get("output") or prev
-
-    def _apply_node(self, name, type_, xs):
-        if type_ == "add":
-            return xs[0] + xs[1]
-        if type_ == "concat":
-            return torch.cat(xs, dim=1)
-        return self.mods[name](xs[0])
-
-    def forward(self, x):
-        outs = {"input": x}
-        for name, type_, inputs in self.nodes:
-            outs[name] = self._apply_node(name, type_, [outs[s] for s in inputs])
-        return outs[self.output]
-
-    def state_slots(self):
-        """(state-dict name as Convoy spells it, tensor) for every parameter and buffer."""
-        for name, mod in self.mods.items():
-            leaf = mod[1] if isinstance(mod, nn.Sequential) else mod  # linear: Flatten + Linear
-            for pname, p in leaf.named_parameters(recurse=False):
-                yield f"{name}.{pname}", p, True
-            for bname, b in leaf.named_buffers(recurse=False):
-                if bname != "num_batches_tracked":
-                    yield f"{name}.{bname}", b, False
+        return convoy_model.build_model(doc).double()
+    except ValueError as e:  # a net convoy_model cannot build, e.g. linear on (C, H, W)
+        raise Unusable(str(e)) from e
 
 
 # ---- the check ------------------------------------------------------------------------------
@@ -275,11 +113,11 @@ def main(argv):
     tensors, metadata = read_safetensors(args[0])
     if "model_yaml" not in metadata:
         raise Unusable(f"{args[0]}: no model_yaml in the metadata")
-    doc = parse_model_yaml(metadata["model_yaml"])
+    doc = convoy_model.parse_yaml(metadata["model_yaml"])
     smoothing = float(metadata.get("label_smoothing", "0"))
 
     torch.manual_seed(0)
-    net = Net(doc).double()
+    net = build_net(doc)
     params = {}
     used = set()
     for key, slot, is_param in net.state_slots():
