@@ -26,7 +26,7 @@ struct Result {
   std::string output;
 };
 
-// env: "NAME=value ..." set for this run only.
+// env: arguments of env(1) for this run only ("NAME=value ...", "-u NAME").
 Result run(const std::string& args, const std::string& env = "") {
   const std::string cmd = (env.empty() ? "" : "env " + env + " ") + std::string(CONVOY_BINARY) + " " + args + " 2>&1";
   Result r;
@@ -153,6 +153,17 @@ TEST_F(CliE2E, SigtermWritesACheckpointAndResumeFinishes) {
   // No temporary file is left behind.
   for (const auto& entry : fs::directory_iterator(dir_ / "term"))
     EXPECT_EQ(entry.path().string().find(".tmp"), std::string::npos) << entry.path();
+}
+
+// OpenMP's threads wait passively unless the environment says otherwise. OMP_DISPLAY_ENV
+// makes libgomp print what it took: its spin count is 0 for passive, 300000 when nothing was
+// said (it prints OMP_WAIT_POLICY 'PASSIVE' in both cases, so that line proves nothing).
+TEST(Cli, OpenMpWaitsPassivelyByDefault) {
+  Result r = run("--help", "-u OMP_WAIT_POLICY OMP_DISPLAY_ENV=verbose");
+  EXPECT_EQ(r.status, 0);
+  EXPECT_NE(r.output.find("GOMP_SPINCOUNT = '0'"), std::string::npos) << r.output;
+  r = run("--help", "OMP_WAIT_POLICY=active OMP_DISPLAY_ENV=verbose");
+  EXPECT_NE(r.output.find("GOMP_SPINCOUNT = '30000000000'"), std::string::npos) << r.output;
 }
 
 TEST_F(CliE2E, BadInputGivesOneClearErrorAndNonZeroExit) {
