@@ -1,6 +1,5 @@
 // IDX reader and the MNIST-format dataset loaders.
 #include <gtest/gtest.h>
-#include <stdlib.h>
 #include <zlib.h>
 
 #include <cstdint>
@@ -12,6 +11,7 @@
 #include <vector>
 
 
+#include "temp_dir.h"
 #include "input_error.h"
 #include "datasets/dataset.h"
 #include "datasets/idx.h"
@@ -22,22 +22,8 @@ using namespace convoy;
 
 namespace {
 
-class TempDir {
- public:
-  TempDir() {
-    std::string templ = (fs::temp_directory_path() / "convoy-idx-XXXXXX").string();
-    if (!::mkdtemp(templ.data())) throw std::runtime_error("mkdtemp failed");
-    path_ = templ;
-  }
-  ~TempDir() {
-    std::error_code ec;
-    fs::remove_all(path_, ec);
-  }
-  const fs::path& path() const { return path_; }
-  fs::path operator/(const std::string& name) const { return path_ / name; }
-
- private:
-  fs::path path_;
+struct TempDir : convoy::testing::TempDir {
+  TempDir() : convoy::testing::TempDir("convoy-idx") {}
 };
 
 std::vector<uint8_t> idx_bytes(uint8_t type, const std::vector<uint32_t>& dims,

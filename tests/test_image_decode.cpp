@@ -1,7 +1,6 @@
 // decode_image: PNGs written here with zlib (an encoder independent of OpenCV), decoded
 // through OpenCV, compared pixel by pixel.
 #include <gtest/gtest.h>
-#include <stdlib.h>
 #include <zlib.h>
 
 #include <cmath>
@@ -11,6 +10,7 @@
 #include <string>
 #include <vector>
 
+#include "temp_dir.h"
 #include "datasets/image_decode.h"
 #include "engine/core/error.h"
 
@@ -19,21 +19,8 @@ using namespace convoy;
 
 namespace {
 
-class TempDir {
- public:
-  TempDir() {
-    std::string templ = (fs::temp_directory_path() / "convoy-img-XXXXXX").string();
-    if (!::mkdtemp(templ.data())) throw std::runtime_error("mkdtemp failed");
-    path_ = templ;
-  }
-  ~TempDir() {
-    std::error_code ec;
-    fs::remove_all(path_, ec);
-  }
-  fs::path operator/(const std::string& name) const { return path_ / name; }
-
- private:
-  fs::path path_;
+struct TempDir : convoy::testing::TempDir {
+  TempDir() : convoy::testing::TempDir("convoy-img") {}
 };
 
 void put_u32(std::vector<uint8_t>& out, uint32_t v) {

@@ -18,6 +18,7 @@
 #include <vector>
 
 
+#include "temp_dir.h"
 #include "input_error.h"
 #include "engine/checkpoint/safetensors.h"
 #include "engine/core/error.h"
@@ -27,30 +28,16 @@ using namespace convoy;
 
 namespace {
 
-class TempDir {
+// A temporary directory that also counts leftover temporary files (".tmp." in the name).
+class TempDir : public convoy::testing::TempDir {
  public:
-  TempDir() {
-    std::string templ = (fs::temp_directory_path() / "convoy-st-XXXXXX").string();
-    if (!::mkdtemp(templ.data())) throw std::runtime_error("mkdtemp failed");
-    path_ = templ;
-  }
-  ~TempDir() {
-    std::error_code ec;
-    fs::permissions(path_, fs::perms::owner_all, fs::perm_options::add, ec);
-    fs::remove_all(path_, ec);
-  }
-  const fs::path& path() const { return path_; }
-  fs::path operator/(const std::string& name) const { return path_ / name; }
-  // Entries whose name contains ".tmp." (leftover temporary files).
+  TempDir() : convoy::testing::TempDir("convoy-st") {}
   int temp_files() const {
     int n = 0;
-    for (const auto& e : fs::directory_iterator(path_))
+    for (const auto& e : fs::directory_iterator(path()))
       n += e.path().filename().string().find(".tmp.") != std::string::npos;
     return n;
   }
-
- private:
-  fs::path path_;
 };
 
 std::vector<uint8_t> read_all(const fs::path& path) {

@@ -1,0 +1,36 @@
+#pragma once
+// Shared by the file tests: a fresh directory under the system's temporary directory,
+// removed with everything in it when the test ends.
+#include <stdlib.h>
+
+#include <filesystem>
+#include <stdexcept>
+#include <string>
+#include <system_error>
+
+namespace convoy::testing {
+
+class TempDir {
+ public:
+  explicit TempDir(const std::string& prefix = "convoy-test") {
+    std::string templ = (std::filesystem::temp_directory_path() / (prefix + "-XXXXXX")).string();
+    if (!::mkdtemp(templ.data())) throw std::runtime_error("mkdtemp failed for " + templ);
+    path_ = templ;
+  }
+  ~TempDir() {
+    std::error_code ec;
+    // A test may have made it read-only.
+    std::filesystem::permissions(path_, std::filesystem::perms::owner_all, std::filesystem::perm_options::add, ec);
+    std::filesystem::remove_all(path_, ec);
+  }
+  TempDir(const TempDir&) = delete;
+  TempDir& operator=(const TempDir&) = delete;
+
+  const std::filesystem::path& path() const { return path_; }
+  std::filesystem::path operator/(const std::string& name) const { return path_ / name; }
+
+ private:
+  std::filesystem::path path_;
+};
+
+}  // namespace convoy::testing
