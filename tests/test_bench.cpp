@@ -1,16 +1,15 @@
 // The benchmark harness: `convoy bench` end to end on the quick suite, the FLOP count
 // against a hand count, suite validation, the CPU peak estimate and the timing loop.
 #include <gtest/gtest.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
-#include <cstdio>
 #include <filesystem>
 #include <fstream>
 #include <sstream>
 
 #include <nlohmann/json.hpp>
 
+#include "run_command.h"
 #include "engine/core/backend.h"
 #include "engine/core/error.h"
 #include "engine/graph/model.h"
@@ -30,14 +29,10 @@ struct Result {
 };
 
 Result run_binary(const std::string& args, const fs::path& err_file) {
-  const std::string cmd = std::string(CONVOY_BINARY) + " " + args + " 2>" + err_file.string();
+  const auto ran = convoy::testing::run_command(std::string(CONVOY_BINARY) + " " + args + " 2>" + err_file.string());
   Result r;
-  FILE* pipe = popen(cmd.c_str(), "r");
-  if (!pipe) return r;
-  char buf[4096];
-  while (size_t n = fread(buf, 1, sizeof buf, pipe)) r.out.append(buf, n);
-  const int raw = pclose(pipe);
-  r.status = WIFEXITED(raw) ? WEXITSTATUS(raw) : 128 + WTERMSIG(raw);
+  r.status = ran.status;
+  r.out = ran.output;
   std::ifstream in(err_file);
   std::stringstream s;
   s << in.rdbuf();

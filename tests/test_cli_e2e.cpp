@@ -6,12 +6,12 @@
 #include <unistd.h>
 
 #include <chrono>
-#include <cstdio>
 #include <filesystem>
 #include <fstream>
 #include <regex>
 #include <thread>
 
+#include "run_command.h"
 #include "engine/checkpoint/safetensors.h"
 #include "engine/core/backend.h"
 
@@ -21,22 +21,12 @@ namespace fs = std::filesystem;
 const std::string kConfig = std::string(CONVOY_SOURCE_DIR) + "/configs/fashion_mnist.yaml";
 const std::string kData = "/usr/share/datasets/fashion-mnist";
 
-struct Result {
-  int status = -1;
-  std::string output;
-};
+using Result = convoy::testing::CommandResult;
 
-// env: arguments of env(1) for this run only ("NAME=value ...", "-u NAME").
+// convoy ARGS, stderr included; env: arguments of env(1) for this run only ("NAME=value", "-u NAME").
 Result run(const std::string& args, const std::string& env = "") {
-  const std::string cmd = (env.empty() ? "" : "env " + env + " ") + std::string(CONVOY_BINARY) + " " + args + " 2>&1";
-  Result r;
-  FILE* pipe = popen(cmd.c_str(), "r");
-  if (!pipe) return r;
-  char buffer[4096];
-  while (size_t n = fread(buffer, 1, sizeof buffer, pipe)) r.output.append(buffer, n);
-  const int raw = pclose(pipe);
-  r.status = WIFEXITED(raw) ? WEXITSTATUS(raw) : 128 + WTERMSIG(raw);
-  return r;
+  return convoy::testing::run_command((env.empty() ? "" : "env " + env + " ") + std::string(CONVOY_BINARY) + " " +
+                                      args + " 2>&1");
 }
 
 class CliE2E : public ::testing::Test {

@@ -1,15 +1,14 @@
 // On the GPU: fmnet trains on real Fashion-MNIST to the stated accuracy, and the
 // checkpoint is device-independent (the CPU path agrees with the GPU on top-1 classes).
 #include <gtest/gtest.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
-#include <cstdio>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <regex>
 
+#include "run_command.h"
 #include "engine/core/backend.h"
 
 namespace {
@@ -22,15 +21,9 @@ std::string data_dir() {
   return env ? env : "/usr/share/datasets/fashion-mnist";
 }
 
-std::pair<int, std::string> run(const std::string& args) {
-  const std::string cmd = std::string(CONVOY_BINARY) + " " + args + " 2>&1";
-  std::string out;
-  FILE* pipe = popen(cmd.c_str(), "r");
-  if (!pipe) return {-1, "popen failed"};
-  char buffer[4096];
-  while (size_t n = fread(buffer, 1, sizeof buffer, pipe)) out.append(buffer, n);
-  const int raw = pclose(pipe);
-  return {WIFEXITED(raw) ? WEXITSTATUS(raw) : -1, out};
+// convoy ARGS, stderr included.
+convoy::testing::CommandResult run(const std::string& args) {
+  return convoy::testing::run_command(std::string(CONVOY_BINARY) + " " + args + " 2>&1");
 }
 
 std::vector<int> read_predictions(const fs::path& path) {
