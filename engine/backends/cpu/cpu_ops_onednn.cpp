@@ -234,6 +234,18 @@ void require_channels(const Tensor& t, int64_t c, const char* op, const char* na
   require_shape(t, {c}, op, name);
 }
 
+struct Named {
+  const Tensor& tensor;
+  const char* name;
+};
+
+// Each of `params` must be an f32 vector of x's channel count (dim 1), which is returned.
+int64_t require_per_channel(const char* op, const Tensor& x, std::initializer_list<Named> params) {
+  const int64_t c = x.dim(1);
+  for (const Named& p : params) require_channels(p.tensor, c, op, p.name);
+  return c;
+}
+
 // ---- eltwise --------------------------------------------------------------------------------
 
 algorithm eltwise_alg(Activation kind) {
@@ -388,13 +400,9 @@ void CpuOps::batchnorm_forward_train(const Tensor& x, const Tensor& gamma, const
   require_f32(y, op, "y");
   const Md md = bn_data_md(op, x);
   require_shape(y, x.shape(), op, "y");
-  const int64_t c = x.dim(1);
-  require_channels(gamma, c, op, "gamma");
-  require_channels(beta, c, op, "beta");
-  require_channels(running_mean, c, op, "running_mean");
-  require_channels(running_var, c, op, "running_var");
-  require_channels(saved_mean, c, op, "saved_mean");
-  require_channels(saved_invstd, c, op, "saved_invstd");
+  const int64_t c = require_per_channel(op, x, {{gamma, "gamma"}, {beta, "beta"}, {running_mean, "running_mean"},
+                                                {running_var, "running_var"}, {saved_mean, "saved_mean"},
+                                                {saved_invstd, "saved_invstd"}});
   const int64_t count = x.numel() / c;  // values per channel
   if (count < 2)
     throw InputError("batch norm in training needs more than one value per channel, got input " +
@@ -437,11 +445,8 @@ void CpuOps::batchnorm_forward_eval(const Tensor& x, const Tensor& gamma, const 
   require_f32(y, op, "y");
   const Md md = bn_data_md(op, x);
   require_shape(y, x.shape(), op, "y");
-  const int64_t c = x.dim(1);
-  require_channels(gamma, c, op, "gamma");
-  require_channels(beta, c, op, "beta");
-  require_channels(running_mean, c, op, "running_mean");
-  require_channels(running_var, c, op, "running_var");
+  const int64_t c = require_per_channel(op, x, {{gamma, "gamma"}, {beta, "beta"}, {running_mean, "running_mean"},
+                                                {running_var, "running_var"}});
   guarded(
       op, [&] { return "x " + shape_str(x.shape()); },
       [&] {
@@ -471,12 +476,8 @@ void CpuOps::batchnorm_backward(const Tensor& x, const Tensor& dy, const Tensor&
   const Md md = bn_data_md(op, x);
   require_shape(dy, x.shape(), op, "dy");
   require_shape(dx, x.shape(), op, "dx");
-  const int64_t c = x.dim(1);
-  require_channels(gamma, c, op, "gamma");
-  require_channels(saved_mean, c, op, "saved_mean");
-  require_channels(saved_invstd, c, op, "saved_invstd");
-  require_channels(dgamma, c, op, "dgamma");
-  require_channels(dbeta, c, op, "dbeta");
+  const int64_t c = require_per_channel(op, x, {{gamma, "gamma"}, {saved_mean, "saved_mean"},
+                                                {saved_invstd, "saved_invstd"}, {dgamma, "dgamma"}, {dbeta, "dbeta"}});
   // The op set saves 1/sqrt(var + eps), not eps; oneDNN wants a variance and an epsilon, so
   // hand it var' = 1/invstd^2 with epsilon 0, which gives back 1/std to within rounding.
   bn_variance_.resize(static_cast<size_t>(c));
