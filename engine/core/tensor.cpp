@@ -1,5 +1,7 @@
 #include "engine/core/tensor.h"
 
+#include <malloc.h>
+
 #include <bit>
 #include <cmath>
 #include <cstdlib>
@@ -61,6 +63,14 @@ namespace {
 
 class CpuAllocator final : public Allocator {
  public:
+  CpuAllocator() {
+    // Every training step frees and reallocates the same activation-sized buffers. By default
+    // glibc serves big blocks with mmap and returns them to the kernel, so each step faults
+    // its pages in again (7% of a CPU training step under perf); keeping them in the heap made
+    // lenet5 training ~10% faster on the 2-core VM (interleaved runs, 3,596 -> 3,978 img/s).
+    mallopt(M_MMAP_THRESHOLD, 32 << 20);  // glibc's largest on 64-bit
+    mallopt(M_TRIM_THRESHOLD, 1 << 30);
+  }
   Device device() const override { return Device::cpu(); }
   void* allocate(size_t bytes) override {
     // 64-byte alignment suits AVX-512 and oneDNN.
