@@ -5,8 +5,6 @@
 #   benchmarks/gpu/bench.sh OUTDIR
 set -uo pipefail
 out=${1:?usage: benchmarks/gpu/bench.sh OUTDIR}
-mkdir -p "$out"
-out=$(cd "$out" && pwd)
 source "$(dirname "$0")/common.sh"
 export CONVOY_PYTHON=${CONVOY_PYTHON:-python3} PYTHONUNBUFFERED=1
 cmake --build "$build" -j "$(nproc)" --target convoy > "$out/build-bench.log" 2>&1 || {

@@ -1,6 +1,8 @@
-# Sourced by the GPU machine's scripts that use the build run.sh made: moves to the repository
-# root and sets build (the build dir), data (Fashion-MNIST from .deps) and the library path of
-# the carried oneDNN.
+# Sourced by the GPU machine's scripts that use the build run.sh made: makes $out (their
+# OUTDIR) and absolute, moves to the repository root and sets build (the build dir), data
+# (Fashion-MNIST from .deps) and the library path of the carried oneDNN.
+mkdir -p "$out"
+out=$(cd "$out" && pwd)
 cd "$(dirname "${BASH_SOURCE[0]}")/../.."
 build=${CONVOY_GPU_BUILD_DIR:-build-gpu}
 data=$PWD/.deps/usr/share/datasets/fashion-mnist

@@ -6,8 +6,6 @@
 set -uo pipefail
 out=${1:?usage: benchmarks/gpu/layouts.sh OUTDIR [fp32|bf16]}
 precision=${2:-bf16}
-mkdir -p "$out"
-out=$(cd "$out" && pwd)
 source "$(dirname "$0")/common.sh"
 train() {  # NAME ARGS...
   local name=$1; shift

@@ -7,8 +7,6 @@
 set -uo pipefail
 out=${1:?usage: benchmarks/gpu/profile.sh OUTDIR [fp32|bf16]}
 precision=${2:-bf16}
-mkdir -p "$out"
-out=$(cd "$out" && pwd)
 source "$(dirname "$0")/common.sh"
 convoy=$build/convoy
 run() {  # STEPS NAME [ncu args...]

@@ -5,8 +5,6 @@
 #   benchmarks/gpu/train.sh OUTDIR
 set -uo pipefail
 out=${1:?usage: benchmarks/gpu/train.sh OUTDIR}
-mkdir -p "$out"
-out=$(cd "$out" && pwd)
 source "$(dirname "$0")/common.sh"
 cmake --build "$build" -j "$(nproc)" --target convoy > "$out/build-train.log" 2>&1 || {
   tail -30 "$out/build-train.log"; exit 1; }
