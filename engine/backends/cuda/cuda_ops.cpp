@@ -6,6 +6,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <initializer_list>
 #include <string>
 
 #include "engine/backends/cuda/cuda_check.h"
@@ -58,6 +59,16 @@ void check_f32(const CudaContext& ctx, const Tensor& t, int64_t numel, const cha
   expect(t.dtype() == DType::f32 && t.numel() == numel,
          std::string(op) + ": " + name + " must be F32 with " + std::to_string(numel) +
              " elements, got " + describe(t));
+}
+
+struct Named {
+  const Tensor& tensor;
+  const char* name;
+};
+
+// Each of `params` must be an F32 vector of `channels` elements on this device.
+void check_per_channel(const CudaContext& ctx, int64_t channels, const char* op, std::initializer_list<Named> params) {
+  for (const Named& p : params) check_f32(ctx, p.tensor, channels, op, p.name);
 }
 
 void check_like(const Tensor& a, const Tensor& b, const char* op, const char* an, const char* bn) {
@@ -427,12 +438,9 @@ void CudaOps::batchnorm_forward_train(const Tensor& x, const Tensor& gamma, cons
   check_float(ctx_, y, op, "y");
   check_like(x, y, op, "x", "y");
   const Dims4 d = dims4(x, op, "x");
-  check_f32(ctx_, gamma, d.c, op, "gamma");
-  check_f32(ctx_, beta, d.c, op, "beta");
-  check_f32(ctx_, running_mean, d.c, op, "running_mean");
-  check_f32(ctx_, running_var, d.c, op, "running_var");
-  check_f32(ctx_, saved_mean, d.c, op, "saved_mean");
-  check_f32(ctx_, saved_invstd, d.c, op, "saved_invstd");
+  check_per_channel(ctx_, d.c, op, {{gamma, "gamma"}, {beta, "beta"}, {running_mean, "running_mean"},
+                                    {running_var, "running_var"}, {saved_mean, "saved_mean"},
+                                    {saved_invstd, "saved_invstd"}});
   expect(eps > 0.f, std::string(op) + ": eps must be positive");
   const int di = static_cast<int>(x.dtype());
   if (use_cudnn_bn(x)) {
@@ -467,10 +475,8 @@ void CudaOps::batchnorm_forward_eval(const Tensor& x, const Tensor& gamma, const
   check_float(ctx_, y, op, "y");
   check_like(x, y, op, "x", "y");
   const Dims4 d = dims4(x, op, "x");
-  check_f32(ctx_, gamma, d.c, op, "gamma");
-  check_f32(ctx_, beta, d.c, op, "beta");
-  check_f32(ctx_, running_mean, d.c, op, "running_mean");
-  check_f32(ctx_, running_var, d.c, op, "running_var");
+  check_per_channel(ctx_, d.c, op, {{gamma, "gamma"}, {beta, "beta"}, {running_mean, "running_mean"},
+                                    {running_var, "running_var"}});
   expect(eps > 0.f, std::string(op) + ": eps must be positive");
   const int di = static_cast<int>(x.dtype());
   if (use_cudnn_bn(x)) {
@@ -499,11 +505,8 @@ void CudaOps::batchnorm_backward(const Tensor& x, const Tensor& dy, const Tensor
   check_float(ctx_, dy, op, "dy");
   check_like(x, dy, op, "x", "dy");
   const Dims4 d = dims4(x, op, "x");
-  check_f32(ctx_, gamma, d.c, op, "gamma");
-  check_f32(ctx_, saved_mean, d.c, op, "saved_mean");
-  check_f32(ctx_, saved_invstd, d.c, op, "saved_invstd");
-  check_f32(ctx_, dgamma, d.c, op, "dgamma");
-  check_f32(ctx_, dbeta, d.c, op, "dbeta");
+  check_per_channel(ctx_, d.c, op, {{gamma, "gamma"}, {saved_mean, "saved_mean"}, {saved_invstd, "saved_invstd"},
+                                    {dgamma, "dgamma"}, {dbeta, "dbeta"}});
   if (dx.defined()) {
     check_here(ctx_, dx, op, "dx");
     check_like(x, dx, op, "x", "dx");
