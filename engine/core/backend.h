@@ -43,6 +43,13 @@ class Backend {
   Tensor upload(const Tensor& t) const { return t.device() == device() ? t : t.to(allocator()); }
 };
 
+// The activation layout for a config's choice: "auto" (the backend's preferred layout at
+// `compute`), "nchw" or "nhwc". The CPU path computes in nchw only, whatever the choice.
+inline Layout choose_layout(std::string_view choice, const Backend& backend, DType compute) {
+  if (choice == "auto" || backend.device().is_cpu()) return backend.preferred_layout(compute);
+  return choice == "nhwc" ? Layout::nhwc : Layout::nchw;
+}
+
 std::unique_ptr<Backend> make_cpu_backend(const BackendOptions& options);
 
 // CUDA: defined by engine/backends/cuda when CONVOY_CUDA is on, by a stub otherwise.

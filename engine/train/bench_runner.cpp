@@ -187,10 +187,7 @@ nlohmann::json run_bench_case(Backend& backend, const BenchSuite& suite, const B
   rec["device_name"] = device_name;
   const bool training = c.mode == "training";
   const DType dtype = c.precision == "bf16" ? DType::bf16 : DType::f32;
-  const Layout layout = !backend.device().is_cuda()      ? Layout::nchw
-                        : suite.gpu_layout == "auto"     ? backend.preferred_layout(dtype)
-                        : suite.gpu_layout == "nhwc"     ? Layout::nhwc
-                                                         : Layout::nchw;
+  const Layout layout = choose_layout(suite.gpu_layout, backend, dtype);
   rec["layout"] = layout == Layout::nhwc ? "nhwc" : "nchw";
   try {
     Model model = Model::from_file(c.model_path, suite.seed);

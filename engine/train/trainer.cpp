@@ -163,11 +163,7 @@ TrainResult train(const RunConfig& config, const TrainOptions& options, std::ost
   if (config.dataset.mean.size() != static_cast<size_t>(model.input_shape()[0]))
     throw InputError(config.source + ": dataset.normalize has " + std::to_string(config.dataset.mean.size()) +
                      " channel(s), the model input has " + std::to_string(model.input_shape()[0]));
-  // The CPU path computes in nchw only; `layout` chooses on the GPU.
-  const Layout layout = config.layout == "auto" || backend->device().is_cpu() ? backend->preferred_layout(used)
-                        : config.layout == "nhwc"                             ? Layout::nhwc
-                                                                              : Layout::nchw;
-  model.to(*backend, used, layout);
+  model.to(*backend, used, choose_layout(config.layout, *backend, used));
   Optimizer optimizer(config.optimizer, model.parameters(), *backend);
 
   Position pos;
