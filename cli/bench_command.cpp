@@ -20,11 +20,11 @@
 #include <nlohmann/json.hpp>
 
 #include "cli/commands.h"
-#include "engine/core/backend.h"
+#include "engine/backends/backend.h"
 #include "engine/core/error.h"
 #include "engine/graph/model.h"
-#include "engine/train/bench_runner.h"
-#include "engine/train/bench_suite.h"
+#include "apps/bench/bench_runner.h"
+#include "apps/bench/bench_suite.h"
 
 namespace convoy::cli {
 

@@ -5,7 +5,7 @@
 #include "cli/commands.h"
 #include "datasets/dataset.h"
 #include "datasets/image_decode.h"
-#include "engine/core/backend.h"
+#include "engine/backends/backend.h"
 
 namespace convoy::cli {
 

@@ -11,7 +11,7 @@
 #include "datasets/dataset.h"
 #include "datasets/image_decode.h"
 #include "engine/checkpoint/safetensors.h"
-#include "engine/core/backend.h"
+#include "engine/backends/backend.h"
 #include "engine/core/error.h"
 #include "engine/graph/model.h"
 #include "engine/train/evaluate.h"

@@ -4,7 +4,7 @@
 #include <cstdlib>
 
 #include "datasets/idx.h"
-#include "engine/checkpoint/file_io.h"
+#include "engine/core/file_io.h"
 #include "engine/core/error.h"
 
 namespace convoy {

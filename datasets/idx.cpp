@@ -9,7 +9,7 @@
 #include <string>
 #include <vector>
 
-#include "engine/checkpoint/file_io.h"
+#include "engine/core/file_io.h"
 #include "engine/core/error.h"
 
 namespace convoy {

@@ -8,7 +8,7 @@
 #include <vector>
 
 #include "datasets/image_decode.h"
-#include "engine/checkpoint/file_io.h"
+#include "engine/core/file_io.h"
 #include "engine/core/error.h"
 
 namespace convoy {

@@ -13,7 +13,7 @@
 
 #include "run_command.h"
 #include "engine/checkpoint/safetensors.h"
-#include "engine/core/backend.h"
+#include "engine/backends/backend.h"
 
 namespace {
 

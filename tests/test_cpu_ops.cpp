@@ -14,7 +14,7 @@
 #include <string>
 #include <vector>
 
-#include "engine/core/backend.h"
+#include "engine/backends/backend.h"
 #include "engine/core/counter_rng.h"
 #include "engine/core/error.h"
 #include "tests/reference/reference_ops.h"

@@ -25,7 +25,7 @@
 #include <vector>
 
 #include "engine/checkpoint/safetensors.h"
-#include "engine/core/backend.h"
+#include "engine/backends/backend.h"
 #include "engine/graph/model.h"
 
 namespace convoy {

@@ -40,7 +40,7 @@
 #include <vector>
 
 #include "engine/config/yaml_map.h"
-#include "engine/core/backend.h"
+#include "engine/backends/backend.h"
 #include "engine/graph/model.h"
 #include "engine/layers/layer.h"
 #include "engine/layers/registry.h"

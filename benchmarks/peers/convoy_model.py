@@ -427,7 +427,7 @@ def _spread(rounds):
 
 
 def measure(step, timing, cuda=False):
-    """Convoy's measure_iterations (engine/train/bench_runner.cpp): synchronized warm-up,
+    """Convoy's measure_iterations (apps/bench/bench_runner.cpp): synchronized warm-up,
     rounds of k iterations until the last 3 agree within stable_spread (CUDA events around
     each round on the GPU, the host clock on the CPU), then synchronized single iterations
     for p50/p99. Returns a dict of seconds per iteration."""

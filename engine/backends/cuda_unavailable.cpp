@@ -3,7 +3,7 @@
 #include <string>
 #include <vector>
 
-#include "engine/core/backend.h"
+#include "engine/backends/backend.h"
 #include "engine/core/error.h"
 
 namespace convoy {

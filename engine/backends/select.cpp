@@ -1,7 +1,7 @@
 // Device selection: "auto" prefers the GPU and falls back to the CPU with one line why.
 #include <ostream>
 
-#include "engine/core/backend.h"
+#include "engine/backends/backend.h"
 #include "engine/core/error.h"
 
 namespace convoy {

@@ -14,7 +14,7 @@
 #include <set>
 #include <utility>
 
-#include "engine/checkpoint/file_io.h"
+#include "engine/core/file_io.h"
 #include "engine/core/error.h"
 
 namespace convoy {

@@ -8,7 +8,7 @@
 #include <vector>
 
 #include "engine/checkpoint/safetensors.h"
-#include "engine/core/backend.h"
+#include "engine/backends/backend.h"
 #include "engine/layers/layer.h"
 
 namespace convoy {

@@ -6,7 +6,7 @@
 #include <string>
 #include <vector>
 
-#include "engine/core/backend.h"
+#include "engine/backends/backend.h"
 #include "engine/core/tensor.h"
 
 namespace convoy {

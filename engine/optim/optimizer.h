@@ -8,7 +8,7 @@
 
 #include "engine/checkpoint/safetensors.h"
 #include "engine/config/run_config.h"
-#include "engine/core/backend.h"
+#include "engine/backends/backend.h"
 #include "engine/layers/layer.h"
 
 namespace convoy {

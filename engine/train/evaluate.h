@@ -4,7 +4,7 @@
 #include <vector>
 
 #include "datasets/dataset.h"
-#include "engine/core/backend.h"
+#include "engine/backends/backend.h"
 #include "engine/graph/model.h"
 
 namespace convoy {

@@ -14,7 +14,7 @@
 #include <string>
 #include <vector>
 
-#include "engine/core/backend.h"
+#include "engine/backends/backend.h"
 #include "engine/graph/model.h"
 
 using namespace convoy;

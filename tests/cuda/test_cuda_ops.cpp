@@ -15,7 +15,7 @@
 #include <vector>
 
 #include "engine/backends/cuda/cuda_allocator.h"
-#include "engine/core/backend.h"
+#include "engine/backends/backend.h"
 #include "engine/core/counter_rng.h"
 #include "engine/core/error.h"
 #include "tests/reference/reference_ops.h"

@@ -9,7 +9,7 @@
 #include <regex>
 
 #include "run_command.h"
-#include "engine/core/backend.h"
+#include "engine/backends/backend.h"
 
 namespace {
 

@@ -1,5 +1,5 @@
 #pragma once
-// A naive float64 reference of every op in engine/core/ops.h: plain nested loops over
+// A naive float64 reference of every op in engine/ops/ops.h: plain nested loops over
 // std::vector<double>, written from the semantics documented there (PyTorch's), sharing no
 // code with any backend. The ground truth for the CPU and the CUDA op tests. No gtest here,
 // so both test binaries link it.
@@ -10,7 +10,7 @@
 #include <cstdint>
 #include <vector>
 
-#include "engine/core/ops.h"
+#include "engine/ops/ops.h"
 #include "engine/core/tensor.h"
 
 namespace convoy::ref {

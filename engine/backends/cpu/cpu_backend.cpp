@@ -10,7 +10,7 @@
 #include <vector>
 
 #include "engine/backends/cpu/cpu_ops.h"
-#include "engine/core/backend.h"
+#include "engine/backends/backend.h"
 #include "engine/core/error.h"
 
 namespace convoy {

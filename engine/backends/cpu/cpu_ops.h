@@ -10,7 +10,7 @@
 #include <unordered_map>
 #include <vector>
 
-#include "engine/core/ops.h"
+#include "engine/ops/ops.h"
 #include "engine/core/tensor.h"
 
 namespace convoy::cpu {

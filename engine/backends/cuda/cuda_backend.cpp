@@ -11,7 +11,7 @@
 #include "engine/backends/cuda/cuda_check.h"
 #include "engine/backends/cuda/cuda_context.h"
 #include "engine/backends/cuda/cuda_ops.h"
-#include "engine/core/backend.h"
+#include "engine/backends/backend.h"
 #include "kernels/launchers.cuh"
 
 namespace convoy {

@@ -8,7 +8,7 @@
 #include <vector>
 
 #include "engine/backends/cuda/cuda_context.h"
-#include "engine/core/ops.h"
+#include "engine/ops/ops.h"
 
 namespace convoy::cuda {
 

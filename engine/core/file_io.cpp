@@ -1,4 +1,4 @@
-#include "engine/checkpoint/file_io.h"
+#include "engine/core/file_io.h"
 
 #include <sys/stat.h>
 

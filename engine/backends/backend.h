@@ -7,7 +7,7 @@
 #include <string_view>
 #include <vector>
 
-#include "engine/core/ops.h"
+#include "engine/ops/ops.h"
 #include "engine/core/tensor.h"
 
 namespace convoy {

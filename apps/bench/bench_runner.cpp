@@ -1,4 +1,4 @@
-#include "engine/train/bench_runner.h"
+#include "apps/bench/bench_runner.h"
 
 #include <omp.h>
 #include <sys/utsname.h>

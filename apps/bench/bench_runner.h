@@ -7,8 +7,8 @@
 
 #include <nlohmann/json.hpp>
 
-#include "engine/core/backend.h"
-#include "engine/train/bench_suite.h"
+#include "engine/backends/backend.h"
+#include "apps/bench/bench_suite.h"
 
 namespace convoy {
 

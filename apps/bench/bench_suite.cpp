@@ -1,4 +1,4 @@
-#include "engine/train/bench_suite.h"
+#include "apps/bench/bench_suite.h"
 
 #include <algorithm>
 #include <filesystem>
