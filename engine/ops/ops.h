@@ -71,9 +71,44 @@ struct NormalizeAugment {
   bool horizontal_flip = false;  // flip each sample with probability 1/2
 };
 
+// Every op of the set, for supports() and for the op test harness's "every op has cases".
+enum class OpKind : uint8_t {
+  conv2d_forward, conv2d_backward_data, conv2d_backward_weights,
+  batchnorm_forward_train, batchnorm_forward_eval, batchnorm_backward,
+  activation_forward, activation_backward,
+  pool2d_forward, pool2d_backward,
+  linear_forward, linear_backward,
+  add, add_inplace, concat_channels, split_channels,
+  dropout_forward, dropout_backward,
+  softmax_cross_entropy, softmax,
+  cast, fill,
+  sgd_update, adamw_update,
+  normalize_augment,
+};
+inline constexpr OpKind kAllOps[] = {
+    OpKind::conv2d_forward, OpKind::conv2d_backward_data, OpKind::conv2d_backward_weights,
+    OpKind::batchnorm_forward_train, OpKind::batchnorm_forward_eval, OpKind::batchnorm_backward,
+    OpKind::activation_forward, OpKind::activation_backward,
+    OpKind::pool2d_forward, OpKind::pool2d_backward,
+    OpKind::linear_forward, OpKind::linear_backward,
+    OpKind::add, OpKind::add_inplace, OpKind::concat_channels, OpKind::split_channels,
+    OpKind::dropout_forward, OpKind::dropout_backward,
+    OpKind::softmax_cross_entropy, OpKind::softmax,
+    OpKind::cast, OpKind::fill,
+    OpKind::sgd_update, OpKind::adamw_update,
+    OpKind::normalize_augment,
+};
+// "conv2d_forward", ...: the op's method name.
+const char* op_name(OpKind op);
+
 class Ops {
  public:
   virtual ~Ops() = default;
+
+  // Whether this backend runs `op` on data of `dtype` (the activations' or, for the
+  // optimizer updates, the parameters' dtype) in `layout` (4-D activations; nchw for
+  // everything else). Callers ask before they run, instead of catching a late throw.
+  virtual bool supports(OpKind op, DType dtype, Layout layout) const = 0;
 
   // x (N, C, H, W), w (K, C/groups, R, S), b (K) or undefined, y (N, K, P, Q).
   virtual void conv2d_forward(const Conv2dParams& p, const Tensor& x, const Tensor& w,

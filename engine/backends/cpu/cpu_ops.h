@@ -29,6 +29,10 @@ class CpuOps final : public Ops {
   CpuOps(const dnnl::engine& engine, const dnnl::stream& stream, int threads);
 
   int threads() const { return threads_; }
+  // f32 in nchw, everything; cast also converts to and from nhwc.
+  bool supports(OpKind op, DType dtype, Layout layout) const override {
+    return dtype == DType::f32 && (layout == Layout::nchw || op == OpKind::cast);
+  }
   // Number of oneDNN primitives cached so far (for tests and diagnostics).
   size_t cached_primitives() const { return cache_.size(); }
 

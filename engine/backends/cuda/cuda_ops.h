@@ -20,6 +20,13 @@ class CudaOps final : public Ops {
   explicit CudaOps(const CudaContext& ctx);
   ~CudaOps() override;
 
+  // f32, bf16 and f16 in nchw and nhwc; the optimizer updates take f32 master weights only.
+  bool supports(OpKind op, DType dtype, Layout layout) const override {
+    const bool floating = dtype == DType::f32 || dtype == DType::bf16 || dtype == DType::f16;
+    if (op == OpKind::sgd_update || op == OpKind::adamw_update) return dtype == DType::f32;
+    return floating;
+  }
+
   void conv2d_forward(const Conv2dParams& p, const Tensor& x, const Tensor& w, const Tensor& b,
                       Tensor& y) override;
   void conv2d_backward_data(const Conv2dParams& p, const Tensor& dy, const Tensor& w,
