@@ -1,5 +1,7 @@
 #pragma once
-// The op set every backend implements. Layers call these; each backend (CPU: oneDNN and
+// The op set every backend implements. Each op (or op family) has its own header beside
+// this one: its parameters, output-shape function and argument checks, shared by every
+// backend; this file lists them all in one interface. Layers call these; each backend (CPU: oneDNN and
 // OpenMP loops; CUDA: cuDNN, cuBLAS and kernels/) implements them for its device.
 // Outputs are preallocated by the caller with the right shape and dtype on the backend's
 // device and are overwritten, never accumulated into (except add_inplace).
@@ -8,68 +10,19 @@
 #include <span>
 
 #include "engine/core/tensor.h"
+#include "engine/ops/activation.h"
+#include "engine/ops/activation_check.h"
+#include "engine/ops/batchnorm.h"
+#include "engine/ops/conv2d.h"
+#include "engine/ops/elementwise.h"
+#include "engine/ops/linear.h"
+#include "engine/ops/normalize_augment.h"
+#include "engine/ops/op_check.h"
+#include "engine/ops/optimizer_update.h"
+#include "engine/ops/pool2d.h"
+#include "engine/ops/softmax.h"
 
 namespace convoy {
-
-struct Conv2dParams {
-  int64_t stride_h = 1, stride_w = 1;
-  int64_t pad_h = 0, pad_w = 0;
-  int64_t dilation_h = 1, dilation_w = 1;
-  int64_t groups = 1;
-};
-
-enum class PoolKind : uint8_t { max, avg };
-
-struct Pool2dParams {
-  PoolKind kind = PoolKind::max;
-  int64_t kernel_h = 2, kernel_w = 2;
-  int64_t stride_h = 2, stride_w = 2;
-  int64_t pad_h = 0, pad_w = 0;
-  // Average pooling divides by the window size clipped to the unpadded input (PyTorch's
-  // count_include_pad=False); max pooling ignores padding.
-};
-
-enum class Activation : uint8_t { relu, leaky_relu, gelu };  // gelu is the exact erf form
-
-struct SgdHyper {
-  float lr = 0.1f;
-  float momentum = 0.0f;
-  bool nesterov = false;
-};
-// One parameter for SGD (PyTorch semantics, dampening 0):
-//   g = grad + weight_decay * param;  buf = momentum * buf + g;
-//   g = nesterov ? g + momentum * buf : buf;  param -= lr * g
-struct SgdSlot {
-  Tensor* param;         // f32 master weights
-  const Tensor* grad;    // f32, same shape
-  Tensor* momentum_buf;  // f32, same shape, zero at the start
-  float weight_decay;
-};
-
-struct AdamHyper {
-  float lr = 1e-3f;
-  float beta1 = 0.9f, beta2 = 0.999f;
-  float eps = 1e-8f;
-  int64_t step = 1;  // 1-based, after increment (for bias correction)
-};
-// One parameter for AdamW (decoupled weight decay, PyTorch semantics):
-//   param *= 1 - lr * weight_decay;  m = b1 m + (1 - b1) g;  v = b2 v + (1 - b2) g^2;
-//   param -= lr * (m / (1 - b1^step)) / (sqrt(v / (1 - b2^step)) + eps)
-struct AdamSlot {
-  Tensor* param;
-  const Tensor* grad;
-  Tensor* m;
-  Tensor* v;
-  float weight_decay;
-};
-
-// Input normalization and augmentation of a u8 batch.
-struct NormalizeAugment {
-  float mean[4] = {0, 0, 0, 0};  // per channel, on the [0, 1] scale
-  float std[4] = {1, 1, 1, 1};
-  int64_t crop_padding = 0;  // random crop of the original size from the zero-padded image; 0 = off
-  bool horizontal_flip = false;  // flip each sample with probability 1/2
-};
 
 // Every op of the set, for supports() and for the op test harness's "every op has cases".
 enum class OpKind : uint8_t {

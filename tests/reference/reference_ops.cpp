@@ -147,7 +147,7 @@ Shape conv2d_output_shape(const Conv2dParams& p, const Shape& xs, const Shape& w
 
 Vec conv2d_forward(const Conv2dParams& p, const Vec& x, const Shape& xs, const Vec& w,
                    const Shape& ws, const Vec* b) {
-  const Shape ys = conv2d_output_shape(p, xs, ws);
+  const Shape ys = ref::conv2d_output_shape(p, xs, ws);
   const int64_t N = xs[0], H = xs[2], W = xs[3];
   const int64_t K = ws[0], Cg = ws[1], R = ws[2], S = ws[3];
   const int64_t Kg = K / p.groups;
@@ -175,7 +175,7 @@ Vec conv2d_forward(const Conv2dParams& p, const Vec& x, const Shape& xs, const V
 
 Vec conv2d_backward_data(const Conv2dParams& p, const Vec& dy, const Shape& ys, const Vec& w,
                          const Shape& ws, const Shape& xs) {
-  require(conv2d_output_shape(p, xs, ws) == ys, "conv2d_backward_data: dy shape");
+  require(ref::conv2d_output_shape(p, xs, ws) == ys, "conv2d_backward_data: dy shape");
   const int64_t N = xs[0], H = xs[2], W = xs[3];
   const int64_t K = ws[0], Cg = ws[1], R = ws[2], S = ws[3];
   const int64_t Kg = K / p.groups;
@@ -201,7 +201,7 @@ Vec conv2d_backward_data(const Conv2dParams& p, const Vec& dy, const Shape& ys, 
 
 Vec conv2d_backward_weights(const Conv2dParams& p, const Vec& x, const Shape& xs, const Vec& dy,
                             const Shape& ys, const Shape& ws) {
-  require(conv2d_output_shape(p, xs, ws) == ys, "conv2d_backward_weights: dy shape");
+  require(ref::conv2d_output_shape(p, xs, ws) == ys, "conv2d_backward_weights: dy shape");
   const int64_t N = xs[0], H = xs[2], W = xs[3];
   const int64_t K = ws[0], Cg = ws[1], R = ws[2], S = ws[3];
   const int64_t Kg = K / p.groups;
@@ -365,7 +365,7 @@ Shape pool2d_output_shape(const Pool2dParams& p, const Shape& xs) {
 }
 
 Vec pool2d_forward(const Pool2dParams& p, const Vec& x, const Shape& xs) {
-  const Shape ys = pool2d_output_shape(p, xs);
+  const Shape ys = ref::pool2d_output_shape(p, xs);
   Vec y(static_cast<size_t>(numel(ys)));
   for (int64_t n = 0; n < ys[0]; ++n)
     for (int64_t c = 0; c < ys[1]; ++c)
@@ -389,7 +389,7 @@ Vec pool2d_forward(const Pool2dParams& p, const Vec& x, const Shape& xs) {
 }
 
 Vec pool2d_backward(const Pool2dParams& p, const Vec& x, const Shape& xs, const Vec& dy) {
-  const Shape ys = pool2d_output_shape(p, xs);
+  const Shape ys = ref::pool2d_output_shape(p, xs);
   Vec dx(x.size(), 0.0);
   for (int64_t n = 0; n < ys[0]; ++n)
     for (int64_t c = 0; c < ys[1]; ++c)

@@ -27,11 +27,6 @@ namespace {
 
 Dt dt_of(DType d) { return static_cast<Dt>(static_cast<int>(d)); }
 
-std::string describe(const Tensor& t) {
-  if (!t.defined()) return "undefined";
-  return shape_str(t.shape()) + " " + std::string(dtype_name(t.dtype())) +
-         (t.layout() == Layout::nhwc ? " nhwc" : "") + " on " + t.device().str();
-}
 
 void expect(bool cond, const std::string& msg) {
   if (!cond) throw InternalError(msg);
