@@ -42,6 +42,7 @@
 #include "engine/config/yaml_map.h"
 #include "engine/backends/backend.h"
 #include "engine/graph/model.h"
+#include "engine/graph/yaml_layer_attrs.h"
 #include "engine/layers/layer.h"
 #include "engine/layers/registry.h"
 
@@ -169,7 +170,7 @@ std::vector<int64_t> indices_to_check(int64_t n, uint64_t seed) {
 std::unique_ptr<Layer> layer_from_yaml(const std::string& type, const std::string& name,
                                        const std::string& yaml) {
   const YamlMap attrs(yaml_load_string(yaml.empty() ? "{}" : yaml, "test.yaml"), "test.yaml", name);
-  std::unique_ptr<Layer> layer = make_layer(type, name, attrs);
+  std::unique_ptr<Layer> layer = make_layer(type, name, YamlLayerAttrs(attrs));
   attrs.finish();  // a misspelled attribute in a test is an error, not a silent default
   return layer;
 }
@@ -261,6 +262,15 @@ TEST(LayerGradRegistry, EveryRegisteredLayerTypeHasAGradientCheck) {
   for (const std::string& type : layer_types())
     EXPECT_TRUE(checked_types().count(type)) << "layer type '" << type
                                              << "' has no gradient check in this file";
+}
+
+// Layers register themselves from their own files; a file the linker dropped would lose its
+// types without a word, so the registry must hold every type checked here.
+TEST(LayerGradRegistry, EveryCheckedLayerTypeIsRegistered) {
+  const std::vector<std::string> registered = layer_types();
+  for (const std::string& type : checked_types())
+    EXPECT_NE(std::find(registered.begin(), registered.end(), type), registered.end())
+        << "layer type '" << type << "' is not registered";
 }
 
 // ---- conv2d ---------------------------------------------------------------------------------

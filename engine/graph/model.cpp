@@ -7,6 +7,7 @@
 
 #include "engine/config/yaml_map.h"
 #include "engine/core/error.h"
+#include "engine/graph/yaml_layer_attrs.h"
 #include "engine/layers/registry.h"
 
 namespace convoy {
@@ -52,7 +53,7 @@ Model Model::from_yaml(const std::string& yaml_text, const std::string& source, 
     if (name == "input" || index_of.count(name)) named.fail("name", "'" + name + "' is already taken");
     if (name.find('.') != std::string::npos) named.fail("name", "must not contain '.'");
     Node node;
-    node.layer = make_layer(type, name, named);
+    node.layer = make_layer(type, name, YamlLayerAttrs(named));
     const auto sources = named.get_strings("inputs", {i == 0 ? "input" : m.nodes_.back().layer->name()});
     std::vector<Shape> shapes;
     for (const std::string& s : sources) {

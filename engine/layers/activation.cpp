@@ -43,18 +43,21 @@ class ActivationLayer final : public Layer {
 
 }  // namespace
 
-std::unique_ptr<Layer> make_relu(const std::string& name, const YamlMap&) {
+std::unique_ptr<Layer> make_relu(const std::string& name, const LayerAttrs&) {
   return std::make_unique<ActivationLayer>(name, Activation::relu, "relu", 0.0f);
 }
+CONVOY_REGISTER_LAYER(relu, make_relu);
 
-std::unique_ptr<Layer> make_leaky_relu(const std::string& name, const YamlMap& a) {
+std::unique_ptr<Layer> make_leaky_relu(const std::string& name, const LayerAttrs& a) {
   const double slope = a.get_double("negative_slope", 0.01);
   if (slope < 0) a.fail("negative_slope", "must not be negative");
   return std::make_unique<ActivationLayer>(name, Activation::leaky_relu, "leaky_relu", static_cast<float>(slope));
 }
+CONVOY_REGISTER_LAYER(leaky_relu, make_leaky_relu);
 
-std::unique_ptr<Layer> make_gelu(const std::string& name, const YamlMap&) {
+std::unique_ptr<Layer> make_gelu(const std::string& name, const LayerAttrs&) {
   return std::make_unique<ActivationLayer>(name, Activation::gelu, "gelu", 0.0f);
 }
+CONVOY_REGISTER_LAYER(gelu, make_gelu);
 
 }  // namespace convoy

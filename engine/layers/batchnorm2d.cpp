@@ -8,7 +8,7 @@ namespace {
 
 class BatchNorm2d final : public Layer {
  public:
-  BatchNorm2d(const std::string& name, const YamlMap& a) : Layer(name) {
+  BatchNorm2d(const std::string& name, const LayerAttrs& a) : Layer(name) {
     momentum_ = static_cast<float>(a.get_double("momentum", 0.1));
     eps_ = static_cast<float>(a.get_double("eps", 1e-5));
     if (momentum_ < 0 || momentum_ > 1) a.fail("momentum", "must be in [0, 1]");
@@ -73,8 +73,9 @@ class BatchNorm2d final : public Layer {
 
 }  // namespace
 
-std::unique_ptr<Layer> make_batchnorm2d(const std::string& name, const YamlMap& attrs) {
+std::unique_ptr<Layer> make_batchnorm2d(const std::string& name, const LayerAttrs& attrs) {
   return std::make_unique<BatchNorm2d>(name, attrs);
 }
+CONVOY_REGISTER_LAYER(batchnorm2d, make_batchnorm2d);
 
 }  // namespace convoy

@@ -8,7 +8,7 @@ namespace {
 
 class Conv2d final : public Layer {
  public:
-  Conv2d(const std::string& name, const YamlMap& a) : Layer(name) {
+  Conv2d(const std::string& name, const LayerAttrs& a) : Layer(name) {
     out_channels_ = a.get_int("out_channels");
     const auto kernel = a.get_ints("kernel", 2, {});
     if (kernel.empty()) a.fail("kernel", "missing (expected an integer or [kh, kw])");
@@ -99,8 +99,9 @@ class Conv2d final : public Layer {
 
 }  // namespace
 
-std::unique_ptr<Layer> make_conv2d(const std::string& name, const YamlMap& attrs) {
+std::unique_ptr<Layer> make_conv2d(const std::string& name, const LayerAttrs& attrs) {
   return std::make_unique<Conv2d>(name, attrs);
 }
+CONVOY_REGISTER_LAYER(conv2d, make_conv2d);
 
 }  // namespace convoy

@@ -8,7 +8,7 @@ namespace {
 
 class Linear final : public Layer {
  public:
-  Linear(const std::string& name, const YamlMap& a) : Layer(name) {
+  Linear(const std::string& name, const LayerAttrs& a) : Layer(name) {
     out_features_ = a.get_int("out_features");
     has_bias_ = a.get_bool("bias", true);
     if (out_features_ <= 0) a.fail("out_features", "must be positive");
@@ -73,8 +73,9 @@ class Linear final : public Layer {
 
 }  // namespace
 
-std::unique_ptr<Layer> make_linear(const std::string& name, const YamlMap& attrs) {
+std::unique_ptr<Layer> make_linear(const std::string& name, const LayerAttrs& attrs) {
   return std::make_unique<Linear>(name, attrs);
 }
+CONVOY_REGISTER_LAYER(linear, make_linear);
 
 }  // namespace convoy

@@ -13,7 +13,7 @@ class Pool2d final : public Layer {
     params_.kind = kind;
   }
 
-  void read_window(const YamlMap& a) {
+  void read_window(const LayerAttrs& a) {
     const auto kernel = a.get_ints("kernel", 2, {});
     if (kernel.empty()) a.fail("kernel", "missing (expected an integer or [kh, kw])");
     const auto stride = a.get_ints("stride", 2, kernel);
@@ -77,24 +77,28 @@ class Pool2d final : public Layer {
 
 }  // namespace
 
-std::unique_ptr<Layer> make_maxpool2d(const std::string& name, const YamlMap& attrs) {
+std::unique_ptr<Layer> make_maxpool2d(const std::string& name, const LayerAttrs& attrs) {
   auto layer = std::make_unique<Pool2d>(name, PoolKind::max, false, "maxpool2d");
   layer->read_window(attrs);
   return layer;
 }
+CONVOY_REGISTER_LAYER(maxpool2d, make_maxpool2d);
 
-std::unique_ptr<Layer> make_avgpool2d(const std::string& name, const YamlMap& attrs) {
+std::unique_ptr<Layer> make_avgpool2d(const std::string& name, const LayerAttrs& attrs) {
   auto layer = std::make_unique<Pool2d>(name, PoolKind::avg, false, "avgpool2d");
   layer->read_window(attrs);
   return layer;
 }
+CONVOY_REGISTER_LAYER(avgpool2d, make_avgpool2d);
 
-std::unique_ptr<Layer> make_global_avg_pool(const std::string& name, const YamlMap&) {
+std::unique_ptr<Layer> make_global_avg_pool(const std::string& name, const LayerAttrs&) {
   return std::make_unique<Pool2d>(name, PoolKind::avg, true, "global_avg_pool");
 }
+CONVOY_REGISTER_LAYER(global_avg_pool, make_global_avg_pool);
 
-std::unique_ptr<Layer> make_global_max_pool(const std::string& name, const YamlMap&) {
+std::unique_ptr<Layer> make_global_max_pool(const std::string& name, const LayerAttrs&) {
   return std::make_unique<Pool2d>(name, PoolKind::max, true, "global_max_pool");
 }
+CONVOY_REGISTER_LAYER(global_max_pool, make_global_max_pool);
 
 }  // namespace convoy

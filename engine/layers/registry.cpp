@@ -1,6 +1,9 @@
 #include "engine/layers/registry.h"
 
 #include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <map>
 #include <utility>
 
 #include "engine/core/error.h"
@@ -9,34 +12,26 @@ namespace convoy {
 
 namespace {
 
-using Factory = std::unique_ptr<Layer> (*)(const std::string&, const YamlMap&);
-
-// The one list of layer types: registering a layer is one line here.
-const std::vector<std::pair<std::string, Factory>>& registry() {
-  static const std::vector<std::pair<std::string, Factory>> list = {
-      {"conv2d", make_conv2d},
-      {"batchnorm2d", make_batchnorm2d},
-      {"relu", make_relu},
-      {"leaky_relu", make_leaky_relu},
-      {"gelu", make_gelu},
-      {"maxpool2d", make_maxpool2d},
-      {"avgpool2d", make_avgpool2d},
-      {"global_avg_pool", make_global_avg_pool},
-      {"global_max_pool", make_global_max_pool},
-      {"linear", make_linear},
-      {"flatten", make_flatten},
-      {"dropout", make_dropout},
-      {"add", make_add},
-      {"concat", make_concat},
-  };
-  return list;
+// Filled before main by the registrations in each layer's file. A function-local static, so
+// it exists before the first registration whatever the order of static initialization.
+std::map<std::string, LayerFactory, std::less<>>& registry() {
+  static std::map<std::string, LayerFactory, std::less<>> types;
+  return types;
 }
 
 }  // namespace
 
-std::unique_ptr<Layer> make_layer(const std::string& type, const std::string& name, const YamlMap& attrs) {
-  for (const auto& [known, factory] : registry())
-    if (known == type) return factory(name, attrs);
+LayerRegistration::LayerRegistration(const char* type, LayerFactory factory) {
+  if (!registry().emplace(type, factory).second) {
+    // Two files claim one type: a bug that must not pass silently, found before main runs.
+    std::fprintf(stderr, "convoy: internal error: layer type '%s' registered twice\n", type);
+    std::abort();
+  }
+}
+
+std::unique_ptr<Layer> make_layer(const std::string& type, const std::string& name, const LayerAttrs& attrs) {
+  const auto found = registry().find(type);
+  if (found != registry().end()) return found->second(name, attrs);
   std::string list;
   for (const auto& [known, factory] : registry()) list += (list.empty() ? "" : ", ") + known;
   attrs.fail("type", "unknown layer type '" + type + "' (known: " + list + ")");
@@ -44,7 +39,7 @@ std::unique_ptr<Layer> make_layer(const std::string& type, const std::string& na
 
 std::vector<std::string> layer_types() {
   std::vector<std::string> out;
-  for (const auto& entry : registry()) out.push_back(entry.first);
+  for (const auto& [type, factory] : registry()) out.push_back(type);
   return out;
 }
 

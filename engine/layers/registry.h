@@ -1,34 +1,29 @@
 #pragma once
-// The layer types a model YAML can name, and the factory that builds one.
+// The layer registry: the types a model can name, and the factory that builds each.
 #include <memory>
 #include <string>
 #include <vector>
 
-#include "engine/config/yaml_map.h"
 #include "engine/layers/layer.h"
+#include "engine/layers/layer_attrs.h"
 
 namespace convoy {
 
-// Builds a layer of `type` from its YAML attributes (reads them all; unknown keys are
-// left for the caller's finish()). Throws InputError for an unknown type.
-std::unique_ptr<Layer> make_layer(const std::string& type, const std::string& name, const YamlMap& attrs);
+// Builds a layer of `type` from its attributes (reads them all; the caller rejects any
+// left unread). Throws InputError for an unknown type, listing the known ones.
+std::unique_ptr<Layer> make_layer(const std::string& type, const std::string& name, const LayerAttrs& attrs);
+// The registered layer types, sorted.
 std::vector<std::string> layer_types();
 
-// One factory per layer type, defined beside each layer.
-std::unique_ptr<Layer> make_conv2d(const std::string& name, const YamlMap& attrs);
-std::unique_ptr<Layer> make_batchnorm2d(const std::string& name, const YamlMap& attrs);
-std::unique_ptr<Layer> make_relu(const std::string& name, const YamlMap& attrs);
-std::unique_ptr<Layer> make_leaky_relu(const std::string& name, const YamlMap& attrs);
-std::unique_ptr<Layer> make_gelu(const std::string& name, const YamlMap& attrs);
-std::unique_ptr<Layer> make_maxpool2d(const std::string& name, const YamlMap& attrs);
-std::unique_ptr<Layer> make_avgpool2d(const std::string& name, const YamlMap& attrs);
-std::unique_ptr<Layer> make_global_avg_pool(const std::string& name, const YamlMap& attrs);
-std::unique_ptr<Layer> make_global_max_pool(const std::string& name, const YamlMap& attrs);
-std::unique_ptr<Layer> make_linear(const std::string& name, const YamlMap& attrs);
-std::unique_ptr<Layer> make_flatten(const std::string& name, const YamlMap& attrs);
-std::unique_ptr<Layer> make_dropout(const std::string& name, const YamlMap& attrs);
-std::unique_ptr<Layer> make_add(const std::string& name, const YamlMap& attrs);
-std::unique_ptr<Layer> make_concat(const std::string& name, const YamlMap& attrs);
+using LayerFactory = std::unique_ptr<Layer> (*)(const std::string& name, const LayerAttrs& attrs);
+// Adds a layer type to the registry when the program starts. Each layer's file registers its
+// types with one line, CONVOY_REGISTER_LAYER(conv2d, make_conv2d); nothing else lists them.
+// (The build links engine/layers whole, so the linker keeps every registration.)
+struct LayerRegistration {
+  LayerRegistration(const char* type, LayerFactory factory);
+};
+#define CONVOY_REGISTER_LAYER(type, factory) \
+  static const ::convoy::LayerRegistration convoy_layer_registration_##type { #type, factory }
 
 // Shared by layers: throws InputError "layer '<name>' (<type>): message".
 [[noreturn]] void layer_error(const Layer& layer, const std::string& message);

@@ -41,7 +41,7 @@ uint64_t name_hash(const std::string& name) {
 
 class Dropout final : public Layer {
  public:
-  Dropout(const std::string& name, const YamlMap& a) : Layer(name) {
+  Dropout(const std::string& name, const LayerAttrs& a) : Layer(name) {
     p_ = static_cast<float>(a.get_double("p", 0.5));
     if (p_ < 0 || p_ >= 1) a.fail("p", "must be in [0, 1)");
   }
@@ -139,17 +139,21 @@ class Concat final : public Layer {
 
 }  // namespace
 
-std::unique_ptr<Layer> make_flatten(const std::string& name, const YamlMap&) {
+std::unique_ptr<Layer> make_flatten(const std::string& name, const LayerAttrs&) {
   return std::make_unique<Flatten>(name);
 }
-std::unique_ptr<Layer> make_dropout(const std::string& name, const YamlMap& attrs) {
+CONVOY_REGISTER_LAYER(flatten, make_flatten);
+std::unique_ptr<Layer> make_dropout(const std::string& name, const LayerAttrs& attrs) {
   return std::make_unique<Dropout>(name, attrs);
 }
-std::unique_ptr<Layer> make_add(const std::string& name, const YamlMap&) {
+CONVOY_REGISTER_LAYER(dropout, make_dropout);
+std::unique_ptr<Layer> make_add(const std::string& name, const LayerAttrs&) {
   return std::make_unique<Add>(name);
 }
-std::unique_ptr<Layer> make_concat(const std::string& name, const YamlMap&) {
+CONVOY_REGISTER_LAYER(add, make_add);
+std::unique_ptr<Layer> make_concat(const std::string& name, const LayerAttrs&) {
   return std::make_unique<Concat>(name);
 }
+CONVOY_REGISTER_LAYER(concat, make_concat);
 
 }  // namespace convoy
