@@ -1,6 +1,9 @@
 // Model YAML: DAG construction, shape inference and its errors, the shipped models.
 #include <gtest/gtest.h>
 
+#include <algorithm>
+
+#include "engine/backends/backend.h"
 #include "engine/core/error.h"
 #include "engine/graph/model.h"
 
@@ -14,6 +17,24 @@ std::string error_of(const std::string& yaml) {
     return e.what();
   }
   return "";
+}
+
+// A model asks its backend before it runs: the CPU path runs f32 in nchw, so fmnet in f32
+// needs nothing it lacks, while bf16 or channels-last name the convolution (and more).
+TEST(Model, UnsupportedOpsAreFoundBeforeRunning) {
+  Model fm = Model::from_file(std::string(CONVOY_SOURCE_DIR) + "/models/fmnet.yaml", 1);
+  const std::unique_ptr<Backend> cpu = make_cpu_backend({});
+  EXPECT_TRUE(fm.unsupported_ops(cpu->ops(), DType::f32, Layout::nchw).empty());
+  const auto contains = [](const std::vector<OpKind>& ops, OpKind op) {
+    return std::find(ops.begin(), ops.end(), op) != ops.end();
+  };
+  const std::vector<OpKind> bf16 = fm.unsupported_ops(cpu->ops(), DType::bf16, Layout::nchw);
+  EXPECT_TRUE(contains(bf16, OpKind::conv2d_forward));
+  EXPECT_TRUE(contains(bf16, OpKind::batchnorm_backward));
+  EXPECT_TRUE(contains(bf16, OpKind::linear_forward));
+  const std::vector<OpKind> nhwc = fm.unsupported_ops(cpu->ops(), DType::f32, Layout::nhwc);
+  EXPECT_TRUE(contains(nhwc, OpKind::conv2d_backward_weights));
+  EXPECT_FALSE(contains(nhwc, OpKind::cast));  // the CPU converts layouts, it just computes in nchw
 }
 
 TEST(Model, ShippedModelsBuildWithTheirDocumentedShapes) {

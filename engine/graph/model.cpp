@@ -3,6 +3,7 @@
 #include <fstream>
 #include <map>
 #include <random>
+#include <set>
 #include <sstream>
 
 #include "engine/config/yaml_map.h"
@@ -90,6 +91,16 @@ Model Model::from_yaml(const std::string& yaml_text, const std::string& source, 
     top.fail("classes", std::to_string(classes) + " classes, but the output layer gives " +
                             shape_str(m.output_shape_));
   return m;
+}
+
+std::vector<OpKind> Model::unsupported_ops(const Ops& ops, DType compute, Layout layout) const {
+  std::set<OpKind> needed = {OpKind::add_inplace, OpKind::cast};  // gradient sums, weight copies
+  for (const Node& node : nodes_)
+    for (OpKind op : node.layer->ops()) needed.insert(op);
+  std::vector<OpKind> missing;
+  for (OpKind op : needed)
+    if (!ops.supports(op, compute, layout)) missing.push_back(op);
+  return missing;
 }
 
 void Model::to(Backend& backend, DType compute, Layout layout) {

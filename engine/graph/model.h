@@ -36,6 +36,10 @@ class Model {
   // `layout` nhwc, activations and the convolutions' compute weights are channels-last;
   // the master weights and checkpoints stay (K, C, R, S) either way.
   void to(Backend& backend, DType compute, Layout layout = Layout::nchw);
+  // The ops a training step or a forward pass of this model needs (its layers', gradient
+  // sums, weight casts) that `ops` cannot run at `compute` dtype with activations in
+  // `layout`; empty when it runs them all. Ask before to(), instead of failing mid-step.
+  std::vector<OpKind> unsupported_ops(const Ops& ops, DType compute, Layout layout) const;
   Layout layout() const { return layout_; }
   // For mixed precision: refreshes the bf16 copies of the weights from the masters.
   void refresh_compute_weights(Backend& backend);

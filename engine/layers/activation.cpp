@@ -11,6 +11,7 @@ class ActivationLayer final : public Layer {
       : Layer(name), kind_(kind), type_(type), alpha_(alpha) {}
 
   std::string_view type() const override { return type_; }
+  std::vector<OpKind> ops() const override { return {OpKind::activation_forward, OpKind::activation_backward}; }
 
   Shape build(std::span<const Shape> in, std::mt19937_64&) override {
     expect_inputs(*this, in, 1, 0);

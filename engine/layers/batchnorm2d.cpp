@@ -16,6 +16,7 @@ class BatchNorm2d final : public Layer {
   }
 
   std::string_view type() const override { return "batchnorm2d"; }
+  std::vector<OpKind> ops() const override { return {OpKind::batchnorm_forward_train, OpKind::batchnorm_forward_eval, OpKind::batchnorm_backward}; }
 
   Shape build(std::span<const Shape> in, std::mt19937_64&) override {
     expect_inputs(*this, in, 1, 3);

@@ -32,6 +32,7 @@ class Conv2d final : public Layer {
   }
 
   std::string_view type() const override { return "conv2d"; }
+  std::vector<OpKind> ops() const override { return {OpKind::conv2d_forward, OpKind::conv2d_backward_data, OpKind::conv2d_backward_weights}; }
 
   Shape build(std::span<const Shape> in, std::mt19937_64& rng) override {
     expect_inputs(*this, in, 1, 3);

@@ -73,6 +73,10 @@ class Layer {
                                        const Tensor& output, const Tensor& grad_output,
                                        std::span<const bool> needs_input_grad) = 0;
 
+  // The ops forward and backward call, so that a model can ask a backend whether it runs
+  // them (Model::unsupported_ops) before the first step instead of failing inside it.
+  virtual std::vector<OpKind> ops() const = 0;
+
   virtual std::vector<Parameter*> parameters() { return {}; }
   virtual std::vector<Buffer*> buffers() { return {}; }
   // Multiply-adds x 2 of one forward pass for one sample, for the benchmark's FLOP count.

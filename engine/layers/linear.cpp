@@ -15,6 +15,7 @@ class Linear final : public Layer {
   }
 
   std::string_view type() const override { return "linear"; }
+  std::vector<OpKind> ops() const override { return {OpKind::linear_forward, OpKind::linear_backward}; }
 
   Shape build(std::span<const Shape> in, std::mt19937_64& rng) override {
     expect_inputs(*this, in, 1, 0);

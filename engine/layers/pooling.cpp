@@ -29,6 +29,7 @@ class Pool2d final : public Layer {
   }
 
   std::string_view type() const override { return type_; }
+  std::vector<OpKind> ops() const override { return {OpKind::pool2d_forward, OpKind::pool2d_backward}; }
 
   Shape build(std::span<const Shape> in, std::mt19937_64&) override {
     expect_inputs(*this, in, 1, 3);

@@ -13,6 +13,7 @@ class Flatten final : public Layer {
  public:
   using Layer::Layer;
   std::string_view type() const override { return "flatten"; }
+  std::vector<OpKind> ops() const override { return {OpKind::cast}; }
 
   Shape build(std::span<const Shape> in, std::mt19937_64&) override {
     expect_inputs(*this, in, 1, 0);
@@ -46,6 +47,7 @@ class Dropout final : public Layer {
     if (p_ < 0 || p_ >= 1) a.fail("p", "must be in [0, 1)");
   }
   std::string_view type() const override { return "dropout"; }
+  std::vector<OpKind> ops() const override { return {OpKind::dropout_forward, OpKind::dropout_backward}; }
 
   Shape build(std::span<const Shape> in, std::mt19937_64&) override {
     expect_inputs(*this, in, 1, 0);
@@ -78,6 +80,7 @@ class Add final : public Layer {
  public:
   using Layer::Layer;
   std::string_view type() const override { return "add"; }
+  std::vector<OpKind> ops() const override { return {OpKind::add}; }
 
   Shape build(std::span<const Shape> in, std::mt19937_64&) override {
     expect_inputs(*this, in, 2, 0);
@@ -107,6 +110,7 @@ class Concat final : public Layer {
  public:
   using Layer::Layer;
   std::string_view type() const override { return "concat"; }
+  std::vector<OpKind> ops() const override { return {OpKind::concat_channels, OpKind::split_channels}; }
 
   Shape build(std::span<const Shape> in, std::mt19937_64&) override {
     if (in.size() < 2) layer_error(*this, "takes at least 2 inputs, got " + std::to_string(in.size()));
