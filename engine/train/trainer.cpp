@@ -16,11 +16,11 @@
 #include "datasets/dataset.h"
 #include "datasets/loader.h"
 #include "engine/checkpoint/safetensors.h"
-#include "engine/core/counter_rng.h"
 #include "engine/core/error.h"
 #include "engine/graph/model.h"
 #include "engine/optim/optimizer.h"
 #include "engine/train/evaluate.h"
+#include "engine/train/train_step.h"
 
 namespace convoy {
 
@@ -164,7 +164,12 @@ TrainResult train(const RunConfig& config, const TrainOptions& options, std::ost
     throw InputError(config.source + ": dataset.normalize has " + std::to_string(config.dataset.mean.size()) +
                      " channel(s), the model input has " + std::to_string(model.input_shape()[0]));
   model.to(*backend, used, choose_layout(config.layout, *backend, used));
-  Optimizer optimizer(config.optimizer, model.parameters(), *backend);
+  NormalizeAugment augment = make_normalize(config.dataset.mean, config.dataset.std);
+  const NormalizeAugment plain = augment;
+  augment.crop_padding = config.dataset.crop_padding;
+  augment.horizontal_flip = config.dataset.horizontal_flip;
+  TrainStep train_step(*backend, model, TrainRecipe{config.optimizer, augment, config.label_smoothing, config.seed});
+  Optimizer& optimizer = train_step.optimizer();
 
   Position pos;
   double resumed_accuracy = 0;  // the last evaluation before a resume, for a finished run
@@ -201,10 +206,6 @@ TrainResult train(const RunConfig& config, const TrainOptions& options, std::ost
     throw InputError(config.source + ": batch_size " + std::to_string(config.batch_size) +
                      " is larger than the " + std::to_string(train_data.images.dim(0)) + " training images");
   const int64_t total_steps = batches * config.epochs;
-  NormalizeAugment augment = make_normalize(config.dataset.mean, config.dataset.std);
-  const NormalizeAugment plain = augment;
-  augment.crop_padding = config.dataset.crop_padding;
-  augment.horizontal_flip = config.dataset.horizontal_flip;
 
   const fs::path metrics_path = run_dir / "metrics.csv";
   const bool new_metrics = !fs::exists(metrics_path) || pos.step == 0;
@@ -239,20 +240,11 @@ TrainResult train(const RunConfig& config, const TrainOptions& options, std::ost
     Batch batch;
     while (loader.next(batch)) {
       const int64_t n = batch.images.dim(0);
-      const uint64_t step_seed = counter_hash(config.seed, static_cast<uint64_t>(pos.step));
-      Tensor x = backend->empty(batch.images.shape(), used, model.layout());  // (N, C, H, W)
-      backend->ops().normalize_augment(backend->upload(batch.images), augment, step_seed, x);
-      const Tensor labels = backend->upload(batch.labels);  // (N)
-      const Tensor logits = model.forward(*backend, x, StepInfo{true, step_seed});
-      Tensor loss = backend->empty({1}, DType::f32), hits = backend->empty({1}, DType::i32);
-      Tensor dlogits = backend->empty(logits.shape(), logits.dtype());
-      backend->ops().softmax_cross_entropy(logits, labels, static_cast<float>(config.label_smoothing),
-                                           loss, dlogits, hits);
-      model.backward(*backend, dlogits);
       lr = scheduled_lr(config.schedule, config.optimizer.lr, pos.step, batches, total_steps);
-      optimizer.step(*backend, lr);
-      model.refresh_compute_weights(*backend);
-      pending.emplace_back(loss, hits);
+      const Tensor images = backend->upload(batch.images);  // (N, C, H, W) u8
+      const Tensor labels = backend->upload(batch.labels);  // (N) i32
+      const TrainStepOutput out = train_step.run(images, labels, pos.step, lr);
+      pending.emplace_back(out.loss, out.hits);
       ++pos.step;
       ++pos.batch;
       seen += 1;
