@@ -11,15 +11,13 @@
 #include <iostream>
 #include <sstream>
 
-#include <nlohmann/json.hpp>
-
 #include "datasets/dataset.h"
 #include "datasets/loader.h"
-#include "engine/checkpoint/safetensors.h"
 #include "engine/core/error.h"
 #include "engine/graph/model.h"
 #include "engine/optim/optimizer.h"
 #include "engine/train/evaluate.h"
+#include "engine/train/run_checkpoint.h"
 #include "engine/train/train_step.h"
 
 namespace convoy {
@@ -88,46 +86,24 @@ struct Position {
   double best_accuracy = 0;
 };
 
-std::map<std::string, std::string> checkpoint_metadata(const RunConfig& config, const Model& model,
-                                                       const Dataset& data, const Position& pos,
-                                                       double test_accuracy) {
-  nlohmann::json classes = data.class_names;
-  nlohmann::json input = model.input_shape();
-  return {
-      {"format", "convoy-checkpoint-1"},
-      {"model_yaml", model.yaml()},
-      {"config_yaml", config.resolved_yaml},
-      {"class_names", classes.dump()},
-      {"input_shape", input.dump()},
-      {"mean", nlohmann::json(config.dataset.mean).dump()},
-      {"std", nlohmann::json(config.dataset.std).dump()},
-      {"epoch", std::to_string(pos.epoch)},
-      {"batch_in_epoch", std::to_string(pos.batch)},
-      {"step", std::to_string(pos.step)},
-      {"seed", std::to_string(config.seed)},
-      {"optimizer", config.optimizer.type},
-      {"precision", config.precision},
-      {"test_accuracy", std::to_string(test_accuracy)},
-      {"best_accuracy", std::to_string(pos.best_accuracy)},
-  };
-}
-
-void save_checkpoint(const fs::path& path, Model& model, Optimizer* optimizer,
-                     const std::map<std::string, std::string>& metadata) {
-  std::vector<NamedTensor> tensors = model.state();
-  if (optimizer)
-    for (NamedTensor& t : optimizer->state()) tensors.push_back(std::move(t));
-  write_safetensors(path, tensors, metadata);
-}
-
-int64_t metadata_int(const SafetensorsFile& file, const std::string& key, const std::string& source) {
-  auto it = file.metadata.find(key);
-  if (it == file.metadata.end()) throw InputError(source + ": checkpoint metadata lacks '" + key + "'");
-  try {
-    return std::stoll(it->second);
-  } catch (const std::exception&) {
-    throw InputError(source + ": checkpoint metadata '" + key + "' is not an integer");
-  }
+RunCheckpointInfo checkpoint_info(const RunConfig& config, const Model& model, const Dataset& data,
+                                  const Position& pos, double test_accuracy) {
+  RunCheckpointInfo info;
+  info.model_yaml = model.yaml();
+  info.config_yaml = config.resolved_yaml;
+  info.class_names = data.class_names;
+  info.input_shape = model.input_shape();
+  info.mean = config.dataset.mean;
+  info.std = config.dataset.std;
+  info.epoch = pos.epoch;
+  info.batch_in_epoch = pos.batch;
+  info.step = pos.step;
+  info.seed = config.seed;
+  info.optimizer = config.optimizer.type;
+  info.precision = config.precision;
+  info.test_accuracy = test_accuracy;
+  info.best_accuracy = pos.best_accuracy;
+  return info;
 }
 
 }  // namespace
@@ -174,19 +150,16 @@ TrainResult train(const RunConfig& config, const TrainOptions& options, std::ost
   Position pos;
   double resumed_accuracy = 0;  // the last evaluation before a resume, for a finished run
   if (options.resume && fs::exists(last_path)) {
-    const SafetensorsFile ckpt = read_safetensors(last_path);
+    const RunCheckpoint ckpt = read_run_checkpoint(last_path, CheckpointUse::resume);
     const std::string source = last_path.string();
-    auto yaml = ckpt.metadata.find("model_yaml");
-    if (yaml == ckpt.metadata.end() || yaml->second != model.yaml())
+    if (ckpt.info.model_yaml != model.yaml())
       throw InputError(source + ": the checkpoint was trained with another model than " + config.model_path);
     model.load_state(ckpt.tensors, source);
-    pos.epoch = metadata_int(ckpt, "epoch", source);
-    pos.batch = metadata_int(ckpt, "batch_in_epoch", source);
-    pos.step = metadata_int(ckpt, "step", source);
-    auto best = ckpt.metadata.find("best_accuracy");
-    pos.best_accuracy = best == ckpt.metadata.end() ? 0 : std::stod(best->second);
-    auto last = ckpt.metadata.find("test_accuracy");
-    resumed_accuracy = last == ckpt.metadata.end() ? 0 : std::stod(last->second);
+    pos.epoch = ckpt.info.epoch;
+    pos.batch = ckpt.info.batch_in_epoch;
+    pos.step = ckpt.info.step;
+    pos.best_accuracy = ckpt.info.best_accuracy;
+    resumed_accuracy = ckpt.info.test_accuracy;
     optimizer.load_state(ckpt.tensors, pos.step, source);
     model.refresh_compute_weights(*backend);
     log << "resuming " << source << " at epoch " << pos.epoch + 1 << ", step " << pos.step << std::endl;
@@ -265,8 +238,8 @@ TrainResult train(const RunConfig& config, const TrainOptions& options, std::ost
         flush();
         progress.end_epoch();
         backend->synchronize();
-        save_checkpoint(last_path, model, &optimizer,
-                        checkpoint_metadata(config, model, train_data, pos, result.test_accuracy));
+        save_run_checkpoint(last_path, model, &optimizer,
+                            checkpoint_info(config, model, train_data, pos, result.test_accuracy));
         log << "stopped at epoch " << pos.epoch + 1 << ", step " << pos.step << "; checkpoint "
             << last_path.string() << " (continue with --resume)" << std::endl;
         result.interrupted = true;
@@ -304,9 +277,9 @@ TrainResult train(const RunConfig& config, const TrainOptions& options, std::ost
     Position done = pos;
     done.epoch += 1;
     done.batch = 0;
-    const auto metadata = checkpoint_metadata(config, model, train_data, done, eval.accuracy);
-    if (is_best) save_checkpoint(best_path, model, nullptr, metadata);
-    save_checkpoint(last_path, model, &optimizer, metadata);
+    const RunCheckpointInfo info = checkpoint_info(config, model, train_data, done, eval.accuracy);
+    if (is_best) save_run_checkpoint(best_path, model, nullptr, info);
+    save_run_checkpoint(last_path, model, &optimizer, info);
   }
   result.steps = pos.step;
   result.epochs_done = pos.epoch;
