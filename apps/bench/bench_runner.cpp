@@ -16,6 +16,7 @@
 #include <sstream>
 #include <thread>
 
+#include "apps/bench/shell.h"
 #include "engine/core/counter_rng.h"
 #include "engine/core/error.h"
 #include "engine/graph/model.h"
@@ -38,26 +39,13 @@ double last3_spread(const std::vector<double>& rounds) {
   return mid > 0 ? (*hi - *lo) / mid : 0;
 }
 
-// stdout of a shell command, and its exit status; "" when it cannot run.
+// A command's stdout less trailing newlines and spaces, and its exit status; "" when it cannot run.
 std::string capture(const std::string& command, int* status = nullptr) {
-  std::string out;
-  FILE* pipe = popen(command.c_str(), "r");
-  if (!pipe) {
-    if (status) *status = -1;
-    return out;
-  }
-  char buf[4096];
-  while (size_t n = fread(buf, 1, sizeof buf, pipe)) out.append(buf, n);
-  const int raw = pclose(pipe);
-  if (status) *status = raw;
-  while (!out.empty() && (out.back() == '\n' || out.back() == '\r' || out.back() == ' ')) out.pop_back();
-  return out;
-}
-
-std::string shell_quote(const std::string& s) {
-  std::string q = "'";
-  for (char ch : s) q += ch == '\'' ? std::string("'\\''") : std::string(1, ch);
-  return q + "'";
+  ShellResult r = shell_run(command);
+  if (status) *status = r.status;
+  while (!r.output.empty() && (r.output.back() == '\n' || r.output.back() == '\r' || r.output.back() == ' '))
+    r.output.pop_back();
+  return r.output;
 }
 
 // "Key: value (more)" -> "value (more)" for the first line starting with `prefix`, else null.
