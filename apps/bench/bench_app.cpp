@@ -17,6 +17,7 @@
 #include "apps/bench/shell.h"
 #include "engine/backends/backend.h"
 #include "engine/core/error.h"
+#include "engine/core/file_io.h"
 #include "engine/graph/model.h"
 
 namespace convoy {
@@ -219,7 +220,7 @@ class SuiteRun {
 };
 
 int SuiteRun::run() {
-  fs::create_directories(out_dir_);
+  create_output_directories(out_dir_, "the output directory");
   cases_ = list_cases(suite_);
   backends_ = std::make_unique<BackendPool>(suite_.threads);
   env_ = bench_environment(options_.source_dir, suite_.threads);

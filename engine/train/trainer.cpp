@@ -16,6 +16,7 @@
 #include "datasets/dataset.h"
 #include "datasets/loader.h"
 #include "engine/core/error.h"
+#include "engine/core/file_io.h"
 #include "engine/graph/model.h"
 #include "engine/optim/optimizer.h"
 #include "engine/train/evaluate.h"
@@ -202,7 +203,7 @@ class TrainingRun {
 
 TrainResult TrainingRun::run() {
   resume();
-  fs::create_directories(run_dir_);
+  create_output_directories(run_dir_, "the run directory");
   log_start();
   DataLoader loader(train_data_, config_.batch_size, /*shuffle=*/true, /*drop_last=*/true, config_.seed);
   batches_ = loader.batches_per_epoch();
