@@ -5,16 +5,14 @@
 #include <iostream>
 #include <numeric>
 
-#include <nlohmann/json.hpp>
-
 #include "cli/commands.h"
 #include "datasets/dataset.h"
 #include "datasets/image_decode.h"
-#include "engine/checkpoint/safetensors.h"
 #include "engine/backends/backend.h"
 #include "engine/core/error.h"
 #include "engine/graph/model.h"
 #include "engine/train/evaluate.h"
+#include "engine/train/run_checkpoint.h"
 
 namespace convoy::cli {
 
@@ -39,29 +37,12 @@ struct LoadedModel {
   NormalizeAugment normalize;
 };
 
-template <class T>
-T metadata_json(const SafetensorsFile& file, const std::string& key, const std::string& source) {
-  auto it = file.metadata.find(key);
-  if (it == file.metadata.end())
-    throw InputError(source + ": not a Convoy checkpoint (metadata '" + key + "' is missing)");
-  try {
-    return nlohmann::json::parse(it->second).get<T>();
-  } catch (const nlohmann::json::exception&) {
-    throw InputError(source + ": checkpoint metadata '" + key + "' is malformed");
-  }
-}
-
 LoadedModel load_model(const std::string& path, Backend& backend) {
-  const SafetensorsFile file = read_safetensors(path);
-  auto yaml = file.metadata.find("model_yaml");
-  if (yaml == file.metadata.end())
-    throw InputError(path + ": not a Convoy checkpoint (metadata 'model_yaml' is missing)");
-  LoadedModel loaded{Model::from_yaml(yaml->second, path + " (model_yaml)", 0), {}, {}};
-  loaded.model.load_state(file.tensors, path);
+  RunCheckpoint ckpt = read_run_checkpoint(path, CheckpointUse::inference);
+  LoadedModel loaded{Model::from_yaml(ckpt.info.model_yaml, path + " (model_yaml)", 0),
+                     std::move(ckpt.info.class_names), make_normalize(ckpt.info.mean, ckpt.info.std)};
+  loaded.model.load_state(ckpt.tensors, path);
   loaded.model.to(backend, DType::f32);
-  loaded.class_names = metadata_json<std::vector<std::string>>(file, "class_names", path);
-  loaded.normalize = make_normalize(metadata_json<std::vector<double>>(file, "mean", path),
-                                    metadata_json<std::vector<double>>(file, "std", path));
   if (static_cast<int64_t>(loaded.class_names.size()) != loaded.model.num_classes())
     throw InputError(path + ": " + std::to_string(loaded.class_names.size()) +
                      " class names for a model with " + std::to_string(loaded.model.num_classes()) + " outputs");

@@ -1,4 +1,5 @@
 // convoy: train, run and inspect CNNs on GPUs and CPUs.
+#include <sysexits.h>
 #include <unistd.h>
 
 #include <cstdlib>
@@ -6,6 +7,30 @@
 
 #include "cli/commands.h"
 #include "engine/core/error.h"
+
+namespace {
+
+// Exit statuses say whose fault a failure is (README, "Exit statuses").
+constexpr int kExitInput = 1;              // bad input, or a device or memory the machine lacks
+constexpr int kExitUsage = 2;              // the command line is wrong: see --help
+constexpr int kExitInternal = EX_SOFTWARE;  // 70: a bug in Convoy
+
+int input_error(const std::string& what) {
+  std::cout.flush();
+  std::cerr << "convoy: error: " << what << std::endl;
+  return kExitInput;
+}
+
+int internal_error(const std::string& what) {
+  std::cout.flush();
+  std::cerr << "convoy: internal error: " << what << "\n"
+            << "convoy: this is a bug in Convoy; please report it with the command you ran and the output of "
+               "`convoy --version`"
+            << std::endl;
+  return kExitInternal;
+}
+
+}  // namespace
 
 int main(int argc, char** argv) {
   // OpenMP threads that spin while they wait make a loaded machine (a laptop in use, tests
@@ -27,19 +52,21 @@ int main(int argc, char** argv) {
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
-    return app.exit(e);
+    // CLI11 prints the message (or the help or version); its own codes (106 and the like)
+    // tell a script nothing, so every usage error is one status. --help and --version are 0.
+    return app.exit(e) == 0 ? 0 : kExitUsage;
   }
   try {
     return chosen();
+  } catch (const convoy::InternalError& e) {  // before convoy::Error, from which it derives
+    return internal_error(e.what());
   } catch (const convoy::Error& e) {
-    std::cout.flush();
-    std::cerr << "convoy: error: " << e.what() << std::endl;
-    return 1;
+    return input_error(e.what());
   } catch (const std::bad_alloc&) {
-    std::cerr << "convoy: error: out of memory" << std::endl;
-    return 1;
+    return input_error("out of memory");
   } catch (const std::exception& e) {
-    std::cerr << "convoy: internal error: " << e.what() << std::endl;
-    return 2;
+    return internal_error(e.what());
+  } catch (...) {
+    return internal_error("an exception that is not a std::exception");
   }
 }

@@ -12,6 +12,7 @@
 #include <thread>
 
 #include "run_command.h"
+#include "temp_dir.h"
 #include "engine/checkpoint/safetensors.h"
 #include "engine/backends/backend.h"
 
@@ -154,6 +155,40 @@ TEST(Cli, OpenMpWaitsPassivelyByDefault) {
   EXPECT_NE(r.output.find("GOMP_SPINCOUNT = '0'"), std::string::npos) << r.output;
   r = run("--help", "OMP_WAIT_POLICY=active OMP_DISPLAY_ENV=verbose");
   EXPECT_NE(r.output.find("GOMP_SPINCOUNT = '30000000000'"), std::string::npos) << r.output;
+}
+
+// Exit statuses say whose fault it is: 2 for a command line that is wrong (not CLI11's own
+// codes, 106 and the like), 1 for bad input; neither is reported as a bug.
+TEST(Cli, UsageErrorsExitWith2) {
+  const std::pair<std::string, std::string> cases[] = {
+      {"train --config " + kConfig + " --bogus", "--bogus"},  // an unknown flag
+      {"train --set epochs=1", "--config is required"},        // a missing required option
+      {"", "A subcommand is required"},
+  };
+  for (const auto& [args, message] : cases) {
+    const Result r = run(args);
+    EXPECT_EQ(r.status, 2) << args << ": " << r.output;
+    EXPECT_NE(r.output.find(message), std::string::npos) << args << ": " << r.output;
+    EXPECT_EQ(r.output.find("internal error"), std::string::npos) << args << ": " << r.output;
+  }
+  // Help and version are no errors.
+  Result r = run("--version");
+  EXPECT_EQ(r.status, 0) << r.output;
+  EXPECT_EQ(r.output.rfind("convoy ", 0), 0u) << r.output;
+  r = run("train --help");
+  EXPECT_EQ(r.status, 0) << r.output;
+  EXPECT_NE(r.output.find("--config"), std::string::npos) << r.output;
+}
+
+TEST(Cli, BadConfigExitsWith1) {
+  const convoy::testing::TempDir dir("convoy-cli");
+  const fs::path bad = dir / "bad.yaml";
+  std::ofstream(bad) << "model: " << CONVOY_SOURCE_DIR << "/models/lenet5.yaml\nepochs: many\n";
+  const Result r = run("train --config " + bad.string());
+  EXPECT_EQ(r.status, 1) << r.output;
+  EXPECT_NE(r.output.find("convoy: error: " + bad.string() + ":2: epochs: expected an integer"), std::string::npos)
+      << r.output;
+  EXPECT_EQ(r.output.find("internal error"), std::string::npos) << r.output;
 }
 
 TEST_F(CliE2E, BadInputGivesOneClearErrorAndNonZeroExit) {

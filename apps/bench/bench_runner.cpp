@@ -16,10 +16,11 @@
 #include <sstream>
 #include <thread>
 
+#include "apps/bench/shell.h"
 #include "engine/core/counter_rng.h"
 #include "engine/core/error.h"
 #include "engine/graph/model.h"
-#include "engine/optim/optimizer.h"
+#include "engine/train/train_step.h"
 
 namespace convoy {
 
@@ -38,26 +39,13 @@ double last3_spread(const std::vector<double>& rounds) {
   return mid > 0 ? (*hi - *lo) / mid : 0;
 }
 
-// stdout of a shell command, and its exit status; "" when it cannot run.
+// A command's stdout less trailing newlines and spaces, and its exit status; "" when it cannot run.
 std::string capture(const std::string& command, int* status = nullptr) {
-  std::string out;
-  FILE* pipe = popen(command.c_str(), "r");
-  if (!pipe) {
-    if (status) *status = -1;
-    return out;
-  }
-  char buf[4096];
-  while (size_t n = fread(buf, 1, sizeof buf, pipe)) out.append(buf, n);
-  const int raw = pclose(pipe);
-  if (status) *status = raw;
-  while (!out.empty() && (out.back() == '\n' || out.back() == '\r' || out.back() == ' ')) out.pop_back();
-  return out;
-}
-
-std::string shell_quote(const std::string& s) {
-  std::string q = "'";
-  for (char ch : s) q += ch == '\'' ? std::string("'\\''") : std::string(1, ch);
-  return q + "'";
+  ShellResult r = shell_run(command);
+  if (status) *status = r.status;
+  while (!r.output.empty() && (r.output.back() == '\n' || r.output.back() == '\r' || r.output.back() == ' '))
+    r.output.pop_back();
+  return r.output;
 }
 
 // "Key: value (more)" -> "value (more)" for the first line starting with `prefix`, else null.
@@ -227,34 +215,23 @@ nlohmann::json run_bench_case(Backend& backend, const BenchSuite& suite, const B
       labels.push_back(backend.upload(Tensor::from_ints(lab, {c.batch})));
     }
 
-    Ops& ops = backend.ops();
-    uint64_t iteration = 0;
+    int64_t iteration = 0;
     Tensor last_loss, last_logits;
-    std::unique_ptr<Optimizer> optimizer;
+    std::unique_ptr<TrainStep> train_step;
     std::function<void()> step;
     if (training) {
-      optimizer = std::make_unique<Optimizer>(suite.optimizer, model.parameters(), backend);
-      const auto smoothing = static_cast<float>(suite.label_smoothing);
-      // The trainer's step: normalize + augment, forward, loss, backward, update, bf16 refresh.
-      step = [&, smoothing] {
-        const size_t i = iteration % images.size();
-        const uint64_t seed = counter_hash(suite.seed, iteration++);
-        Tensor x = backend.empty(images[i].shape(), dtype, layout);  // (N, C, H, W)
-        ops.normalize_augment(images[i], augment, seed, x);
-        const Tensor logits = model.forward(backend, x, StepInfo{true, seed});  // (N, classes)
-        Tensor loss = backend.empty({1}, DType::f32), hits = backend.empty({1}, DType::i32);
-        Tensor dlogits = backend.empty(logits.shape(), logits.dtype());
-        ops.softmax_cross_entropy(logits, labels[i], smoothing, loss, dlogits, hits);
-        model.backward(backend, dlogits);
-        optimizer->step(backend, suite.optimizer.lr);
-        model.refresh_compute_weights(backend);
-        last_loss = loss;
+      train_step = std::make_unique<TrainStep>(
+          backend, model, TrainRecipe{suite.optimizer, augment, suite.label_smoothing, suite.seed});
+      // The trainer's own step, at the suite's constant learning rate.
+      step = [&] {
+        const size_t i = static_cast<size_t>(iteration) % images.size();
+        last_loss = train_step->run(images[i], labels[i], iteration++, suite.optimizer.lr).loss;
       };
     } else {
       step = [&] {
-        const size_t i = iteration++ % images.size();
+        const size_t i = static_cast<size_t>(iteration++) % images.size();
         Tensor x = backend.empty(images[i].shape(), dtype, layout);  // (N, C, H, W)
-        ops.normalize_augment(images[i], plain, 0, x);
+        backend.ops().normalize_augment(images[i], plain, 0, x);
         last_logits = model.forward(backend, x, StepInfo{});  // (N, classes)
       };
     }

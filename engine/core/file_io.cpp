@@ -13,6 +13,12 @@ std::string file_message(const std::filesystem::path& path, std::string_view mes
   return path.string() + ": " + std::string(message);
 }
 
+void create_output_directories(const std::filesystem::path& dir, std::string_view what) {
+  std::error_code error;
+  std::filesystem::create_directories(dir, error);
+  if (error) throw InputError(file_message(dir, "cannot create " + std::string(what) + ": " + error.message()));
+}
+
 InputFile::InputFile(const std::filesystem::path& path, std::string_view missing_hint)
     : path_(path) {
   struct stat st {};

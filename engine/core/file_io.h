@@ -1,6 +1,6 @@
 #pragma once
-// Host file helpers shared by the checkpoint and dataset readers: every failure is an
-// InputError whose message starts with the file's path.
+// Host file helpers shared by the checkpoint and dataset readers and the writers of run
+// output: every failure is an InputError whose message starts with the file's path.
 #include <cstdint>
 #include <cstdio>
 #include <filesystem>
@@ -38,5 +38,9 @@ class InputFile {
 
 // "<path>: <message>", the one shape of every file error.
 std::string file_message(const std::filesystem::path& path, std::string_view message);
+
+// std::filesystem::create_directories, except that a failure (a file in the way, no
+// permission, a full disk) is the user's to fix: "<dir>: cannot create <what>: <reason>".
+void create_output_directories(const std::filesystem::path& dir, std::string_view what);
 
 }  // namespace convoy

@@ -9,18 +9,19 @@
 #include <fstream>
 #include <iomanip>
 #include <iostream>
+#include <memory>
 #include <sstream>
-
-#include <nlohmann/json.hpp>
+#include <vector>
 
 #include "datasets/dataset.h"
 #include "datasets/loader.h"
-#include "engine/checkpoint/safetensors.h"
-#include "engine/core/counter_rng.h"
 #include "engine/core/error.h"
+#include "engine/core/file_io.h"
 #include "engine/graph/model.h"
 #include "engine/optim/optimizer.h"
 #include "engine/train/evaluate.h"
+#include "engine/train/run_checkpoint.h"
+#include "engine/train/train_step.h"
 
 namespace convoy {
 
@@ -88,71 +89,47 @@ struct Position {
   double best_accuracy = 0;
 };
 
-std::map<std::string, std::string> checkpoint_metadata(const RunConfig& config, const Model& model,
-                                                       const Dataset& data, const Position& pos,
-                                                       double test_accuracy) {
-  nlohmann::json classes = data.class_names;
-  nlohmann::json input = model.input_shape();
-  return {
-      {"format", "convoy-checkpoint-1"},
-      {"model_yaml", model.yaml()},
-      {"config_yaml", config.resolved_yaml},
-      {"class_names", classes.dump()},
-      {"input_shape", input.dump()},
-      {"mean", nlohmann::json(config.dataset.mean).dump()},
-      {"std", nlohmann::json(config.dataset.std).dump()},
-      {"epoch", std::to_string(pos.epoch)},
-      {"batch_in_epoch", std::to_string(pos.batch)},
-      {"step", std::to_string(pos.step)},
-      {"seed", std::to_string(config.seed)},
-      {"optimizer", config.optimizer.type},
-      {"precision", config.precision},
-      {"test_accuracy", std::to_string(test_accuracy)},
-      {"best_accuracy", std::to_string(pos.best_accuracy)},
-  };
-}
+// One epoch's running figures, from the step results read back so far.
+struct EpochTally {
+  Clock::time_point start;
+  double lr = 0;  // the last step's
+  double loss_sum = 0;
+  int64_t correct = 0;
+  int64_t steps = 0;
+  int64_t images = 0;
+  // Per-step results stay on the device until they are printed: no sync every step.
+  std::vector<TrainStepOutput> pending;
 
-void save_checkpoint(const fs::path& path, Model& model, Optimizer* optimizer,
-                     const std::map<std::string, std::string>& metadata) {
-  std::vector<NamedTensor> tensors = model.state();
-  if (optimizer)
-    for (NamedTensor& t : optimizer->state()) tensors.push_back(std::move(t));
-  write_safetensors(path, tensors, metadata);
-}
-
-int64_t metadata_int(const SafetensorsFile& file, const std::string& key, const std::string& source) {
-  auto it = file.metadata.find(key);
-  if (it == file.metadata.end()) throw InputError(source + ": checkpoint metadata lacks '" + key + "'");
-  try {
-    return std::stoll(it->second);
-  } catch (const std::exception&) {
-    throw InputError(source + ": checkpoint metadata '" + key + "' is not an integer");
+  void read_pending() {
+    for (const TrainStepOutput& out : pending) {
+      loss_sum += out.loss.to_floats()[0];
+      correct += static_cast<int64_t>(out.hits.to_floats()[0]);
+    }
+    pending.clear();
   }
-}
+};
 
-}  // namespace
-
-TrainResult train(const RunConfig& config, const TrainOptions& options, std::ostream& log) {
-  const fs::path run_dir = fs::path(config.output_dir) / config.name;
-  const fs::path last_path = run_dir / "last.safetensors";
-  const fs::path best_path = run_dir / "best.safetensors";
-
-  BackendOptions backend_options;
-  backend_options.deterministic = config.deterministic;
-  backend_options.benchmark = config.cudnn_benchmark;
-  backend_options.threads = static_cast<int>(config.threads);
-  std::unique_ptr<Backend> backend = select_backend(config.device, backend_options, log);
-  const DType compute = config.precision == "bf16" ? DType::bf16 : DType::f32;
-  if (compute == DType::bf16 && backend->device().is_cpu()) {
+std::unique_ptr<Backend> open_backend(const RunConfig& config, std::ostream& log) {
+  BackendOptions options;
+  options.deterministic = config.deterministic;
+  options.benchmark = config.cudnn_benchmark;
+  options.threads = static_cast<int>(config.threads);
+  std::unique_ptr<Backend> backend = select_backend(config.device, options, log);
+  if (config.precision == "bf16" && backend->device().is_cpu())
     log << "precision bf16 is a GPU precision; the CPU path trains in fp32" << std::endl;
-  }
-  const DType used = backend->device().is_cpu() ? DType::f32 : compute;
+  return backend;
+}
 
-  const Dataset train_data = load_dataset(config.dataset.kind, config.dataset.path,
-                                          config.dataset.train_split, config.dataset.train_limit);
-  const Dataset test_data = load_dataset(config.dataset.kind, config.dataset.path,
-                                         config.dataset.test_split, config.dataset.test_limit);
+DType training_dtype(const RunConfig& config, const Backend& backend) {
+  return config.precision == "bf16" && !backend.device().is_cpu() ? DType::bf16 : DType::f32;
+}
 
+Dataset load_split(const RunConfig& config, const std::string& split, int64_t limit) {
+  return load_dataset(config.dataset.kind, config.dataset.path, split, limit);
+}
+
+// The config's model, checked against the data, on the backend in the training dtype.
+Model build_model(const RunConfig& config, const Dataset& train_data, Backend& backend, DType dtype) {
   Model model = Model::from_file(config.model_path, config.seed);
   if (Shape(train_data.images.shape().begin() + 1, train_data.images.shape().end()) != model.input_shape())
     throw InputError(config.model_path + ": model input " + shape_str(model.input_shape()) +
@@ -163,163 +140,247 @@ TrainResult train(const RunConfig& config, const TrainOptions& options, std::ost
   if (config.dataset.mean.size() != static_cast<size_t>(model.input_shape()[0]))
     throw InputError(config.source + ": dataset.normalize has " + std::to_string(config.dataset.mean.size()) +
                      " channel(s), the model input has " + std::to_string(model.input_shape()[0]));
-  model.to(*backend, used, choose_layout(config.layout, *backend, used));
-  Optimizer optimizer(config.optimizer, model.parameters(), *backend);
+  model.to(backend, dtype, choose_layout(config.layout, backend, dtype));
+  return model;
+}
 
-  Position pos;
-  double resumed_accuracy = 0;  // the last evaluation before a resume, for a finished run
-  if (options.resume && fs::exists(last_path)) {
-    const SafetensorsFile ckpt = read_safetensors(last_path);
-    const std::string source = last_path.string();
-    auto yaml = ckpt.metadata.find("model_yaml");
-    if (yaml == ckpt.metadata.end() || yaml->second != model.yaml())
-      throw InputError(source + ": the checkpoint was trained with another model than " + config.model_path);
-    model.load_state(ckpt.tensors, source);
-    pos.epoch = metadata_int(ckpt, "epoch", source);
-    pos.batch = metadata_int(ckpt, "batch_in_epoch", source);
-    pos.step = metadata_int(ckpt, "step", source);
-    auto best = ckpt.metadata.find("best_accuracy");
-    pos.best_accuracy = best == ckpt.metadata.end() ? 0 : std::stod(best->second);
-    auto last = ckpt.metadata.find("test_accuracy");
-    resumed_accuracy = last == ckpt.metadata.end() ? 0 : std::stod(last->second);
-    optimizer.load_state(ckpt.tensors, pos.step, source);
-    model.refresh_compute_weights(*backend);
-    log << "resuming " << source << " at epoch " << pos.epoch + 1 << ", step " << pos.step << std::endl;
-  } else if (options.resume) {
-    log << "no checkpoint at " << last_path.string() << "; starting a new run" << std::endl;
+TrainRecipe recipe_of(const RunConfig& config, const NormalizeAugment& normalize) {
+  TrainRecipe recipe{config.optimizer, normalize, config.label_smoothing, config.seed};
+  recipe.augment.crop_padding = config.dataset.crop_padding;
+  recipe.augment.horizontal_flip = config.dataset.horizontal_flip;
+  return recipe;
+}
+
+// A run from setup to its last checkpoint: train() in pieces that share its state.
+class TrainingRun {
+ public:
+  // Setup: backend, data, model, optimizer. Nothing is written yet.
+  TrainingRun(const RunConfig& config, const TrainOptions& options, std::ostream& log)
+      : config_(config), options_(options), log_(log),
+        run_dir_(fs::path(config.output_dir) / config.name),
+        last_path_(run_dir_ / "last.safetensors"), best_path_(run_dir_ / "best.safetensors"),
+        backend_(open_backend(config, log)), dtype_(training_dtype(config, *backend_)),
+        train_data_(load_split(config, config.dataset.train_split, config.dataset.train_limit)),
+        test_data_(load_split(config, config.dataset.test_split, config.dataset.test_limit)),
+        model_(build_model(config, train_data_, *backend_, dtype_)),
+        normalize_(make_normalize(config.dataset.mean, config.dataset.std)),
+        step_(*backend_, model_, recipe_of(config, normalize_)), progress_(log, config.log_every) {}
+
+  TrainResult run();
+
+ private:
+  void resume();
+  void log_start() const;
+  std::ofstream open_metrics() const;
+  bool stop_requested() const;
+  bool train_epoch(DataLoader& loader, EpochTally& tally);
+  void show_progress(const EpochTally& tally);
+  void end_epoch(const EpochTally& tally, std::ostream& metrics);
+  void report_epoch(const EpochTally& tally, const EvalResult& eval, double epoch_seconds, bool is_best,
+                    std::ostream& metrics) const;
+  TrainResult stop_with_checkpoint();
+  TrainResult result_so_far(bool interrupted);
+  RunCheckpointInfo checkpoint_info(const Position& pos, double test_accuracy) const;
+
+  const RunConfig& config_;
+  const TrainOptions& options_;
+  std::ostream& log_;
+  const fs::path run_dir_, last_path_, best_path_;
+  std::unique_ptr<Backend> backend_;
+  DType dtype_;  // f32, or bf16 for mixed precision on a GPU
+  Dataset train_data_, test_data_;
+  Model model_;
+  NormalizeAugment normalize_;  // evaluation's; the training step adds the augmentation
+  TrainStep step_;
+  Progress progress_;
+  Position pos_;
+  TrainResult result_;
+  int64_t batches_ = 0;  // per epoch
+  int64_t total_steps_ = 0;
+  Clock::time_point run_start_;
+  double eval_seconds_ = 0;  // left out of the training time
+};
+
+TrainResult TrainingRun::run() {
+  resume();
+  create_output_directories(run_dir_, "the run directory");
+  log_start();
+  DataLoader loader(train_data_, config_.batch_size, /*shuffle=*/true, /*drop_last=*/true, config_.seed);
+  batches_ = loader.batches_per_epoch();
+  if (batches_ == 0)
+    throw InputError(config_.source + ": batch_size " + std::to_string(config_.batch_size) +
+                     " is larger than the " + std::to_string(train_data_.images.dim(0)) + " training images");
+  total_steps_ = batches_ * config_.epochs;
+  std::ofstream metrics = open_metrics();
+
+  result_.run_dir = run_dir_.string();
+  result_.device = backend_->device().str();
+  result_.best_accuracy = pos_.best_accuracy;
+  run_start_ = Clock::now();
+  for (; pos_.epoch < config_.epochs; ++pos_.epoch, pos_.batch = 0) {
+    EpochTally tally;
+    if (!train_epoch(loader, tally)) return stop_with_checkpoint();
+    end_epoch(tally, metrics);
   }
-  fs::create_directories(run_dir);
+  return result_so_far(/*interrupted=*/false);
+}
 
-  log << "training " << model.name() << " (" << model.parameter_count() << " parameters) on "
-      << backend->describe() << ", " << (used == DType::bf16 ? "bf16 mixed precision" : "fp32")
-      << (model.layout() == Layout::nhwc ? ", channels-last" : "")
-      << ", " << train_data.images.dim(0) << " training images, batch " << config.batch_size << std::endl;
+// Continues from last.safetensors when --resume asks for it and it is there.
+void TrainingRun::resume() {
+  if (!options_.resume) return;
+  if (!fs::exists(last_path_)) {
+    log_ << "no checkpoint at " << last_path_.string() << "; starting a new run" << std::endl;
+    return;
+  }
+  const RunCheckpoint ckpt = read_run_checkpoint(last_path_, CheckpointUse::resume);
+  const std::string source = last_path_.string();
+  if (ckpt.info.model_yaml != model_.yaml())
+    throw InputError(source + ": the checkpoint was trained with another model than " + config_.model_path);
+  model_.load_state(ckpt.tensors, source);
+  pos_.epoch = ckpt.info.epoch;
+  pos_.batch = ckpt.info.batch_in_epoch;
+  pos_.step = ckpt.info.step;
+  pos_.best_accuracy = ckpt.info.best_accuracy;
+  result_.test_accuracy = ckpt.info.test_accuracy;  // what a finished run reports
+  step_.optimizer().load_state(ckpt.tensors, pos_.step, source);
+  model_.refresh_compute_weights(*backend_);
+  log_ << "resuming " << source << " at epoch " << pos_.epoch + 1 << ", step " << pos_.step << std::endl;
+}
 
-  DataLoader loader(train_data, config.batch_size, /*shuffle=*/true, /*drop_last=*/true, config.seed);
-  const int64_t batches = loader.batches_per_epoch();
-  if (batches == 0)
-    throw InputError(config.source + ": batch_size " + std::to_string(config.batch_size) +
-                     " is larger than the " + std::to_string(train_data.images.dim(0)) + " training images");
-  const int64_t total_steps = batches * config.epochs;
-  NormalizeAugment augment = make_normalize(config.dataset.mean, config.dataset.std);
-  const NormalizeAugment plain = augment;
-  augment.crop_padding = config.dataset.crop_padding;
-  augment.horizontal_flip = config.dataset.horizontal_flip;
+void TrainingRun::log_start() const {
+  log_ << "training " << model_.name() << " (" << model_.parameter_count() << " parameters) on "
+       << backend_->describe() << ", " << (dtype_ == DType::bf16 ? "bf16 mixed precision" : "fp32")
+       << (model_.layout() == Layout::nhwc ? ", channels-last" : "")
+       << ", " << train_data_.images.dim(0) << " training images, batch " << config_.batch_size << std::endl;
+}
 
-  const fs::path metrics_path = run_dir / "metrics.csv";
-  const bool new_metrics = !fs::exists(metrics_path) || pos.step == 0;
-  std::ofstream metrics(metrics_path, new_metrics ? std::ios::trunc : std::ios::app);
-  if (!metrics) throw InputError(metrics_path.string() + ": cannot write the metrics file");
-  if (new_metrics)
+// metrics.csv: a resumed run appends to its rows, a new one starts the file over.
+std::ofstream TrainingRun::open_metrics() const {
+  const fs::path path = run_dir_ / "metrics.csv";
+  const bool fresh = !fs::exists(path) || pos_.step == 0;
+  std::ofstream metrics(path, fresh ? std::ios::trunc : std::ios::app);
+  if (!metrics) throw InputError(path.string() + ": cannot write the metrics file");
+  if (fresh)
     metrics << "epoch,step,lr,train_loss,train_accuracy,test_loss,test_accuracy,epoch_seconds,images_per_second\n";
+  return metrics;
+}
 
-  TrainResult result;
-  result.run_dir = run_dir.string();
-  result.device = backend->device().str();
-  result.best_accuracy = pos.best_accuracy;
-  result.test_accuracy = resumed_accuracy;
-  Progress progress(log, config.log_every);
-  const auto run_start = Clock::now();
-  double eval_seconds = 0;
+bool TrainingRun::stop_requested() const {
+  return (options_.stop_requested && options_.stop_requested->load()) ||
+         (options_.max_steps && pos_.step >= options_.max_steps);
+}
 
-  for (; pos.epoch < config.epochs; ++pos.epoch, pos.batch = 0) {
-    loader.start_epoch(pos.epoch, pos.batch);
-    const auto epoch_start = Clock::now();
-    double loss_sum = 0, lr = 0;
-    int64_t correct = 0, seen = 0, epoch_images = 0;
-    // Per-step results stay on the device until they are printed: no sync every step.
-    std::vector<std::pair<Tensor, Tensor>> pending;
-    auto flush = [&] {
-      for (auto& [loss, hits] : pending) {
-        loss_sum += loss.to_floats()[0];
-        correct += static_cast<int64_t>(hits.to_floats()[0]);
-      }
-      pending.clear();
-    };
-    Batch batch;
-    while (loader.next(batch)) {
-      const int64_t n = batch.images.dim(0);
-      const uint64_t step_seed = counter_hash(config.seed, static_cast<uint64_t>(pos.step));
-      Tensor x = backend->empty(batch.images.shape(), used, model.layout());  // (N, C, H, W)
-      backend->ops().normalize_augment(backend->upload(batch.images), augment, step_seed, x);
-      const Tensor labels = backend->upload(batch.labels);  // (N)
-      const Tensor logits = model.forward(*backend, x, StepInfo{true, step_seed});
-      Tensor loss = backend->empty({1}, DType::f32), hits = backend->empty({1}, DType::i32);
-      Tensor dlogits = backend->empty(logits.shape(), logits.dtype());
-      backend->ops().softmax_cross_entropy(logits, labels, static_cast<float>(config.label_smoothing),
-                                           loss, dlogits, hits);
-      model.backward(*backend, dlogits);
-      lr = scheduled_lr(config.schedule, config.optimizer.lr, pos.step, batches, total_steps);
-      optimizer.step(*backend, lr);
-      model.refresh_compute_weights(*backend);
-      pending.emplace_back(loss, hits);
-      ++pos.step;
-      ++pos.batch;
-      seen += 1;
-      epoch_images += n;
-
-      const bool stop = (options.stop_requested && options.stop_requested->load()) ||
-                        (options.max_steps && pos.step >= options.max_steps);
-      if (pos.batch % config.log_every == 0 || pos.batch == batches || stop || pending.size() >= 64) {
-        flush();
-        const double elapsed = seconds_since(epoch_start);
-        const double ips = static_cast<double>(epoch_images) / std::max(1e-9, elapsed);
-        const double remaining_images = static_cast<double>((total_steps - pos.step) * config.batch_size);
-        progress.update(pos.epoch + 1, config.epochs, pos.batch, batches, loss_sum / static_cast<double>(seen),
-                        static_cast<double>(correct) / static_cast<double>(seen * config.batch_size),
-                        ips, remaining_images / std::max(1.0, ips));
-      }
-      if (stop) {
-        flush();
-        progress.end_epoch();
-        backend->synchronize();
-        save_checkpoint(last_path, model, &optimizer,
-                        checkpoint_metadata(config, model, train_data, pos, result.test_accuracy));
-        log << "stopped at epoch " << pos.epoch + 1 << ", step " << pos.step << "; checkpoint "
-            << last_path.string() << " (continue with --resume)" << std::endl;
-        result.interrupted = true;
-        result.steps = pos.step;
-        result.epochs_done = pos.epoch;
-        result.train_seconds = seconds_since(run_start) - eval_seconds;
-        return result;
-      }
+// The rest of epoch pos_.epoch; false when a signal or --max-steps stopped it.
+bool TrainingRun::train_epoch(DataLoader& loader, EpochTally& tally) {
+  loader.start_epoch(pos_.epoch, pos_.batch);
+  tally.start = Clock::now();
+  bool stopped = false;
+  Batch batch;
+  while (!stopped && loader.next(batch)) {
+    tally.lr = scheduled_lr(config_.schedule, config_.optimizer.lr, pos_.step, batches_, total_steps_);
+    const Tensor images = backend_->upload(batch.images);  // (N, C, H, W) u8
+    const Tensor labels = backend_->upload(batch.labels);  // (N) i32
+    tally.pending.push_back(step_.run(images, labels, pos_.step, tally.lr));
+    ++pos_.step;
+    ++pos_.batch;
+    ++tally.steps;
+    tally.images += batch.images.dim(0);
+    stopped = stop_requested();
+    if (pos_.batch % config_.log_every == 0 || pos_.batch == batches_ || stopped || tally.pending.size() >= 64) {
+      tally.read_pending();
+      show_progress(tally);
     }
-    flush();
-    progress.end_epoch();
-    backend->synchronize();
-    const double epoch_seconds = seconds_since(epoch_start);
-
-    const auto eval_start = Clock::now();
-    const EvalResult eval = evaluate(model, *backend, test_data, std::max<int64_t>(config.batch_size, 256), plain);
-    eval_seconds += seconds_since(eval_start);
-    result.test_accuracy = eval.accuracy;
-    const bool is_best = eval.accuracy > pos.best_accuracy;
-    if (is_best) pos.best_accuracy = eval.accuracy;
-    result.best_accuracy = pos.best_accuracy;
-
-    const double train_loss = loss_sum / std::max<int64_t>(1, seen);
-    const double train_acc = static_cast<double>(correct) / std::max<int64_t>(1, epoch_images);
-    metrics << pos.epoch + 1 << ',' << pos.step << ',' << lr << ',' << train_loss << ',' << train_acc << ','
-            << eval.loss << ',' << eval.accuracy << ',' << epoch_seconds << ','
-            << static_cast<double>(epoch_images) / epoch_seconds << std::endl;
-    log << std::fixed << std::setprecision(2) << "epoch " << pos.epoch + 1 << "/" << config.epochs
-        << ": train loss " << std::setprecision(4) << train_loss << ", test loss " << eval.loss
-        << std::setprecision(2) << ", test accuracy " << eval.accuracy * 100 << "% ("
-        << std::setprecision(1) << epoch_seconds << " s, "
-        << std::setprecision(0) << static_cast<double>(epoch_images) / epoch_seconds << " img/s)"
-        << (is_best ? " *best" : "") << std::defaultfloat << std::endl;
-
-    Position done = pos;
-    done.epoch += 1;
-    done.batch = 0;
-    const auto metadata = checkpoint_metadata(config, model, train_data, done, eval.accuracy);
-    if (is_best) save_checkpoint(best_path, model, nullptr, metadata);
-    save_checkpoint(last_path, model, &optimizer, metadata);
   }
-  result.steps = pos.step;
-  result.epochs_done = pos.epoch;
-  result.train_seconds = seconds_since(run_start) - eval_seconds;
-  return result;
+  tally.read_pending();
+  progress_.end_epoch();
+  backend_->synchronize();
+  return !stopped;
+}
+
+void TrainingRun::show_progress(const EpochTally& tally) {
+  const double ips = static_cast<double>(tally.images) / std::max(1e-9, seconds_since(tally.start));
+  const double remaining_images = static_cast<double>((total_steps_ - pos_.step) * config_.batch_size);
+  progress_.update(pos_.epoch + 1, config_.epochs, pos_.batch, batches_,
+                   tally.loss_sum / static_cast<double>(tally.steps),
+                   static_cast<double>(tally.correct) / static_cast<double>(tally.steps * config_.batch_size), ips,
+                   remaining_images / std::max(1.0, ips));
+}
+
+// Evaluation, the metrics row, the epoch's line, and the checkpoints (best when it is).
+void TrainingRun::end_epoch(const EpochTally& tally, std::ostream& metrics) {
+  const double epoch_seconds = seconds_since(tally.start);
+  const auto eval_start = Clock::now();
+  const EvalResult eval =
+      evaluate(model_, *backend_, test_data_, std::max<int64_t>(config_.batch_size, 256), normalize_);
+  eval_seconds_ += seconds_since(eval_start);
+  result_.test_accuracy = eval.accuracy;
+  const bool is_best = eval.accuracy > pos_.best_accuracy;
+  if (is_best) pos_.best_accuracy = eval.accuracy;
+  result_.best_accuracy = pos_.best_accuracy;
+  report_epoch(tally, eval, epoch_seconds, is_best, metrics);
+
+  Position done = pos_;
+  done.epoch += 1;
+  done.batch = 0;
+  const RunCheckpointInfo info = checkpoint_info(done, eval.accuracy);
+  if (is_best) save_run_checkpoint(best_path_, model_, nullptr, info);
+  save_run_checkpoint(last_path_, model_, &step_.optimizer(), info);
+}
+
+void TrainingRun::report_epoch(const EpochTally& tally, const EvalResult& eval, double epoch_seconds, bool is_best,
+                               std::ostream& metrics) const {
+  const double train_loss = tally.loss_sum / std::max<int64_t>(1, tally.steps);
+  const double train_acc = static_cast<double>(tally.correct) / std::max<int64_t>(1, tally.images);
+  const double images_per_second = static_cast<double>(tally.images) / epoch_seconds;
+  metrics << pos_.epoch + 1 << ',' << pos_.step << ',' << tally.lr << ',' << train_loss << ',' << train_acc << ','
+          << eval.loss << ',' << eval.accuracy << ',' << epoch_seconds << ',' << images_per_second << std::endl;
+  log_ << std::fixed << std::setprecision(2) << "epoch " << pos_.epoch + 1 << "/" << config_.epochs
+       << ": train loss " << std::setprecision(4) << train_loss << ", test loss " << eval.loss
+       << std::setprecision(2) << ", test accuracy " << eval.accuracy * 100 << "% ("
+       << std::setprecision(1) << epoch_seconds << " s, "
+       << std::setprecision(0) << images_per_second << " img/s)"
+       << (is_best ? " *best" : "") << std::defaultfloat << std::endl;
+}
+
+// A mid-epoch checkpoint that --resume continues from exactly.
+TrainResult TrainingRun::stop_with_checkpoint() {
+  save_run_checkpoint(last_path_, model_, &step_.optimizer(), checkpoint_info(pos_, result_.test_accuracy));
+  log_ << "stopped at epoch " << pos_.epoch + 1 << ", step " << pos_.step << "; checkpoint "
+       << last_path_.string() << " (continue with --resume)" << std::endl;
+  return result_so_far(/*interrupted=*/true);
+}
+
+TrainResult TrainingRun::result_so_far(bool interrupted) {
+  result_.interrupted = interrupted;
+  result_.steps = pos_.step;
+  result_.epochs_done = pos_.epoch;
+  result_.train_seconds = seconds_since(run_start_) - eval_seconds_;
+  return result_;
+}
+
+RunCheckpointInfo TrainingRun::checkpoint_info(const Position& pos, double test_accuracy) const {
+  RunCheckpointInfo info;
+  info.model_yaml = model_.yaml();
+  info.config_yaml = config_.resolved_yaml;
+  info.class_names = train_data_.class_names;
+  info.input_shape = model_.input_shape();
+  info.mean = config_.dataset.mean;
+  info.std = config_.dataset.std;
+  info.epoch = pos.epoch;
+  info.batch_in_epoch = pos.batch;
+  info.step = pos.step;
+  info.seed = config_.seed;
+  info.optimizer = config_.optimizer.type;
+  info.precision = config_.precision;
+  info.test_accuracy = test_accuracy;
+  info.best_accuracy = pos.best_accuracy;
+  return info;
+}
+
+}  // namespace
+
+TrainResult train(const RunConfig& config, const TrainOptions& options, std::ostream& log) {
+  return TrainingRun(config, options, log).run();
 }
 
 }  // namespace convoy

@@ -1,0 +1,26 @@
+#pragma once
+// `convoy bench`: a suite's cases (model x mode x batch x device x precision) timed on
+// Convoy and, in the same run, on its peers (PyTorch, ONNX Runtime); the markdown table on
+// stdout, a line per case on stderr, results.json, results.md and the charts in the output
+// directory. Method: benchmarks/README.md.
+#include <string>
+#include <vector>
+
+namespace convoy {
+
+struct BenchOptions {
+  std::string suite;              // the suite YAML
+  std::string out = "bench-out";  // directory for results.json, results.md and the charts
+  std::string devices;            // comma-separated (cpu, cuda, cuda:N); empty = the suite's
+  std::string peers;              // comma-separated (pytorch, pytorch_compiled, onnxruntime) or "none"; empty = the suite's
+  bool quick = false;             // a short timing: a smoke test, not a measurement
+  bool no_chart = false;          // leave plot.py out
+  std::vector<std::string> command;  // the command line, recorded in results.json
+  std::string source_dir;  // Convoy's source tree: its git commit, and benchmarks/ when not beside the suite
+};
+
+// Runs the suite; returns the exit status: 0, or 1 when a case failed. A bad suite or
+// option is an InputError.
+int run_bench(const BenchOptions& options);
+
+}  // namespace convoy

@@ -1,0 +1,142 @@
+#include "engine/train/run_checkpoint.h"
+
+#include <map>
+
+#include <nlohmann/json.hpp>
+
+#include "engine/core/error.h"
+
+namespace convoy {
+
+namespace {
+
+// The metadata keys. Checkpoints already written use these names: renaming one breaks them.
+constexpr const char* kFormat = "format";
+constexpr const char* kModelYaml = "model_yaml";
+constexpr const char* kConfigYaml = "config_yaml";
+constexpr const char* kClassNames = "class_names";
+constexpr const char* kInputShape = "input_shape";
+constexpr const char* kMean = "mean";
+constexpr const char* kStd = "std";
+constexpr const char* kEpoch = "epoch";
+constexpr const char* kBatchInEpoch = "batch_in_epoch";
+constexpr const char* kStep = "step";
+constexpr const char* kSeed = "seed";
+constexpr const char* kOptimizer = "optimizer";
+constexpr const char* kPrecision = "precision";
+constexpr const char* kTestAccuracy = "test_accuracy";
+constexpr const char* kBestAccuracy = "best_accuracy";
+
+constexpr const char* kFormatVersion = "convoy-checkpoint-1";
+
+std::map<std::string, std::string> metadata_of(const RunCheckpointInfo& info) {
+  return {
+      {kFormat, kFormatVersion},
+      {kModelYaml, info.model_yaml},
+      {kConfigYaml, info.config_yaml},
+      {kClassNames, nlohmann::json(info.class_names).dump()},
+      {kInputShape, nlohmann::json(info.input_shape).dump()},
+      {kMean, nlohmann::json(info.mean).dump()},
+      {kStd, nlohmann::json(info.std).dump()},
+      {kEpoch, std::to_string(info.epoch)},
+      {kBatchInEpoch, std::to_string(info.batch_in_epoch)},
+      {kStep, std::to_string(info.step)},
+      {kSeed, std::to_string(info.seed)},
+      {kOptimizer, info.optimizer},
+      {kPrecision, info.precision},
+      {kTestAccuracy, std::to_string(info.test_accuracy)},
+      {kBestAccuracy, std::to_string(info.best_accuracy)},
+  };
+}
+
+// Typed reads of one file's metadata; every failure names the file and the key.
+class MetadataReader {
+ public:
+  MetadataReader(const std::map<std::string, std::string>& metadata, std::string source)
+      : metadata_(metadata), source_(std::move(source)) {}
+
+  const std::string& text(const char* key) const {
+    auto it = metadata_.find(key);
+    if (it == metadata_.end())
+      throw InputError(source_ + ": not a Convoy checkpoint (metadata '" + key + "' is missing)");
+    return it->second;
+  }
+  int64_t integer(const char* key) const {
+    const std::string& value = text(key);
+    try {
+      return std::stoll(value);
+    } catch (const std::exception&) {
+      throw InputError(source_ + ": checkpoint metadata '" + key + "' is not an integer");
+    }
+  }
+  double number_or(const char* key, double fallback) const {
+    if (!metadata_.count(key)) return fallback;
+    const std::string& value = text(key);
+    try {
+      return std::stod(value);
+    } catch (const std::exception&) {
+      throw InputError(source_ + ": checkpoint metadata '" + key + "' is not a number");
+    }
+  }
+  template <class T>
+  T json(const char* key) const {
+    const std::string& value = text(key);
+    try {
+      return nlohmann::json::parse(value).get<T>();
+    } catch (const nlohmann::json::exception&) {
+      throw InputError(source_ + ": checkpoint metadata '" + key + "' is malformed");
+    }
+  }
+  const std::string& source() const { return source_; }
+
+ private:
+  const std::map<std::string, std::string>& metadata_;
+  std::string source_;
+};
+
+void read_resume_fields(const MetadataReader& meta, RunCheckpointInfo& info) {
+  info.epoch = meta.integer(kEpoch);
+  info.batch_in_epoch = meta.integer(kBatchInEpoch);
+  info.step = meta.integer(kStep);
+  // Absent means no evaluation yet.
+  info.test_accuracy = meta.number_or(kTestAccuracy, 0);
+  info.best_accuracy = meta.number_or(kBestAccuracy, 0);
+}
+
+void read_inference_fields(const MetadataReader& meta, RunCheckpointInfo& info) {
+  info.class_names = meta.json<std::vector<std::string>>(kClassNames);
+  info.mean = meta.json<std::vector<double>>(kMean);
+  info.std = meta.json<std::vector<double>>(kStd);
+  // A bad file is the user's input, not a broken invariant of make_normalize.
+  if (info.mean.size() != info.std.size() || info.mean.size() > 4)
+    throw InputError(meta.source() + ": checkpoint metadata 'mean' and 'std' must give one value per channel, "
+                     "at most 4");
+}
+
+}  // namespace
+
+void save_run_checkpoint(const std::filesystem::path& path, Model& model, Optimizer* optimizer,
+                         const RunCheckpointInfo& info) {
+  std::vector<NamedTensor> tensors = model.state();
+  if (optimizer)
+    for (NamedTensor& t : optimizer->state()) tensors.push_back(std::move(t));
+  write_safetensors(path, tensors, metadata_of(info));
+}
+
+RunCheckpoint read_run_checkpoint(const std::filesystem::path& path, CheckpointUse use) {
+  SafetensorsFile file = read_safetensors(path);
+  const MetadataReader meta(file.metadata, path.string());
+  RunCheckpoint ckpt{std::move(file.tensors), {}};
+  ckpt.info.model_yaml = meta.text(kModelYaml);
+  switch (use) {
+    case CheckpointUse::resume:
+      read_resume_fields(meta, ckpt.info);
+      break;
+    case CheckpointUse::inference:
+      read_inference_fields(meta, ckpt.info);
+      break;
+  }
+  return ckpt;
+}
+
+}  // namespace convoy

@@ -1,0 +1,54 @@
+#pragma once
+// A training run's checkpoint (<run>/last.safetensors and best.safetensors): the model's
+// state, for `last` the optimizer's too, and the metadata that rebuilds, resumes and serves
+// the run. The one place that knows the metadata's keys and how each value is written.
+#include <cstdint>
+#include <filesystem>
+#include <string>
+#include <vector>
+
+#include "engine/checkpoint/safetensors.h"
+#include "engine/core/tensor.h"
+#include "engine/graph/model.h"
+#include "engine/optim/optimizer.h"
+
+namespace convoy {
+
+// The metadata, as values. In the file every value is a string: JSON for the lists, decimal
+// text for the numbers, so that PyTorch's safetensors reader sees a plain str -> str map.
+struct RunCheckpointInfo {
+  std::string model_yaml;   // the model's YAML text: enough to rebuild the network
+  std::string config_yaml;  // the resolved run config
+  std::vector<std::string> class_names;  // index = class id
+  Shape input_shape;                      // (C, H, W)
+  std::vector<double> mean, std;          // per-channel normalization, on the [0, 1] scale
+  int64_t epoch = 0;           // epochs complete; with batch_in_epoch, where a resume starts
+  int64_t batch_in_epoch = 0;  // batches of the next epoch already done (a mid-epoch stop)
+  int64_t step = 0;            // optimizer steps in total
+  uint64_t seed = 0;
+  std::string optimizer;  // its type (sgd, adamw); its state is among the tensors
+  std::string precision;  // as configured (fp32, bf16)
+  double test_accuracy = 0;  // the last evaluation's, in [0, 1]
+  double best_accuracy = 0;  // the best evaluation's so far
+};
+
+// Writes the model's state, the optimizer's (when given) and the metadata, atomically.
+void save_run_checkpoint(const std::filesystem::path& path, Model& model, Optimizer* optimizer,
+                         const RunCheckpointInfo& info);
+
+// What a reader does with a checkpoint, which decides the metadata it must find.
+enum class CheckpointUse {
+  resume,     // model_yaml, epoch, batch_in_epoch, step; the accuracies when present
+  inference,  // model_yaml, class_names, mean, std (best.safetensors carries no optimizer)
+};
+
+struct RunCheckpoint {
+  std::vector<NamedTensor> tensors;  // on the CPU: the model's state, then any optimizer's
+  RunCheckpointInfo info;            // the fields `use` reads; the others keep their defaults
+};
+
+// Reads `path`. Metadata that `use` needs and that is missing or malformed is an InputError
+// naming the file and the key.
+RunCheckpoint read_run_checkpoint(const std::filesystem::path& path, CheckpointUse use);
+
+}  // namespace convoy
