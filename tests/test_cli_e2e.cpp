@@ -97,6 +97,16 @@ TEST_F(CliE2E, TrainsLenetOnASubsetAndBeatsChance) {
       << one.output;
 }
 
+// The CPU backend says it does not run bf16 (Ops::supports), so the model falls back to
+// fp32 before the first step, in one line naming the ops, and trains.
+TEST_F(CliE2E, Bf16OnTheCpuTrainsInFp32AndSaysWhy) {
+  const Result r = run(small_run("bf16", 256, 1) + " --set precision=bf16 --max-steps 2");
+  ASSERT_EQ(r.status, 0) << r.output;
+  EXPECT_TRUE(std::regex_search(r.output, std::regex("precision bf16: cpu does not run .*conv2d_forward.* in bf16; "
+                                                     "training in fp32")))
+      << r.output;
+}
+
 TEST_F(CliE2E, ResumeGivesTheSameWeightsAsAnUninterruptedRun) {
   // 640 images at batch 64: 10 steps per epoch. Run A trains 2 epochs straight; run B
   // stops mid-epoch at step 13 and resumes.

@@ -114,14 +114,32 @@ std::unique_ptr<Backend> open_backend(const RunConfig& config, std::ostream& log
   options.deterministic = config.deterministic;
   options.benchmark = config.cudnn_benchmark;
   options.threads = static_cast<int>(config.threads);
-  std::unique_ptr<Backend> backend = select_backend(config.device, options, log);
-  if (config.precision == "bf16" && backend->device().is_cpu())
-    log << "precision bf16 is a GPU precision; the CPU path trains in fp32" << std::endl;
-  return backend;
+  return select_backend(config.device, options, log);
 }
 
-DType training_dtype(const RunConfig& config, const Backend& backend) {
-  return config.precision == "bf16" && !backend.device().is_cpu() ? DType::bf16 : DType::f32;
+std::string op_list(const std::vector<OpKind>& ops) {
+  std::string list;
+  for (OpKind op : ops) list += (list.empty() ? "" : ", ") + std::string(op_name(op));
+  return list;
+}
+
+// The config's precision where the backend runs every op of the model in it; bf16 falls back
+// to fp32 with one line saying why (the CPU path computes in fp32 only).
+DType training_dtype(const RunConfig& config, const Model& model, Backend& backend, std::ostream& log) {
+  const DType wanted = config.precision == "bf16" ? DType::bf16 : DType::f32;
+  const Layout layout = choose_layout(config.layout, backend, wanted);
+  if (wanted == DType::bf16) {
+    const std::vector<OpKind> missing = model.unsupported_ops(backend.ops(), wanted, layout);
+    if (missing.empty()) return wanted;
+    log << "precision bf16: " << backend.device().str() << " does not run " << op_list(missing)
+        << " in bf16; training in fp32" << std::endl;
+  }
+  const Layout f32_layout = choose_layout(config.layout, backend, DType::f32);
+  const std::vector<OpKind> missing = model.unsupported_ops(backend.ops(), DType::f32, f32_layout);
+  if (!missing.empty())
+    throw DeviceError(backend.device().str() + " cannot train " + config.model_path + ": it does not run " +
+                      op_list(missing) + " in fp32");
+  return DType::f32;
 }
 
 Dataset load_split(const RunConfig& config, const std::string& split, int64_t limit) {
@@ -129,7 +147,7 @@ Dataset load_split(const RunConfig& config, const std::string& split, int64_t li
 }
 
 // The config's model, checked against the data, on the backend in the training dtype.
-Model build_model(const RunConfig& config, const Dataset& train_data, Backend& backend, DType dtype) {
+Model build_model(const RunConfig& config, const Dataset& train_data, Backend& backend, std::ostream& log) {
   Model model = Model::from_file(config.model_path, config.seed);
   if (Shape(train_data.images.shape().begin() + 1, train_data.images.shape().end()) != model.input_shape())
     throw InputError(config.model_path + ": model input " + shape_str(model.input_shape()) +
@@ -140,6 +158,7 @@ Model build_model(const RunConfig& config, const Dataset& train_data, Backend& b
   if (config.dataset.mean.size() != static_cast<size_t>(model.input_shape()[0]))
     throw InputError(config.source + ": dataset.normalize has " + std::to_string(config.dataset.mean.size()) +
                      " channel(s), the model input has " + std::to_string(model.input_shape()[0]));
+  const DType dtype = training_dtype(config, model, backend, log);
   model.to(backend, dtype, choose_layout(config.layout, backend, dtype));
   return model;
 }
@@ -159,10 +178,10 @@ class TrainingRun {
       : config_(config), options_(options), log_(log),
         run_dir_(fs::path(config.output_dir) / config.name),
         last_path_(run_dir_ / "last.safetensors"), best_path_(run_dir_ / "best.safetensors"),
-        backend_(open_backend(config, log)), dtype_(training_dtype(config, *backend_)),
+        backend_(open_backend(config, log)),
         train_data_(load_split(config, config.dataset.train_split, config.dataset.train_limit)),
         test_data_(load_split(config, config.dataset.test_split, config.dataset.test_limit)),
-        model_(build_model(config, train_data_, *backend_, dtype_)),
+        model_(build_model(config, train_data_, *backend_, log)), dtype_(model_.compute_dtype()),
         normalize_(make_normalize(config.dataset.mean, config.dataset.std)),
         step_(*backend_, model_, recipe_of(config, normalize_)), progress_(log, config.log_every) {}
 
@@ -187,9 +206,9 @@ class TrainingRun {
   std::ostream& log_;
   const fs::path run_dir_, last_path_, best_path_;
   std::unique_ptr<Backend> backend_;
-  DType dtype_;  // f32, or bf16 for mixed precision on a GPU
   Dataset train_data_, test_data_;
   Model model_;
+  DType dtype_;  // f32, or bf16 for mixed precision where the backend runs the model in it
   NormalizeAugment normalize_;  // evaluation's; the training step adds the augmentation
   TrainStep step_;
   Progress progress_;
