@@ -29,9 +29,22 @@ class CpuOps final : public Ops {
   CpuOps(const dnnl::engine& engine, const dnnl::stream& stream, int threads);
 
   int threads() const { return threads_; }
-  // f32 in nchw, everything; cast also converts to and from nhwc.
+  // f32 in nchw, everything; besides: cast between f32, bf16 and f16 in either layout, fill,
+  // concat and split of any dtype (they copy bytes), softmax and cross-entropy of bf16 and f16
+  // logits, normalize_augment into bf16.
   bool supports(OpKind op, DType dtype, Layout layout) const override {
-    return dtype == DType::f32 && (layout == Layout::nchw || op == OpKind::cast);
+    const bool floating = dtype == DType::f32 || dtype == DType::bf16 || dtype == DType::f16;
+    if (op == OpKind::cast) return floating;
+    if (layout != Layout::nchw) return false;
+    switch (op) {
+      case OpKind::fill:
+      case OpKind::concat_channels:
+      case OpKind::split_channels: return true;
+      case OpKind::softmax_cross_entropy:
+      case OpKind::softmax: return floating;
+      case OpKind::normalize_augment: return dtype == DType::f32 || dtype == DType::bf16;
+      default: return dtype == DType::f32;
+    }
   }
   // Number of oneDNN primitives cached so far (for tests and diagnostics).
   size_t cached_primitives() const { return cache_.size(); }

@@ -20,10 +20,12 @@ class CudaOps final : public Ops {
   explicit CudaOps(const CudaContext& ctx);
   ~CudaOps() override;
 
-  // f32, bf16 and f16 in nchw and nhwc; the optimizer updates take f32 master weights only.
+  // f32, bf16 and f16 in nchw and nhwc; the optimizer updates take f32 master weights only;
+  // fill, concat and split take any dtype (they write or copy bytes).
   bool supports(OpKind op, DType dtype, Layout layout) const override {
     const bool floating = dtype == DType::f32 || dtype == DType::bf16 || dtype == DType::f16;
     if (op == OpKind::sgd_update || op == OpKind::adamw_update) return dtype == DType::f32;
+    if (op == OpKind::fill || op == OpKind::concat_channels || op == OpKind::split_channels) return true;
     return floating;
   }
 
