@@ -1,5 +1,7 @@
-// Finite-difference gradient checks of every layer type in engine/layers/registry.cpp, and of a
-// small residual model end to end, on the CPU backend.
+// Finite-difference gradient checks of every registered layer type, and of a small residual
+// model end to end, on every backend: built into convoy_tests for the CPU and, with
+// CONVOY_TEST_CUDA, into convoy_cuda_tests for CUDA device 0 (f32, deterministic algorithms;
+// skipped, with the reason, where no GPU is usable). One table of layer cases, one checker.
 //
 // Each layer is built from YAML text through make_layer (as Model does), built with per-sample
 // shapes, and run in training mode. With a fixed random R of the output's shape, the scalar
@@ -8,16 +10,19 @@
 // difference (L(v + h) - L(v - h)) / (2h), element by element (all elements of a tensor up to
 // kAllElements, else a seeded sample of kSampled plus the first and the last).
 //
-// Step and tolerance (the CPU path computes in f32; L is accumulated in double):
+// Values are perturbed in a host copy that the backend's copy follows (on the CPU the two are
+// one tensor); L is read back and accumulated in double.
+//
+// Step and tolerance (both paths compute in f32):
 // - h = 5e-3 on values of magnitude ~1. The divisor is the difference of the two perturbed
 //   values as actually stored in f32, so the rounding of v +- h costs nothing.
 // - Rounding noise: each output carries a few f32 ulps (~1e-7 relative), so over the few
 //   hundred outputs of a check L(v + h) - L(v - h) is off by ~1e-7 and the quotient by ~2e-5
-//   (the worst seen here, with CONVOY_GRADCHECK_VERBOSE=1, is |analytic - numeric| ~ 2e-5).
+//   (the worst seen on the CPU, with CONVOY_GRADCHECK_VERBOSE=1, is |analytic - numeric| ~ 2e-5).
 //   Truncation: h^2/6 |f'''| ~ 1e-5 for the smooth layers (GELU, batch norm), zero for the
 //   piecewise-linear ones as long as no kink is crossed.
 // - Hence |analytic - numeric| <= kLayerTol * max(1, |numeric|) with kLayerTol = 2e-3: ~100x
-//   the observed error (room for other CPUs' kernels and summation orders), yet a gradient 5%
+//   the observed error (room for other CPUs' kernels and cuDNN's summation orders), yet a gradient 5%
 //   too large, or one element of the wrong sign, fails (LayerGradSelfTest checks exactly that).
 // - Kinks are kept out of reach: ReLU / leaky ReLU inputs have |x| >= 0.1 >> h, and pooling
 //   inputs are distinct per (n, c) plane with gaps of >= 0.04 > 2h, so no perturbation changes
@@ -39,12 +44,13 @@
 #include <string>
 #include <vector>
 
-#include "engine/config/yaml_map.h"
 #include "engine/backends/backend.h"
+#include "engine/config/yaml_map.h"
 #include "engine/graph/model.h"
 #include "engine/graph/yaml_layer_attrs.h"
 #include "engine/layers/layer.h"
 #include "engine/layers/registry.h"
+#include "tests/ops/test_backends.h"
 
 namespace convoy {
 namespace {
@@ -56,6 +62,15 @@ constexpr int64_t kSampled = 60;
 
 // Prints the worst error of every check when CONVOY_GRADCHECK_VERBOSE is set (for tuning).
 bool verbose() { return std::getenv("CONVOY_GRADCHECK_VERBOSE") != nullptr; }
+
+// ---- backends -------------------------------------------------------------------------------
+
+#ifdef CONVOY_TEST_CUDA
+// Deterministic algorithms: finite differences need the forward to repeat exactly.
+std::vector<const optest::TestBackend*> gradient_backends() { return {&optest::cuda_deterministic_backend()}; }
+#else
+std::vector<const optest::TestBackend*> gradient_backends() { return {&optest::cpu_test_backends().front()}; }
+#endif
 
 // ---- inputs ---------------------------------------------------------------------------------
 
@@ -73,6 +88,7 @@ std::vector<float> uniform(int64_t n, uint64_t seed, double lo = -1.0, double hi
   return v;
 }
 
+// On the CPU.
 Tensor make_values(const Shape& shape, Values kind, uint64_t seed) {
   const int64_t n = shape_numel(shape);
   std::vector<float> v = uniform(n, seed);
@@ -93,6 +109,7 @@ Tensor make_values(const Shape& shape, Values kind, uint64_t seed) {
   return Tensor::from_floats(v, shape);
 }
 
+// y on any device, dotted with r in double.
 double dot(const Tensor& y, const std::vector<float>& r) {
   const std::vector<float> yv = y.to_floats();
   double s = 0;
@@ -129,24 +146,41 @@ std::vector<int64_t> indices_to_check(int64_t n, uint64_t seed) {
   return {chosen.begin(), chosen.end()};
 }
 
-// Compares `analytic` (the gradient of loss() with respect to the f32 values at `values`) with
-// central differences, perturbing one element at a time and restoring it.
-::testing::AssertionResult matches_finite_differences(const std::string& what, float* values,
+// An f32 tensor the loss reads, perturbed one element at a time in `host`; the backend's
+// copy follows. On the CPU the two are one tensor.
+struct Perturbable {
+  Tensor host;
+  Tensor device;
+  explicit Perturbable(const Tensor& on_backend)
+      : host(on_backend.device().is_cpu() ? on_backend : on_backend.to_cpu()), device(on_backend) {}
+  float* values() { return host.data<float>(); }
+  void sync() {
+    if (!device.device().is_cpu()) device.copy_from(host);
+  }
+};
+
+// Compares `analytic` (the gradient of loss() with respect to v's values) with central
+// differences, perturbing one element at a time and restoring it.
+::testing::AssertionResult matches_finite_differences(const std::string& what, Perturbable& v,
                                                       const std::vector<float>& analytic,
                                                       const std::function<double()>& loss,
                                                       const Tolerance& tol, double step = kStep) {
   const int64_t n = static_cast<int64_t>(analytic.size());
+  float* values = v.values();
   int failures = 0;
   double worst_ratio = 0;
   std::ostringstream detail;
   for (int64_t i : indices_to_check(n, 0xC0FFEEull + static_cast<uint64_t>(n))) {
-    const float v = values[i];
-    const float up = static_cast<float>(v + step), down = static_cast<float>(v - step);
+    const float original = values[i];
+    const float up = static_cast<float>(original + step), down = static_cast<float>(original - step);
     values[i] = up;
+    v.sync();
     const double loss_up = loss();
     values[i] = down;
+    v.sync();
     const double loss_down = loss();
-    values[i] = v;
+    values[i] = original;
+    v.sync();
     const double numeric = (loss_up - loss_down) / (static_cast<double>(up) - static_cast<double>(down));
     const double a = analytic[static_cast<size_t>(i)];
     worst_ratio = std::max(worst_ratio, std::isfinite(a) ? tol.ratio(a, numeric) : INFINITY);
@@ -167,36 +201,50 @@ std::vector<int64_t> indices_to_check(int64_t n, uint64_t seed) {
 
 // ---- one layer ------------------------------------------------------------------------------
 
-std::unique_ptr<Layer> layer_from_yaml(const std::string& type, const std::string& name,
-                                       const std::string& yaml) {
+// The one place a test layer is built from its attributes (YAML text, as a model file has them).
+std::unique_ptr<Layer> make_test_layer(const std::string& type, const std::string& name, const std::string& yaml) {
   const YamlMap attrs(yaml_load_string(yaml.empty() ? "{}" : yaml, "test.yaml"), "test.yaml", name);
   std::unique_ptr<Layer> layer = make_layer(type, name, YamlLayerAttrs(attrs));
   attrs.finish();  // a misspelled attribute in a test is an error, not a silent default
   return layer;
 }
 
+// Moves a built layer's parameters and buffers to `be`, as Model::to does in f32 nchw;
+// gradients start as NaN, so one that backward forgets to write fails.
+void to_backend(Layer& layer, Backend& be) {
+  for (Parameter* p : layer.parameters()) {
+    p->value = be.upload(p->value);
+    p->grad = be.empty(p->value.shape(), DType::f32);
+    be.ops().fill(p->grad, NAN);
+  }
+  for (Buffer* b : layer.buffers()) b->value = be.upload(b->value);
+}
+
+// What a check leaves behind for extra assertions.
+struct LayerRun {
+  Backend* backend = nullptr;
+  std::unique_ptr<Layer> layer;
+  std::vector<Tensor> inputs;  // on the backend
+  Tensor output;               // on the backend, at the unperturbed point
+};
+
 struct LayerCase {
+  std::string name;            // the test's name
   std::string type;
   std::string yaml;            // the layer's attributes, e.g. "{out_channels: 4, kernel: 3}"
   std::vector<Shape> inputs;   // per-sample shapes
   Values values = Values::smooth;
   int64_t batch = 2;
   uint64_t step_seed = 1234;   // StepInfo seed (dropout)
+  std::function<void(LayerRun&)> extra = nullptr;  // assertions beyond the gradients
 };
 
-// What a check leaves behind for extra assertions.
-struct LayerRun {
-  std::unique_ptr<Backend> backend;
-  std::unique_ptr<Layer> layer;
-  std::vector<Tensor> inputs;
-  Tensor output;
-};
+void PrintTo(const LayerCase& c, std::ostream* os) { *os << c.name; }
 
-LayerRun check_layer(const LayerCase& c) {
+LayerRun check_layer(const LayerCase& c, Backend& be) {
   LayerRun run;
-  run.backend = make_cpu_backend({});
-  Backend& be = *run.backend;
-  run.layer = layer_from_yaml(c.type, "layer", c.yaml);
+  run.backend = &be;
+  run.layer = make_test_layer(c.type, "layer", c.yaml);
   Layer& layer = *run.layer;
   std::mt19937_64 rng(42);
   const Shape out_sample = layer.build(c.inputs, rng);
@@ -209,13 +257,9 @@ LayerRun check_layer(const LayerCase& c) {
     std::copy(gamma.begin(), gamma.end(), params[0]->value.data<float>());
     std::copy(beta.begin(), beta.end(), params[1]->value.data<float>());
   }
-  // Gradients start as NaN, so one that backward forgets to write fails.
-  for (Parameter* p : layer.parameters()) {
-    p->grad = be.empty(p->value.shape(), DType::f32);
-    be.ops().fill(p->grad, NAN);
-  }
+  to_backend(layer, be);
   for (size_t i = 0; i < c.inputs.size(); ++i)
-    run.inputs.push_back(make_values(batched(c.batch, c.inputs[i]), c.values, 100 + i));
+    run.inputs.push_back(be.upload(make_values(batched(c.batch, c.inputs[i]), c.values, 100 + i)));
 
   const StepInfo step{true, c.step_seed};
   run.output = layer.forward(be, run.inputs, step);
@@ -223,7 +267,7 @@ LayerRun check_layer(const LayerCase& c) {
   if (run.output.shape() != batched(c.batch, out_sample)) return run;
 
   const std::vector<float> r = uniform(run.output.numel(), 777);
-  const Tensor dy = Tensor::from_floats(r, run.output.shape());
+  const Tensor dy = be.upload(Tensor::from_floats(r, run.output.shape()));
   const std::unique_ptr<bool[]> needs(new bool[c.inputs.size()]);
   std::fill(needs.get(), needs.get() + c.inputs.size(), true);
   const std::vector<Tensor> dx =
@@ -238,120 +282,23 @@ LayerRun check_layer(const LayerCase& c) {
     if (!dx[i].defined()) continue;
     EXPECT_EQ(dx[i].shape(), run.inputs[i].shape()) << what;
     if (dx[i].shape() != run.inputs[i].shape()) continue;
-    EXPECT_TRUE(matches_finite_differences(what, run.inputs[i].data<float>(), dx[i].to_floats(),
-                                           loss, kLayerTolerance));
+    Perturbable x(run.inputs[i]);
+    EXPECT_TRUE(matches_finite_differences(what, x, dx[i].to_floats(), loss, kLayerTolerance));
   }
   for (Parameter* p : layer.parameters()) {
-    EXPECT_TRUE(matches_finite_differences("d/d " + p->name, p->value.data<float>(),
-                                           p->grad.to_floats(), loss, kLayerTolerance));
+    Perturbable w(p->value);
+    EXPECT_TRUE(matches_finite_differences("d/d " + p->name, w, p->grad.to_floats(), loss, kLayerTolerance));
   }
-  // The forward at the unperturbed point, for callers' own assertions.
   run.output = layer.forward(be, run.inputs, step);
   return run;
 }
 
-// The layer types this file checks; LayerGradRegistry compares it with the registry.
-const std::set<std::string>& checked_types() {
-  static const std::set<std::string> types = {
-      "conv2d", "batchnorm2d", "relu",    "leaky_relu", "gelu",    "maxpool2d", "avgpool2d",
-      "global_avg_pool", "global_max_pool", "linear", "flatten", "dropout", "add", "concat"};
-  return types;
-}
+// ---- the table ------------------------------------------------------------------------------
 
-TEST(LayerGradRegistry, EveryRegisteredLayerTypeHasAGradientCheck) {
-  for (const std::string& type : layer_types())
-    EXPECT_TRUE(checked_types().count(type)) << "layer type '" << type
-                                             << "' has no gradient check in this file";
-}
-
-// Layers register themselves from their own files; a file the linker dropped would lose its
-// types without a word, so the registry must hold every type checked here.
-TEST(LayerGradRegistry, EveryCheckedLayerTypeIsRegistered) {
-  const std::vector<std::string> registered = layer_types();
-  for (const std::string& type : checked_types())
-    EXPECT_NE(std::find(registered.begin(), registered.end(), type), registered.end())
-        << "layer type '" << type << "' is not registered";
-}
-
-// ---- conv2d ---------------------------------------------------------------------------------
-
-TEST(LayerGradConv2d, Kernel3Padding1Bias) {
-  check_layer({"conv2d", "{out_channels: 4, kernel: 3, padding: 1}", {{3, 6, 6}}});
-}
-
-TEST(LayerGradConv2d, Stride2Padding1NoBiasNonSquare) {
-  check_layer({"conv2d", "{out_channels: 5, kernel: 3, stride: 2, padding: 1, bias: false}", {{2, 7, 6}}});
-}
-
-TEST(LayerGradConv2d, Dilation2Padding2Groups2Bias) {
-  check_layer({"conv2d", "{out_channels: 6, kernel: 3, padding: 2, dilation: 2, groups: 2}", {{4, 7, 7}}});
-}
-
-TEST(LayerGradConv2d, RectangularKernelMixedStrideDepthwiseNoBias) {
-  check_layer({"conv2d",
-               "{out_channels: 8, kernel: [3, 2], stride: [2, 1], padding: [1, 0], dilation: [1, 2], "
-               "groups: 4, bias: false}",
-               {{4, 7, 6}}});
-}
-
-TEST(LayerGradConv2d, Pointwise1x1Stride2) {
-  check_layer({"conv2d", "{out_channels: 3, kernel: 1, stride: 2}", {{5, 5, 5}}, Values::smooth, 3});
-}
-
-// ---- batchnorm2d ----------------------------------------------------------------------------
-
-TEST(LayerGradBatchNorm2d, TrainingModeBatchStatistics) {
-  check_layer({"batchnorm2d", "", {{3, 4, 5}}, Values::smooth, 3});
-}
-
-TEST(LayerGradBatchNorm2d, TrainingModeCustomEpsMomentum) {
-  check_layer({"batchnorm2d", "{eps: 1e-3, momentum: 0.3}", {{2, 3, 3}}, Values::smooth, 4});
-}
-
-// ---- activations ----------------------------------------------------------------------------
-
-TEST(LayerGradActivation, Relu) {
-  check_layer({"relu", "", {{3, 5, 5}}, Values::away_from_zero});
-}
-
-TEST(LayerGradActivation, LeakyReluDefaultSlope) {
-  check_layer({"leaky_relu", "", {{3, 5, 5}}, Values::away_from_zero});
-}
-
-TEST(LayerGradActivation, LeakyReluSlope0_2) {
-  check_layer({"leaky_relu", "{negative_slope: 0.2}", {{3, 5, 5}}, Values::away_from_zero});
-}
-
-TEST(LayerGradActivation, Gelu) {
-  // GELU is smooth: values on both sides of and right at 0 are fine.
-  check_layer({"gelu", "", {{3, 5, 5}}, Values::smooth});
-}
-
-TEST(LayerGradActivation, GeluOnFeatureVectors) {
-  check_layer({"gelu", "", {{7}}, Values::smooth, 3});
-}
-
-// ---- pooling --------------------------------------------------------------------------------
-
-TEST(LayerGradPool, MaxPoolNonOverlapping) {
-  check_layer({"maxpool2d", "{kernel: 2}", {{3, 6, 6}}, Values::distinct});
-}
-
-TEST(LayerGradPool, MaxPoolOverlappingWindowsWithPadding) {
-  // kernel 3 > stride 2: inner elements belong to several windows; padding 1 adds edge windows.
-  check_layer({"maxpool2d", "{kernel: 3, stride: 2, padding: 1}", {{3, 7, 7}}, Values::distinct});
-}
-
-TEST(LayerGradPool, MaxPoolStride1Padding1RectangularKernel) {
-  check_layer({"maxpool2d", "{kernel: [3, 2], stride: 1, padding: [1, 1]}", {{2, 5, 6}}, Values::distinct});
-}
-
-TEST(LayerGradPool, AvgPoolOverlappingWithPaddingExcludesPad) {
-  LayerRun run = check_layer({"avgpool2d", "{kernel: 3, stride: 2, padding: 1}", {{3, 7, 7}}});
-  if (::testing::Test::HasFailure()) return;
-  // A gradient check cannot tell include-pad from exclude-pad (forward and backward could agree
-  // on either), so check the semantics directly: each output is the mean of the window clipped
-  // to the unpadded input (PyTorch's count_include_pad=False).
+// avgpool2d with padding: a gradient check cannot tell include-pad from exclude-pad (forward
+// and backward could agree on either), so check the semantics directly: each output is the
+// mean of the window clipped to the unpadded input (PyTorch's count_include_pad=False).
+void avgpool_excludes_padding(LayerRun& run) {
   const std::vector<float> x = run.inputs[0].to_floats(), y = run.output.to_floats();
   const int64_t n = 2, c = 3, h = 7, w = 7, p = 4, q = 4;
   ASSERT_EQ(run.output.shape(), (Shape{n, c, p, q}));
@@ -369,48 +316,9 @@ TEST(LayerGradPool, AvgPoolOverlappingWithPaddingExcludesPad) {
   EXPECT_LE(worst, 1e-5) << "avgpool2d with padding does not divide by the clipped window size";
 }
 
-TEST(LayerGradPool, AvgPoolNoPaddingRectangular) {
-  check_layer({"avgpool2d", "{kernel: [2, 3], stride: [2, 1]}", {{2, 6, 5}}});
-}
-
-TEST(LayerGradPool, GlobalAvgPool) {
-  check_layer({"global_avg_pool", "", {{4, 5, 3}}, Values::smooth, 3});
-}
-
-TEST(LayerGradPool, GlobalMaxPool) {
-  check_layer({"global_max_pool", "", {{4, 5, 3}}, Values::distinct, 3});
-}
-
-// ---- linear and flatten ---------------------------------------------------------------------
-
-TEST(LayerGradLinear, FeaturesWithBias) {
-  check_layer({"linear", "{out_features: 5}", {{7}}, Values::smooth, 3});
-}
-
-TEST(LayerGradLinear, FeaturesWithoutBias) {
-  check_layer({"linear", "{out_features: 4, bias: false}", {{6}}, Values::smooth, 3});
-}
-
-TEST(LayerGradLinear, PooledChannelsInput) {
-  // (C, 1, 1) per sample, as after global pooling: dx must come back as (N, C, 1, 1).
-  check_layer({"linear", "{out_features: 3}", {{6, 1, 1}}, Values::smooth, 3});
-}
-
-TEST(LayerGradLinear, PooledChannelsInputWithoutBias) {
-  check_layer({"linear", "{out_features: 3, bias: false}", {{5, 1, 1}}, Values::smooth, 2});
-}
-
-TEST(LayerGradFlatten, ChannelsHeightWidth) {
-  check_layer({"flatten", "", {{3, 4, 2}}});
-}
-
-// ---- dropout --------------------------------------------------------------------------------
-
-TEST(LayerGradDropout, P0_3FixedSeedMaskIsDeterministic) {
-  LayerRun run = check_layer({"dropout", "{p: 0.3}", {{4, 6, 6}}, Values::away_from_zero, 2, 2024});
-  if (::testing::Test::HasFailure()) return;
-  // The check above only means something if the mask is neither empty nor full, and the kept
-  // elements are scaled by 1 / (1 - p).
+// The dropout check only means something if the mask is neither empty nor full, and the kept
+// elements are scaled by 1 / (1 - p).
+void dropout_mask_is_real(LayerRun& run) {
   const std::vector<float> x = run.inputs[0].to_floats(), y = run.output.to_floats();
   int64_t dropped = 0;
   double worst = 0;
@@ -430,25 +338,107 @@ TEST(LayerGradDropout, P0_3FixedSeedMaskIsDeterministic) {
   EXPECT_EQ(eval.to_floats(), x);
 }
 
-// ---- add and concat -------------------------------------------------------------------------
-
-TEST(LayerGradAdd, TwoInputs) {
-  check_layer({"add", "", {{3, 4, 4}, {3, 4, 4}}});
+const std::vector<LayerCase>& layer_cases() {
+  static const std::vector<LayerCase> cases = {
+      // conv2d
+      {"Conv2dKernel3Padding1Bias", "conv2d", "{out_channels: 4, kernel: 3, padding: 1}", {{3, 6, 6}}},
+      {"Conv2dStride2Padding1NoBiasNonSquare", "conv2d",
+       "{out_channels: 5, kernel: 3, stride: 2, padding: 1, bias: false}", {{2, 7, 6}}},
+      {"Conv2dDilation2Padding2Groups2Bias", "conv2d", "{out_channels: 6, kernel: 3, padding: 2, dilation: 2, groups: 2}",
+       {{4, 7, 7}}},
+      {"Conv2dRectangularKernelMixedStrideDepthwiseNoBias", "conv2d",
+       "{out_channels: 8, kernel: [3, 2], stride: [2, 1], padding: [1, 0], dilation: [1, 2], groups: 4, bias: false}",
+       {{4, 7, 6}}},
+      {"Conv2dPointwise1x1Stride2", "conv2d", "{out_channels: 3, kernel: 1, stride: 2}", {{5, 5, 5}}, Values::smooth, 3},
+      // batchnorm2d (training mode: batch statistics)
+      {"BatchNorm2dTrainingModeBatchStatistics", "batchnorm2d", "", {{3, 4, 5}}, Values::smooth, 3},
+      {"BatchNorm2dTrainingModeCustomEpsMomentum", "batchnorm2d", "{eps: 1e-3, momentum: 0.3}", {{2, 3, 3}},
+       Values::smooth, 4},
+      // activations
+      {"Relu", "relu", "", {{3, 5, 5}}, Values::away_from_zero},
+      {"LeakyReluDefaultSlope", "leaky_relu", "", {{3, 5, 5}}, Values::away_from_zero},
+      {"LeakyReluSlope0_2", "leaky_relu", "{negative_slope: 0.2}", {{3, 5, 5}}, Values::away_from_zero},
+      // GELU is smooth: values on both sides of and right at 0 are fine.
+      {"Gelu", "gelu", "", {{3, 5, 5}}, Values::smooth},
+      {"GeluOnFeatureVectors", "gelu", "", {{7}}, Values::smooth, 3},
+      // pooling
+      {"MaxPoolNonOverlapping", "maxpool2d", "{kernel: 2}", {{3, 6, 6}}, Values::distinct},
+      // kernel 3 > stride 2: inner elements belong to several windows; padding 1 adds edge windows.
+      {"MaxPoolOverlappingWindowsWithPadding", "maxpool2d", "{kernel: 3, stride: 2, padding: 1}", {{3, 7, 7}},
+       Values::distinct},
+      {"MaxPoolStride1Padding1RectangularKernel", "maxpool2d", "{kernel: [3, 2], stride: 1, padding: [1, 1]}",
+       {{2, 5, 6}}, Values::distinct},
+      {"AvgPoolOverlappingWithPaddingExcludesPad", "avgpool2d", "{kernel: 3, stride: 2, padding: 1}", {{3, 7, 7}},
+       Values::smooth, 2, 1234, avgpool_excludes_padding},
+      {"AvgPoolNoPaddingRectangular", "avgpool2d", "{kernel: [2, 3], stride: [2, 1]}", {{2, 6, 5}}},
+      {"GlobalAvgPool", "global_avg_pool", "", {{4, 5, 3}}, Values::smooth, 3},
+      {"GlobalMaxPool", "global_max_pool", "", {{4, 5, 3}}, Values::distinct, 3},
+      // linear and flatten
+      {"LinearFeaturesWithBias", "linear", "{out_features: 5}", {{7}}, Values::smooth, 3},
+      {"LinearFeaturesWithoutBias", "linear", "{out_features: 4, bias: false}", {{6}}, Values::smooth, 3},
+      // (C, 1, 1) per sample, as after global pooling: dx must come back as (N, C, 1, 1).
+      {"LinearPooledChannelsInput", "linear", "{out_features: 3}", {{6, 1, 1}}, Values::smooth, 3},
+      {"LinearPooledChannelsInputWithoutBias", "linear", "{out_features: 3, bias: false}", {{5, 1, 1}}, Values::smooth, 2},
+      {"FlattenChannelsHeightWidth", "flatten", "", {{3, 4, 2}}},
+      // dropout: a fixed seed makes the mask deterministic
+      {"DropoutP0_3FixedSeedMaskIsDeterministic", "dropout", "{p: 0.3}", {{4, 6, 6}}, Values::away_from_zero, 2, 2024,
+       dropout_mask_is_real},
+      // add and concat
+      {"AddTwoInputs", "add", "", {{3, 4, 4}, {3, 4, 4}}},
+      {"ConcatTwoInputs", "concat", "", {{2, 3, 4}, {3, 3, 4}}},
+      {"ConcatThreeInputsOneChannelEach", "concat", "", {{1, 4, 4}, {2, 4, 4}, {1, 4, 4}}, Values::smooth, 3},
+  };
+  return cases;
 }
 
-TEST(LayerGradConcat, TwoInputs) {
-  check_layer({"concat", "", {{2, 3, 4}, {3, 3, 4}}});
+struct LayerParam {
+  const LayerCase* c;
+  const optest::TestBackend* b;
+};
+
+void PrintTo(const LayerParam& p, std::ostream* os) { *os << p.b->name << " " << p.c->name; }
+
+std::vector<LayerParam> layer_params() {
+  std::vector<LayerParam> out;
+  for (const optest::TestBackend* b : gradient_backends())
+    for (const LayerCase& c : layer_cases()) out.push_back({&c, b});
+  return out;
 }
 
-TEST(LayerGradConcat, ThreeInputsOneChannelEach) {
-  check_layer({"concat", "", {{1, 4, 4}, {2, 4, 4}, {1, 4, 4}}, Values::smooth, 3});
+class LayerGrad : public ::testing::TestWithParam<LayerParam> {};
+
+TEST_P(LayerGrad, MatchesFiniteDifferences) {
+  const optest::TestBackend& b = *GetParam().b;
+  if (const std::string why = optest::unavailable_reason(b); !why.empty()) GTEST_SKIP() << b.name << ": " << why;
+  LayerRun run = check_layer(*GetParam().c, optest::shared_backend(b));
+  if (GetParam().c->extra && !::testing::Test::HasFailure()) GetParam().c->extra(run);
+}
+
+INSTANTIATE_TEST_SUITE_P(Layers, LayerGrad, ::testing::ValuesIn(layer_params()),
+                         [](const ::testing::TestParamInfo<LayerParam>& info) {
+                           return info.param.b->name + "__" + info.param.c->name;
+                         });
+
+#ifndef CONVOY_TEST_CUDA
+
+// The registry and the table list the same layer types: a new layer gets a gradient check, and
+// a layer whose file the linker dropped (they register themselves) is missed loudly.
+TEST(LayerGradRegistry, EveryRegisteredLayerTypeHasAGradientCheckAndBack) {
+  std::set<std::string> checked;
+  for (const LayerCase& c : layer_cases()) checked.insert(c.type);
+  const std::vector<std::string> registered = layer_types();
+  for (const std::string& type : registered)
+    EXPECT_TRUE(checked.count(type)) << "layer type '" << type << "' has no gradient check in this file";
+  for (const std::string& type : checked)
+    EXPECT_NE(std::find(registered.begin(), registered.end(), type), registered.end())
+        << "layer type '" << type << "' is not registered";
 }
 
 // ---- the checker itself can fail ------------------------------------------------------------
 
 TEST(LayerGradSelfTest, WrongGradientsAreCaught) {
   auto be = make_cpu_backend({});
-  auto layer = layer_from_yaml("conv2d", "conv", "{out_channels: 3, kernel: 3, padding: 1}");
+  auto layer = make_test_layer("conv2d", "conv", "{out_channels: 3, kernel: 3, padding: 1}");
   std::mt19937_64 rng(1);
   layer->build(std::vector<Shape>{{2, 5, 5}}, rng);
   Parameter* w = layer->parameters()[0];
@@ -462,19 +452,22 @@ TEST(LayerGradSelfTest, WrongGradientsAreCaught) {
   layer->backward(*be, x, y, Tensor::from_floats(r, y.shape()), needs);
   const auto loss = [&] { return dot(layer->forward(*be, x, step), r); };
   const std::vector<float> good = w->grad.to_floats();
-  ASSERT_TRUE(matches_finite_differences("weight", w->value.data<float>(), good, loss, kLayerTolerance));
+  Perturbable values(w->value);
+  ASSERT_TRUE(matches_finite_differences("weight", values, good, loss, kLayerTolerance));
 
   std::vector<float> scaled = good;  // 5% too large everywhere
   for (float& g : scaled) g *= 1.05f;
-  EXPECT_FALSE(matches_finite_differences("weight", w->value.data<float>(), scaled, loss, kLayerTolerance));
+  EXPECT_FALSE(matches_finite_differences("weight", values, scaled, loss, kLayerTolerance));
 
   std::vector<float> flipped = good;  // one element of the wrong sign
   const auto big = std::max_element(flipped.begin(), flipped.end(),
                                     [](float a, float b) { return std::fabs(a) < std::fabs(b); });
   ASSERT_GT(std::fabs(*big), 0.05f);
   *big = -*big;
-  EXPECT_FALSE(matches_finite_differences("weight", w->value.data<float>(), flipped, loss, kLayerTolerance));
+  EXPECT_FALSE(matches_finite_differences("weight", values, flipped, loss, kLayerTolerance));
 }
+
+#endif
 
 // ---- a whole model: a DAG with a residual add and a concat ----------------------------------
 
@@ -499,28 +492,44 @@ layers:
   - {name: fc, type: linear, out_features: 4}
 )";
 
-TEST(LayerGradModel, ResidualConcatDagParameterGradients) {
-  auto be = make_cpu_backend({});
+struct BackendParam {
+  const optest::TestBackend* b;
+};
+
+void PrintTo(const BackendParam& p, std::ostream* os) { *os << p.b->name; }
+
+std::vector<BackendParam> model_params() {
+  std::vector<BackendParam> out;
+  for (const optest::TestBackend* b : gradient_backends()) out.push_back({b});
+  return out;
+}
+
+class LayerGradModel : public ::testing::TestWithParam<BackendParam> {};
+
+TEST_P(LayerGradModel, ResidualConcatDagParameterGradients) {
+  const optest::TestBackend& b = *GetParam().b;
+  if (const std::string why = optest::unavailable_reason(b); !why.empty()) GTEST_SKIP() << b.name << ": " << why;
+  Backend& be = optest::shared_backend(b);
   Model model = Model::from_yaml(kTinyModel, "tiny_dag.yaml", 5);
-  model.to(*be, DType::f32);
+  model.to(be, DType::f32);
   const int64_t n = 3;
-  const Tensor x = make_values({n, 3, 8, 8}, Values::smooth, 21);
-  const Tensor labels = Tensor::from_ints({0, 3, 1}, {n});
+  const Tensor x = be.upload(make_values({n, 3, 8, 8}, Values::smooth, 21));
+  const Tensor labels = be.upload(Tensor::from_ints({0, 3, 1}, {n}));
   const StepInfo step{true, 31};
   const float smoothing = 0.1f;
-  Tensor loss = be->empty({1}, DType::f32), correct = be->empty({1}, DType::i32), none;
+  Tensor loss = be.empty({1}, DType::f32), correct = be.empty({1}, DType::i32), none;
 
-  const Tensor logits = model.forward(*be, x, step);
+  const Tensor logits = model.forward(be, x, step);
   ASSERT_EQ(logits.shape(), (Shape{n, 4}));
-  Tensor dlogits = be->empty(logits.shape(), DType::f32);
-  be->ops().softmax_cross_entropy(logits, labels, smoothing, loss, dlogits, correct);
-  for (auto& [name, p] : model.parameters()) be->ops().fill(p->grad, NAN);
-  model.backward(*be, dlogits);
+  Tensor dlogits = be.empty(logits.shape(), DType::f32);
+  be.ops().softmax_cross_entropy(logits, labels, smoothing, loss, dlogits, correct);
+  for (auto& [name, p] : model.parameters()) be.ops().fill(p->grad, NAN);
+  model.backward(be, dlogits);
 
   const auto loss_fn = [&] {
-    const Tensor l = model.forward(*be, x, step);
-    be->ops().softmax_cross_entropy(l, labels, smoothing, loss, none, correct);
-    return static_cast<double>(loss.data<float>()[0]);
+    const Tensor l = model.forward(be, x, step);
+    be.ops().softmax_cross_entropy(l, labels, smoothing, loss, none, correct);
+    return static_cast<double>(loss.to_floats()[0]);
   };
   // The loss is a mean over the batch (~1.5) and comes back in f32, whose spacing there is
   // 2.4e-7: with h = 1e-2 the quotient carries up to ~2.4e-5 of quantization noise (the worst
@@ -530,12 +539,15 @@ TEST(LayerGradModel, ResidualConcatDagParameterGradients) {
   const Tolerance tol{1e-2, 0.0, 2e-4};
   int checked = 0;
   for (auto& [name, p] : model.parameters()) {
-    EXPECT_TRUE(matches_finite_differences(name, p->value.data<float>(), p->grad.to_floats(),
-                                           loss_fn, tol, 1e-2));
+    Perturbable w(p->value);
+    EXPECT_TRUE(matches_finite_differences(name, w, p->grad.to_floats(), loss_fn, tol, 1e-2));
     ++checked;
   }
   EXPECT_EQ(checked, 9);  // stem w+b, bn w+b, branch w, side w+b, fc w+b
 }
+
+INSTANTIATE_TEST_SUITE_P(Backends, LayerGradModel, ::testing::ValuesIn(model_params()),
+                         [](const ::testing::TestParamInfo<BackendParam>& info) { return info.param.b->name; });
 
 }  // namespace
 }  // namespace convoy
