@@ -41,8 +41,9 @@ Pool2dParams max_2x2() { return Pool2dParams{}; }  // max, kernel 2, stride 2
 
 // ---- repeatability --------------------------------------------------------------------------
 
-// The deterministic configuration gives the reference's values and the same bits twice
-// (backward weights is where cuDNN's fast algorithms sum in a varying order).
+// The deterministic configuration (what the gradient checks use: f32, nchw) gives the
+// reference's values and the same bits twice (backward weights is where cuDNN's fast
+// algorithms sum in a varying order).
 TEST(CudaBackend, DeterministicBackendRepeatsBitForBit) {
   SKIP_WITHOUT_GPU();
   Backend& be = optest::shared_backend(optest::cuda_deterministic_backend());
@@ -50,7 +51,7 @@ TEST(CudaBackend, DeterministicBackendRepeatsBitForBit) {
   for (const optest::OpCase& k : optest::all_cases())
     if (k.name == "conv2d_backward_weights/resnet_like_3x3") c = &k;
   ASSERT_NE(c, nullptr);
-  for (const optest::Variant& v : c->variants()) {
+  for (const optest::Variant v : {optest::Variant{DType::f32, Layout::nchw}}) {
     SCOPED_TRACE(optest::variant_str(v));
     optest::Prepared p = c->prepare(be, v, v.dtype);
     p.run();

@@ -53,8 +53,9 @@ struct Output {
   std::string name;
   Vec values;
   std::optional<Tolerance> tol = std::nullopt;  // replaces the case's bound for this result
-  // Backends that ran the same variant on the same inputs agree bit for bit (dropout's mask
-  // and scale, the augmentation recipe); otherwise they are compared within the bounds.
+  // Backends that ran the same dtype (in either layout) on the same inputs agree bit for bit
+  // (dropout's mask and scale, the augmentation recipe); otherwise they are compared within
+  // the bounds.
   bool same_bits = false;
 };
 using Outputs = std::vector<Output>;
