@@ -8,6 +8,7 @@
 #include <memory>
 #include <span>
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include "engine/backends/backend.h"
@@ -91,13 +92,17 @@ TEST(CudaBackend, ReluBackwardFromY) {
 TEST(CudaBackend, CrossEntropyWithoutGradientOrCount) {
   SKIP_WITHOUT_GPU();
   Backend& be = gpu();
-  const int64_t n = 64, c = 1000;
-  const Vec logits = random_values({n, c}, 101, DType::f32, -4.0, 4.0);
-  const std::vector<int32_t> labels = ref::random_ints(n, static_cast<int32_t>(c), 102);
-  Tensor lg = device_tensor(be, logits, {n, c}, DType::f32), lab = be.upload(Tensor::from_ints(labels, {n}));
-  Tensor loss = poisoned(be, {1}, DType::f32), none1, none2;
-  be.ops().softmax_cross_entropy(lg, lab, 0.1f, loss, none1, none2);
-  EXPECT_EQ(compare(read(loss), {ref::softmax_cross_entropy(logits, n, c, labels, 0.1).loss}, 1e-5), "");
+  for (DType dt : {DType::f32, DType::bf16})
+    for (auto [n, c, smoothing] : {std::tuple<int64_t, int64_t, float>{8, 10, 0.1f}, {1, 37, 0.0f}, {64, 1000, 0.1f},
+                                   {300, 3, 0.2f}}) {
+      SCOPED_TRACE(std::string(dtype_name(dt)) + " " + std::to_string(n) + "x" + std::to_string(c));
+      const Vec logits = random_values({n, c}, 101, dt, -4.0, 4.0);
+      const std::vector<int32_t> labels = ref::random_ints(n, static_cast<int32_t>(c), 102);
+      Tensor lg = device_tensor(be, logits, {n, c}, dt), lab = be.upload(Tensor::from_ints(labels, {n}));
+      Tensor loss = poisoned(be, {1}, DType::f32), none1, none2;
+      be.ops().softmax_cross_entropy(lg, lab, smoothing, loss, none1, none2);
+      EXPECT_EQ(compare(read(loss), {ref::softmax_cross_entropy(logits, n, c, labels, smoothing).loss}, 1e-5), "");
+    }
 }
 
 TEST(CudaBackend, InvalidLabelGivesNaNNotACrash) {

@@ -94,6 +94,12 @@ OpCase cross_entropy_case(const CeShape& k) {
                    {"loss (without dlogits)", {r.loss}},
                    {"correct (without dlogits)", correct}};
   };
+  if (k.half_right)  // the data must exercise the count: some samples right and, given two, some wrong
+    oc.invariants = [k](const Outputs& got) -> std::string {
+      const double correct = got[2].values.at(0);
+      const bool mixed = correct > 0 && (k.n == 1 || correct < static_cast<double>(k.n));
+      return mixed ? "" : "the count is 0 or N: the data does not exercise it";
+    };
   return oc;
 }
 
