@@ -163,20 +163,16 @@ INSTANTIATE_TEST_SUITE_P(Ops, OpTest, ::testing::ValuesIn(params()), param_name)
 
 #ifndef CONVOY_TEST_CUDA
 
-// Every op of the set has cases, and the CPU runs every case (in at least one variant), so
-// every op is checked against the reference here and every GPU result has a CPU counterpart.
-// Prints the table of cases and variants per op.
-TEST(OpCoverage, EveryOpHasCasesAndTheCpuRunsEveryCase) {
+// Every op of the set has cases. Prints the table of cases and variants per op.
+TEST(OpCoverage, EveryOpHasCases) {
   const Ops& cpu = shared_cpu_backend().ops();
   std::map<OpKind, int> cases, variants, cpu_variants;
   for (const OpCase& c : all_cases()) {
     ++cases[c.op];
-    bool runs = false;
     for (const Variant& v : c.variants()) {
       ++variants[c.op];
-      if (c.supported_by(cpu, v)) ++cpu_variants[c.op], runs = true;
+      cpu_variants[c.op] += c.supported_by(cpu, v);
     }
-    EXPECT_TRUE(runs) << c.name << ": the CPU runs none of its variants";
   }
   std::ostringstream table;
   table << std::left << std::setw(26) << "op" << std::right << std::setw(7) << "cases" << std::setw(10)
@@ -190,6 +186,17 @@ TEST(OpCoverage, EveryOpHasCasesAndTheCpuRunsEveryCase) {
   }
   EXPECT_EQ(total_cases, static_cast<int>(all_cases().size())) << "a case names an op outside kAllOps";
   std::cout << table.str() << total_cases << " cases\n";
+}
+
+// The CPU runs every case in at least one variant, so every case's op is checked against the
+// reference on every machine, and every GPU result has a CPU result to be compared with.
+TEST(OpCoverage, TheCpuRunsEveryCase) {
+  const Ops& cpu = shared_cpu_backend().ops();
+  for (const OpCase& c : all_cases()) {
+    bool runs = false;
+    for (const Variant& v : c.variants()) runs = runs || c.supported_by(cpu, v);
+    EXPECT_TRUE(runs) << c.name << ": the CPU runs none of its variants";
+  }
 }
 
 #endif
