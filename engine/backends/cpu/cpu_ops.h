@@ -5,6 +5,7 @@
 #include <oneapi/dnnl/dnnl.hpp>
 
 #include <cstdint>
+#include <initializer_list>
 #include <string>
 #include <utility>
 #include <unordered_map>
@@ -15,13 +16,6 @@
 
 namespace convoy::cpu {
 
-// Throws DeviceError for bf16 (a GPU precision) and InternalError for any other dtype than
-// f32, an undefined tensor or one that is not on the CPU.
-void require_f32(const Tensor& t, const char* op, const char* name);
-// Throws InternalError unless t is defined, on the CPU, and has the expected shape.
-void require_shape(const Tensor& t, const Shape& expected, const char* op, const char* name);
-void require_cpu(const Tensor& t, const char* op, const char* name, bool nhwc_ok = false);  // cast takes nhwc
-
 class CpuOps final : public Ops {
  public:
   // engine and stream belong to the backend and outlive this object. threads: 0 = OpenMP's
@@ -31,21 +25,8 @@ class CpuOps final : public Ops {
   int threads() const { return threads_; }
   // f32 in nchw, everything; besides: cast between f32, bf16 and f16 in either layout, fill,
   // concat and split of any dtype (they copy bytes), softmax and cross-entropy of bf16 and f16
-  // logits, normalize_augment into bf16.
-  bool supports(OpKind op, DType dtype, Layout layout) const override {
-    const bool floating = dtype == DType::f32 || dtype == DType::bf16 || dtype == DType::f16;
-    if (op == OpKind::cast) return floating;
-    if (layout != Layout::nchw) return false;
-    switch (op) {
-      case OpKind::fill:
-      case OpKind::concat_channels:
-      case OpKind::split_channels: return true;
-      case OpKind::softmax_cross_entropy:
-      case OpKind::softmax: return floating;
-      case OpKind::normalize_augment: return dtype == DType::f32 || dtype == DType::bf16;
-      default: return dtype == DType::f32;
-    }
-  }
+  // logits, normalize_augment into bf16. One exhaustive switch in cpu_ops.cpp.
+  bool supports(OpKind op, DType dtype, Layout layout) const override;
   // Number of oneDNN primitives cached so far (for tests and diagnostics).
   size_t cached_primitives() const { return cache_.size(); }
 
@@ -115,6 +96,10 @@ class CpuOps final : public Ops {
   const Cached& cached(const std::string& key, Make&& make);
   void execute(const Cached& c, const std::unordered_map<int, dnnl::memory>& args);
   dnnl::memory wrap(const dnnl::memory::desc& md, const Tensor& t) const;
+
+  // Throws DeviceError, naming the op, the tensor and its dtype, unless supports(op, ...)
+  // holds for each defined tensor's dtype and layout. Called after the op's shared check.
+  void require_supported(OpKind op, std::initializer_list<NamedArg> tensors) const;
 
   // Runs a training forward of max pooling to rebuild a workspace the caller did not keep.
   void pool2d_rebuild_workspace(const Pool2dParams& p, const Tensor& x, const Shape& y_shape,

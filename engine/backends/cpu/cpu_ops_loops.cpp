@@ -24,8 +24,6 @@ constexpr int64_t kParallelMin = 1 << 15;
 
 int team(int threads) { return threads > 0 ? threads : omp_get_max_threads(); }
 
-bool is_float_dtype(DType d) { return d == DType::f32 || d == DType::bf16 || d == DType::f16; }
-
 // Calls f(reader) with a reader(i) -> float over t's elements (f32, bf16 or f16).
 template <class F>
 void with_reader(const Tensor& t, F&& f) {
@@ -45,7 +43,8 @@ void with_reader(const Tensor& t, F&& f) {
       f([p](int64_t i) { return f16_to_float(p[i]); });
       return;
     }
-    default: break;
+    case DType::i32:
+    case DType::u8: break;
   }
   throw InternalError("expected a floating-point tensor, got " + std::string(dtype_name(t.dtype())));
 }
@@ -69,37 +68,14 @@ void with_writer(Tensor& t, F&& f) {
       f([p](int64_t i, float v) { p[i] = float_to_f16(v); });
       return;
     }
-    default: break;
+    case DType::i32:
+    case DType::u8: break;
   }
   throw InternalError("expected a floating-point tensor, got " + std::string(dtype_name(t.dtype())));
 }
 
-void require_same(const Tensor& a, const Tensor& b, const char* op, const char* an,
-                  const char* bn) {
-  CONVOY_CHECK(a.shape() == b.shape(), std::string(op) + ": " + an + " " + shape_str(a.shape()) +
-                                           " and " + bn + " " + shape_str(b.shape()) +
-                                           " differ in shape");
-}
-
-// Checks the channel concat/split shapes: every part (N, C_i, ...) matches y (N, sum C_i, ...)
-// outside dimension 1. Returns the elements per channel (the product of the dims after 1).
-int64_t channel_layout(const char* op, const Tensor& y, std::span<const Tensor* const> parts) {
-  require_cpu(y, op, "y");
-  CONVOY_CHECK(y.ndim() >= 2, std::string(op) + ": y must have a channel dimension, got " +
-                                  shape_str(y.shape()));
-  int64_t channels = 0;
-  for (const Tensor* t : parts) {
-    require_cpu(*t, op, "part");
-    CONVOY_CHECK(t->dtype() == y.dtype(), std::string(op) + ": parts and y differ in dtype");
-    bool same = t->ndim() == y.ndim();
-    for (int d = 0; same && d < y.ndim(); ++d) same = d == 1 || t->dim(d) == y.dim(d);
-    CONVOY_CHECK(same, std::string(op) + ": part " + shape_str(t->shape()) +
-                           " does not match y " + shape_str(y.shape()) + " outside dimension 1");
-    channels += t->dim(1);
-  }
-  CONVOY_CHECK(channels == y.dim(1), std::string(op) + ": the parts' channels sum to " +
-                                         std::to_string(channels) + ", y has " +
-                                         std::to_string(y.dim(1)));
+// concat/split's elements per channel (the product of y's dims after 1), y already checked.
+int64_t channel_inner(const Tensor& y) {
   int64_t inner = 1;
   for (int d = 2; d < y.ndim(); ++d) inner *= y.dim(d);
   return inner;
@@ -110,12 +86,8 @@ int64_t channel_layout(const char* op, const Tensor& y, std::span<const Tensor* 
 // ---- elementwise ----------------------------------------------------------------------------
 
 void CpuOps::add(const Tensor& a, const Tensor& b, Tensor& y) {
-  constexpr const char* op = "add";
-  require_f32(a, op, "a");
-  require_f32(b, op, "b");
-  require_f32(y, op, "y");
-  require_same(a, b, op, "a", "b");
-  require_same(a, y, op, "a", "y");
+  check_add(a, b, y, Device::cpu());
+  require_supported(OpKind::add, {{a, "a"}, {b, "b"}, {y, "y"}});
   const float* pa = a.data<float>();
   const float* pb = b.data<float>();
   float* py = y.data<float>();
@@ -125,10 +97,8 @@ void CpuOps::add(const Tensor& a, const Tensor& b, Tensor& y) {
 }
 
 void CpuOps::add_inplace(Tensor& y, const Tensor& x) {
-  constexpr const char* op = "add_inplace";
-  require_f32(y, op, "y");
-  require_f32(x, op, "x");
-  require_same(x, y, op, "x", "y");
+  check_add_inplace(y, x, Device::cpu());
+  require_supported(OpKind::add_inplace, {{y, "y"}, {x, "x"}});
   const float* px = x.data<float>();
   float* py = y.data<float>();
   const int64_t n = y.numel();
@@ -137,10 +107,11 @@ void CpuOps::add_inplace(Tensor& y, const Tensor& x) {
 }
 
 void CpuOps::concat_channels(std::span<const Tensor> xs, Tensor& y) {
-  constexpr const char* op = "concat_channels";
   std::vector<const Tensor*> parts;
   for (const Tensor& x : xs) parts.push_back(&x);
-  const int64_t inner = channel_layout(op, y, parts);
+  check_concat_channels("concat_channels", parts, y, Device::cpu());
+  require_supported(OpKind::concat_channels, {{y, "y"}});  // the parts share y's dtype and layout
+  const int64_t inner = channel_inner(y);
   const int64_t n = y.dim(0);
   const size_t elem = dtype_size(y.dtype());
   const size_t y_row = static_cast<size_t>(y.dim(1) * inner) * elem;
@@ -158,10 +129,11 @@ void CpuOps::concat_channels(std::span<const Tensor> xs, Tensor& y) {
 }
 
 void CpuOps::split_channels(const Tensor& y, std::span<Tensor> xs) {
-  constexpr const char* op = "split_channels";
   std::vector<const Tensor*> parts;
   for (const Tensor& x : xs) parts.push_back(&x);
-  const int64_t inner = channel_layout(op, y, parts);
+  check_concat_channels("split_channels", parts, y, Device::cpu());
+  require_supported(OpKind::split_channels, {{y, "y"}});  // the parts share y's dtype and layout
+  const int64_t inner = channel_inner(y);
   const int64_t n = y.dim(0);
   const size_t elem = dtype_size(y.dtype());
   const size_t y_row = static_cast<size_t>(y.dim(1) * inner) * elem;
@@ -182,10 +154,8 @@ void CpuOps::split_channels(const Tensor& y, std::span<Tensor> xs) {
 
 namespace {
 
-void dropout_apply(const char* op, int threads, float p, uint64_t seed, const Tensor& in,
-                   Tensor& out) {
-  CONVOY_CHECK(p >= 0.0f && p <= 1.0f, std::string(op) + ": p must be in [0, 1], got " +
-                                           std::to_string(p));
+// p in [0, 1], in and out f32 of one shape (check_dropout).
+void dropout_apply(int threads, float p, uint64_t seed, const Tensor& in, Tensor& out) {
   const float scale = p < 1.0f ? 1.0f / (1.0f - p) : 0.0f;
   const float* pi = in.data<float>();
   float* po = out.data<float>();
@@ -198,48 +168,25 @@ void dropout_apply(const char* op, int threads, float p, uint64_t seed, const Te
 }  // namespace
 
 void CpuOps::dropout_forward(float p, uint64_t seed, const Tensor& x, Tensor& y) {
-  constexpr const char* op = "dropout_forward";
-  require_f32(x, op, "x");
-  require_f32(y, op, "y");
-  require_same(x, y, op, "x", "y");
-  dropout_apply(op, threads_, p, seed, x, y);
+  check_dropout("dropout_forward", p, x, y, Device::cpu());
+  require_supported(OpKind::dropout_forward, {{x, "x"}, {y, "y"}});
+  dropout_apply(threads_, p, seed, x, y);
 }
 
 void CpuOps::dropout_backward(float p, uint64_t seed, const Tensor& dy, Tensor& dx) {
-  constexpr const char* op = "dropout_backward";
-  require_f32(dy, op, "dy");
-  require_f32(dx, op, "dx");
-  require_same(dy, dx, op, "dy", "dx");
-  dropout_apply(op, threads_, p, seed, dy, dx);
+  check_dropout("dropout_backward", p, dy, dx, Device::cpu());
+  require_supported(OpKind::dropout_backward, {{dy, "dy"}, {dx, "dx"}});
+  dropout_apply(threads_, p, seed, dy, dx);
 }
 
 // ---- softmax and cross-entropy --------------------------------------------------------------
 
 void CpuOps::softmax_cross_entropy(const Tensor& logits, const Tensor& labels, float smoothing,
                                    Tensor& loss, Tensor& dlogits, Tensor& correct) {
-  constexpr const char* op = "softmax_cross_entropy";
-  require_cpu(logits, op, "logits");
-  require_cpu(labels, op, "labels");
-  CONVOY_CHECK(is_float_dtype(logits.dtype()), std::string(op) + ": logits must be F32 or BF16");
-  CONVOY_CHECK(logits.ndim() == 2 && logits.numel() > 0,
-               std::string(op) + ": logits must be (N, C), got " + shape_str(logits.shape()));
+  check_softmax_cross_entropy(logits, labels, smoothing, loss, dlogits, correct, Device::cpu());
+  require_supported(OpKind::softmax_cross_entropy, {{logits, "logits"}, {dlogits, "dlogits"}});
   const int64_t n = logits.dim(0), c = logits.dim(1);
-  CONVOY_CHECK(labels.dtype() == DType::i32, std::string(op) + ": labels must be I32");
-  require_shape(labels, {n}, op, "labels");
-  require_f32(loss, op, "loss");
-  require_shape(loss, {1}, op, "loss");
-  require_cpu(correct, op, "correct");
-  CONVOY_CHECK(correct.dtype() == DType::i32, std::string(op) + ": correct must be I32");
-  require_shape(correct, {1}, op, "correct");
   const bool want_grad = dlogits.defined();
-  if (want_grad) {
-    require_cpu(dlogits, op, "dlogits");
-    require_shape(dlogits, logits.shape(), op, "dlogits");
-    CONVOY_CHECK(dlogits.dtype() == logits.dtype(),
-                 std::string(op) + ": dlogits must have logits' dtype");
-  }
-  CONVOY_CHECK(smoothing >= 0.0f && smoothing < 1.0f,
-               std::string(op) + ": smoothing must be in [0, 1), got " + std::to_string(smoothing));
 
   const int32_t* lab = labels.data<int32_t>();
   std::atomic<int64_t> bad_row{-1};
@@ -299,17 +246,12 @@ void CpuOps::softmax_cross_entropy(const Tensor& logits, const Tensor& labels, f
                      " is outside [0, " + std::to_string(c) + ")");
   }
   loss.data<float>()[0] = static_cast<float>(total * inv_n);
-  correct.data<int32_t>()[0] = static_cast<int32_t>(hits);
+  if (correct.defined()) correct.data<int32_t>()[0] = static_cast<int32_t>(hits);
 }
 
 void CpuOps::softmax(const Tensor& logits, Tensor& probs) {
-  constexpr const char* op = "softmax";
-  require_cpu(logits, op, "logits");
-  CONVOY_CHECK(is_float_dtype(logits.dtype()), std::string(op) + ": logits must be F32 or BF16");
-  CONVOY_CHECK(logits.ndim() == 2,
-               std::string(op) + ": logits must be (N, C), got " + shape_str(logits.shape()));
-  require_f32(probs, op, "probs");
-  require_shape(probs, logits.shape(), op, "probs");
+  check_softmax(logits, probs, Device::cpu());
+  require_supported(OpKind::softmax, {{logits, "logits"}, {probs, "probs"}});
   const int64_t n = logits.dim(0), c = logits.dim(1);
   const int nt = team(threads_);
   float* out = probs.data<float>();
@@ -334,18 +276,11 @@ void CpuOps::softmax(const Tensor& logits, Tensor& probs) {
 // ---- cast and fill --------------------------------------------------------------------------
 
 void CpuOps::cast(const Tensor& x, Tensor& y) {
-  constexpr const char* op = "cast";
-  require_cpu(x, op, "x", /*nhwc_ok=*/true);
-  require_cpu(y, op, "y", /*nhwc_ok=*/true);
-  require_same(x, y, op, "x", "y");
-  CONVOY_CHECK(is_float_dtype(x.dtype()) && is_float_dtype(y.dtype()),
-               std::string(op) + ": converts between F32, BF16 and F16 only, got " +
-                   std::string(dtype_name(x.dtype())) + " to " +
-                   std::string(dtype_name(y.dtype())));
+  check_cast(x, y, Device::cpu());
+  require_supported(OpKind::cast, {{x, "x"}, {y, "y"}});
   const int64_t n = x.numel();
   const int nt = team(threads_);
-  if (!same_memory_order(x, y)) {  // nchw <-> nhwc; element i of y from its place in x
-    CONVOY_CHECK(x.ndim() == 4, std::string(op) + ": layouts differ on a " + shape_str(x.shape()) + " tensor");
+  if (!same_memory_order(x, y)) {  // 4-D nchw <-> nhwc; element i of y from its place in x
     const int64_t c = x.dim(1), hw = x.dim(2) * x.dim(3), per_sample = c * hw;
     const bool to_nhwc = y.layout() == Layout::nhwc;
     with_reader(x, [&](auto read) {
@@ -372,8 +307,9 @@ void CpuOps::cast(const Tensor& x, Tensor& y) {
 }
 
 void CpuOps::fill(Tensor& y, float value) {
-  constexpr const char* op = "fill";
-  require_cpu(y, op, "y");
+  const OpCheck check("fill", Device::cpu());
+  check_fill(y, Device::cpu());
+  require_supported(OpKind::fill, {{y, "y"}});
   const int64_t n = y.numel();
   const int nt = team(threads_);
   auto fill_with = [&](auto* p, auto v) {
@@ -385,13 +321,13 @@ void CpuOps::fill(Tensor& y, float value) {
     case DType::bf16: fill_with(y.data<uint16_t>(), float_to_bf16(value)); return;
     case DType::f16: fill_with(y.data<uint16_t>(), float_to_f16(value)); return;
     case DType::i32:
-      CONVOY_CHECK(value == std::trunc(value) && std::abs(value) <= 2147483520.0f,
-                   std::string(op) + ": " + std::to_string(value) + " is not an I32 value");
+      check.that(value == std::trunc(value) && std::abs(value) <= 2147483520.0f,
+                 std::to_string(value) + " is not an I32 value");
       fill_with(y.data<int32_t>(), static_cast<int32_t>(value));
       return;
     case DType::u8:
-      CONVOY_CHECK(value == std::trunc(value) && value >= 0.0f && value <= 255.0f,
-                   std::string(op) + ": " + std::to_string(value) + " is not a U8 value");
+      check.that(value == std::trunc(value) && value >= 0.0f && value <= 255.0f,
+                 std::to_string(value) + " is not a U8 value");
       fill_with(y.data<uint8_t>(), static_cast<uint8_t>(value));
       return;
   }
@@ -400,22 +336,10 @@ void CpuOps::fill(Tensor& y, float value) {
 // ---- optimizers -----------------------------------------------------------------------------
 
 void CpuOps::sgd_update(std::span<const SgdSlot> slots, const SgdHyper& h) {
-  constexpr const char* op = "sgd_update";
+  // The shared check holds every backend to f32 master weights, so supports() adds nothing.
+  check_sgd_update(slots, h, Device::cpu());
   int64_t total = 0;
-  for (const SgdSlot& s : slots) {
-    CONVOY_CHECK(s.param && s.grad, std::string(op) + ": a slot lacks its param or grad");
-    require_f32(*s.param, op, "param");
-    require_f32(*s.grad, op, "grad");
-    require_same(*s.param, *s.grad, op, "param", "grad");
-    const bool has_buf = s.momentum_buf && s.momentum_buf->defined();
-    CONVOY_CHECK(has_buf || h.momentum == 0.0f,
-                 std::string(op) + ": momentum needs a momentum buffer");
-    if (has_buf) {
-      require_f32(*s.momentum_buf, op, "momentum_buf");
-      require_same(*s.param, *s.momentum_buf, op, "param", "momentum_buf");
-    }
-    total += s.param->numel();
-  }
+  for (const SgdSlot& s : slots) total += s.param->numel();
   const int nt = team(threads_);
   const float lr = h.lr, mu = h.momentum;
   const bool nesterov = h.nesterov;
@@ -441,21 +365,9 @@ void CpuOps::sgd_update(std::span<const SgdSlot> slots, const SgdHyper& h) {
 }
 
 void CpuOps::adamw_update(std::span<const AdamSlot> slots, const AdamHyper& h) {
-  constexpr const char* op = "adamw_update";
-  CONVOY_CHECK(h.step >= 1, std::string(op) + ": step is 1-based, got " + std::to_string(h.step));
+  check_adamw_update(slots, h, Device::cpu());  // f32 master weights, as for SGD
   int64_t total = 0;
-  for (const AdamSlot& s : slots) {
-    CONVOY_CHECK(s.param && s.grad && s.m && s.v,
-                 std::string(op) + ": a slot lacks its param, grad, m or v");
-    require_f32(*s.param, op, "param");
-    require_f32(*s.grad, op, "grad");
-    require_f32(*s.m, op, "m");
-    require_f32(*s.v, op, "v");
-    require_same(*s.param, *s.grad, op, "param", "grad");
-    require_same(*s.param, *s.m, op, "param", "m");
-    require_same(*s.param, *s.v, op, "param", "v");
-    total += s.param->numel();
-  }
+  for (const AdamSlot& s : slots) total += s.param->numel();
   const int nt = team(threads_);
   const double t = static_cast<double>(h.step);
   const float b1 = h.beta1, b2 = h.beta2, eps = h.eps;
@@ -486,20 +398,9 @@ void CpuOps::adamw_update(std::span<const AdamSlot> slots, const AdamHyper& h) {
 
 void CpuOps::normalize_augment(const Tensor& images, const NormalizeAugment& a, uint64_t seed,
                                Tensor& y) {
-  constexpr const char* op = "normalize_augment";
-  require_cpu(images, op, "images");
-  require_cpu(y, op, "y");
-  CONVOY_CHECK(images.dtype() == DType::u8, std::string(op) + ": images must be U8");
-  CONVOY_CHECK(images.ndim() == 4,
-               std::string(op) + ": images must be (N, C, H, W), got " + shape_str(images.shape()));
-  require_shape(y, images.shape(), op, "y");
-  CONVOY_CHECK(y.dtype() == DType::f32 || y.dtype() == DType::bf16,
-               std::string(op) + ": y must be F32 or BF16");
+  check_normalize_augment(images, a, y, Device::cpu());
+  require_supported(OpKind::normalize_augment, {{y, "y"}});
   const int64_t n = images.dim(0), c = images.dim(1), h = images.dim(2), w = images.dim(3);
-  CONVOY_CHECK(c >= 1 && c <= 4, std::string(op) + ": at most 4 channels, got " + std::to_string(c));
-  CONVOY_CHECK(a.crop_padding >= 0, std::string(op) + ": negative crop padding");
-  for (int64_t ch = 0; ch < c; ++ch)
-    CONVOY_CHECK(a.std[ch] != 0.0f, std::string(op) + ": std of channel " + std::to_string(ch) + " is 0");
   const uint8_t* src = images.data<uint8_t>();
   const uint64_t range = static_cast<uint64_t>(2 * a.crop_padding + 1);
   const int nt = team(threads_);

@@ -88,32 +88,21 @@ std::string conv_str(const Conv2dParams& p) {
          std::to_string(p.groups);
 }
 
-// Output extent of a convolution or pooling window sweep; -1 when the window does not fit.
-int64_t sweep_out(int64_t in, int64_t pad, int64_t dilation, int64_t kernel, int64_t stride) {
-  const int64_t span = in + 2 * pad - dilation * (kernel - 1) - 1;
-  return span < 0 ? -1 : span / stride + 1;
-}
-
-ConvGeom conv_geom(const char* op, const Conv2dParams& p, const Shape& x, const Shape& w,
-                   const Shape& y) {
-  const std::string what = std::string(op) + ": x " + shape_str(x) + ", w " + shape_str(w) +
-                           ", y " + shape_str(y) + ", " + conv_str(p);
-  CONVOY_CHECK(x.size() == 4 && w.size() == 4 && y.size() == 4, what + ": expected 4-D tensors");
-  CONVOY_CHECK(p.stride_h >= 1 && p.stride_w >= 1 && p.dilation_h >= 1 && p.dilation_w >= 1 &&
-                   p.pad_h >= 0 && p.pad_w >= 0 && p.groups >= 1,
-               what + ": invalid parameters");
-  ConvGeom g{x[0], x[1], x[2], x[3], w[0], w[2], w[3], y[2], y[3], p.groups};
-  CONVOY_CHECK(g.n >= 1 && g.c >= 1 && g.k >= 1, what + ": empty tensor");
-  CONVOY_CHECK(g.c % g.groups == 0 && g.k % g.groups == 0,
-               what + ": channels not divisible by groups");
-  CONVOY_CHECK(w[1] == g.c / g.groups, what + ": w's dim 1 must be C / groups");
-  CONVOY_CHECK(y[0] == g.n && y[1] == g.k, what + ": y must be (N, K, P, Q)");
-  const int64_t p_want = sweep_out(g.h, p.pad_h, p.dilation_h, g.r, p.stride_h);
-  const int64_t q_want = sweep_out(g.w, p.pad_w, p.dilation_w, g.s, p.stride_w);
-  CONVOY_CHECK(p_want >= 1 && q_want >= 1, what + ": the kernel does not fit the padded input");
-  CONVOY_CHECK(g.p == p_want && g.q == q_want,
-               what + ": y must be " + shape_str({g.n, g.k, p_want, q_want}));
-  return g;
+// What oneDNN needs beyond check_conv2d_*: non-empty tensors and a kernel that fits the
+// padded input. (conv2d_output_size rounds a negative span toward zero, so a kernel that
+// overhangs by less than a stride passes the shared shape check with P = 1; at stride 1 the
+// formula is exact.) x (N, C, H, W), w (K, C/groups, R, S), y (N, K, P, Q), already checked.
+ConvGeom conv_geom(const char* op, const Conv2dParams& p, const Tensor& x, const Tensor& w,
+                   const Tensor& y) {
+  const OpCheck c(op, Device::cpu());
+  c.that(x.dim(0) >= 1 && x.dim(1) >= 1 && w.dim(0) >= 1,
+         "empty tensor: x " + describe(x) + ", w " + describe(w));
+  c.that(conv2d_output_size(x.dim(2), w.dim(2), 1, p.pad_h, p.dilation_h) >= 1 &&
+             conv2d_output_size(x.dim(3), w.dim(3), 1, p.pad_w, p.dilation_w) >= 1,
+         "the kernel of " + describe(w) + " does not fit the padded input " + describe(x) + ", " +
+             conv_str(p));
+  return {x.dim(0), x.dim(1), x.dim(2), x.dim(3), w.dim(0), w.dim(2), w.dim(3),
+          y.dim(2), y.dim(3), p.groups};
 }
 
 struct ConvDescs {
@@ -131,7 +120,8 @@ ConvDescs conv_descs(const ConvGeom& g, const Conv2dParams& p) {
   d.strides = {p.stride_h, p.stride_w};
   d.dilates = {p.dilation_h - 1, p.dilation_w - 1};  // oneDNN counts the holes
   d.pad_l = {p.pad_h, p.pad_w};
-  // P was checked against the symmetric formula, so the same right padding is consistent.
+  // P was checked against the symmetric formula (conv2d_output_shape), so the same right
+  // padding is consistent.
   d.pad_r = {p.pad_h, p.pad_w};
   return d;
 }
@@ -153,32 +143,44 @@ struct PoolGeom {
   int64_t n, c, h, w, p, q;
 };
 
+const char* pool_kind_name(PoolKind kind) {
+  switch (kind) {
+    case PoolKind::max: return "max";
+    case PoolKind::avg: return "avg";
+  }
+  throw InternalError("unknown pool kind");
+}
+
+algorithm pool_algorithm(PoolKind kind) {
+  switch (kind) {
+    case PoolKind::max: return algorithm::pooling_max;
+    case PoolKind::avg: return algorithm::pooling_avg_exclude_padding;  // PyTorch's default
+  }
+  throw InternalError("unknown pool kind");
+}
+
 std::string pool_str(const Pool2dParams& p) {
-  return std::string(p.kind == PoolKind::max ? "max" : "avg") + " kernel (" +
+  return std::string(pool_kind_name(p.kind)) + " kernel (" +
          std::to_string(p.kernel_h) + ", " + std::to_string(p.kernel_w) + "), stride (" +
          std::to_string(p.stride_h) + ", " + std::to_string(p.stride_w) + "), pad (" +
          std::to_string(p.pad_h) + ", " + std::to_string(p.pad_w) + ")";
 }
 
-PoolGeom pool_geom(const char* op, const Pool2dParams& p, const Shape& x, const Shape& y) {
-  const std::string what =
-      std::string(op) + ": x " + shape_str(x) + ", y " + shape_str(y) + ", " + pool_str(p);
-  CONVOY_CHECK(x.size() == 4 && y.size() == 4, what + ": expected 4-D tensors");
-  CONVOY_CHECK(p.kernel_h >= 1 && p.kernel_w >= 1 && p.stride_h >= 1 && p.stride_w >= 1 &&
-                   p.pad_h >= 0 && p.pad_w >= 0,
-               what + ": invalid parameters");
+// What oneDNN needs beyond check_pool2d_*: non-empty tensors and a window that fits the
+// padded input (pool2d_output_shape rounds a negative span toward zero, like the conv formula;
+// at stride 1 it is exact). x (N, C, H, W), y (N, C, P, Q), already checked.
+PoolGeom pool_geom(const char* op, const Pool2dParams& p, const Tensor& x, const Tensor& y) {
+  const OpCheck c(op, Device::cpu());
   // Every window then holds at least one real element (the average's divisor is never 0).
-  CONVOY_CHECK(p.pad_h < p.kernel_h && p.pad_w < p.kernel_w,
-               what + ": padding must be smaller than the kernel");
-  PoolGeom g{x[0], x[1], x[2], x[3], y[2], y[3]};
-  CONVOY_CHECK(g.n >= 1 && g.c >= 1, what + ": empty tensor");
-  CONVOY_CHECK(y[0] == g.n && y[1] == g.c, what + ": y must be (N, C, P, Q)");
-  const int64_t p_want = sweep_out(g.h, p.pad_h, 1, p.kernel_h, p.stride_h);
-  const int64_t q_want = sweep_out(g.w, p.pad_w, 1, p.kernel_w, p.stride_w);
-  CONVOY_CHECK(p_want >= 1 && q_want >= 1, what + ": the window does not fit the padded input");
-  CONVOY_CHECK(g.p == p_want && g.q == q_want,
-               what + ": y must be " + shape_str({g.n, g.c, p_want, q_want}));
-  return g;
+  c.that(p.pad_h < p.kernel_h && p.pad_w < p.kernel_w,
+         "padding must be smaller than the kernel, got " + pool_str(p));
+  c.that(x.dim(0) >= 1 && x.dim(1) >= 1, "empty tensor: x " + describe(x));
+  Pool2dParams unit = p;
+  unit.stride_h = unit.stride_w = 1;
+  const Shape sweep = pool2d_output_shape(unit, x.shape());
+  c.that(sweep[2] >= 1 && sweep[3] >= 1,
+         "the window does not fit the padded input " + describe(x) + ", " + pool_str(p));
+  return {x.dim(0), x.dim(1), x.dim(2), x.dim(3), y.dim(2), y.dim(3)};
 }
 
 struct PoolDescs {
@@ -195,7 +197,7 @@ PoolDescs pool_descs(const PoolGeom& g, const Pool2dParams& p) {
   d.kernel = {p.kernel_h, p.kernel_w};
   d.pad_l = {p.pad_h, p.pad_w};
   d.pad_r = {p.pad_h, p.pad_w};
-  d.alg = p.kind == PoolKind::max ? algorithm::pooling_max : algorithm::pooling_avg_exclude_padding;
+  d.alg = pool_algorithm(p.kind);
   return d;
 }
 
@@ -214,12 +216,10 @@ dnnl::pooling_forward::primitive_desc pool_forward_pd(const dnnl::engine& eng, c
 
 // ---- batch norm -----------------------------------------------------------------------------
 
-// x is (N, C, H, W) or (N, C); returns its oneDNN descriptor.
+// x (N, C, H, W) or (N, C), already checked; returns its oneDNN descriptor.
 Md bn_data_md(const char* op, const Tensor& x) {
+  OpCheck(op, Device::cpu()).that(x.numel() > 0, "empty x " + describe(x));
   const Shape& s = x.shape();
-  CONVOY_CHECK(s.size() == 4 || s.size() == 2,
-               std::string(op) + ": x must be (N, C, H, W) or (N, C), got " + shape_str(s));
-  CONVOY_CHECK(x.numel() > 0, std::string(op) + ": empty x " + shape_str(s));
   if (s.size() == 4) return f32_md({s[0], s[1], s[2], s[3]}, Tag::nchw);
   return f32_md({s[0], s[1]}, Tag::nc);
 }
@@ -227,23 +227,6 @@ Md bn_data_md(const char* op, const Tensor& x) {
 std::string bn_key(const char* op, const Shape& s, float eps) {
   return key_of(op, {s[0], s[1], s.size() == 4 ? s[2] : 1, s.size() == 4 ? s[3] : 1,
                      static_cast<int64_t>(s.size()), float_bits(eps)});
-}
-
-void require_channels(const Tensor& t, int64_t c, const char* op, const char* name) {
-  require_f32(t, op, name);
-  require_shape(t, {c}, op, name);
-}
-
-struct Named {
-  const Tensor& tensor;
-  const char* name;
-};
-
-// Each of `params` must be an f32 vector of x's channel count (dim 1), which is returned.
-int64_t require_per_channel(const char* op, const Tensor& x, std::initializer_list<Named> params) {
-  const int64_t c = x.dim(1);
-  for (const Named& p : params) require_channels(p.tensor, c, op, p.name);
-  return c;
 }
 
 // ---- eltwise --------------------------------------------------------------------------------
@@ -263,36 +246,64 @@ float eltwise_alpha(Activation kind, float alpha) {
 
 }  // namespace
 
-// ---- helpers shared by the CPU op files -----------------------------------------------------
-
-void require_cpu(const Tensor& t, const char* op, const char* name, bool nhwc_ok) {
-  CONVOY_CHECK(t.defined(), std::string(op) + ": " + name + " is undefined");
-  CONVOY_CHECK(t.device().is_cpu(),
-               std::string(op) + ": " + name + " is on " + t.device().str() + ", not the CPU");
-  CONVOY_CHECK(nhwc_ok || t.layout() == Layout::nchw,
-               std::string(op) + ": " + name + " is nhwc; the CPU path uses nchw only");
-}
-
-void require_f32(const Tensor& t, const char* op, const char* name) {
-  require_cpu(t, op, name);
-  if (t.dtype() == DType::bf16)
-    throw DeviceError(std::string(op) + ": " + name +
-                      " is bf16; bf16 is a GPU precision; the CPU path computes in f32");
-  CONVOY_CHECK(t.dtype() == DType::f32, std::string(op) + ": " + name + " must be F32, got " +
-                                            std::string(dtype_name(t.dtype())));
-}
-
-void require_shape(const Tensor& t, const Shape& expected, const char* op, const char* name) {
-  CONVOY_CHECK(t.defined(), std::string(op) + ": " + name + " is undefined");
-  CONVOY_CHECK(t.shape() == expected, std::string(op) + ": " + name + " has shape " +
-                                          shape_str(t.shape()) + ", expected " +
-                                          shape_str(expected));
-}
-
 // ---- CpuOps plumbing ------------------------------------------------------------------------
 
 CpuOps::CpuOps(const dnnl::engine& engine, const dnnl::stream& stream, int threads)
     : engine_(engine), stream_(stream), threads_(threads) {}
+
+bool CpuOps::supports(OpKind op, DType dtype, Layout layout) const {
+  const bool nchw = layout == Layout::nchw;
+  switch (op) {
+    // oneDNN primitives on plain f32 formats, and loops whose arithmetic is f32.
+    case OpKind::conv2d_forward:
+    case OpKind::conv2d_backward_data:
+    case OpKind::conv2d_backward_weights:
+    case OpKind::batchnorm_forward_train:
+    case OpKind::batchnorm_forward_eval:
+    case OpKind::batchnorm_backward:
+    case OpKind::activation_forward:
+    case OpKind::activation_backward:
+    case OpKind::pool2d_forward:
+    case OpKind::pool2d_backward:
+    case OpKind::linear_forward:
+    case OpKind::linear_backward:
+    case OpKind::add:
+    case OpKind::add_inplace:
+    case OpKind::dropout_forward:
+    case OpKind::dropout_backward:
+    case OpKind::sgd_update:
+    case OpKind::adamw_update: return dtype == DType::f32 && nchw;
+    // Values copied or set as they are, whatever their dtype.
+    case OpKind::concat_channels:
+    case OpKind::split_channels:
+    case OpKind::fill: return nchw;
+    // The logits are read in any floating dtype and the loss is computed in double.
+    case OpKind::softmax_cross_entropy:
+    case OpKind::softmax: return is_floating(dtype) && nchw;
+    // Converting between the layouts is part of cast's job.
+    case OpKind::cast: return is_floating(dtype);
+    // The dtype of the output; the input is u8.
+    case OpKind::normalize_augment: return (dtype == DType::f32 || dtype == DType::bf16) && nchw;
+  }
+  return false;  // not an OpKind
+}
+
+void CpuOps::require_supported(OpKind op, std::initializer_list<NamedArg> tensors) const {
+  for (const NamedArg& arg : tensors) {
+    const Tensor& t = arg.tensor;
+    if (!t.defined() || supports(op, t.dtype(), t.layout())) continue;
+    const std::string name = op_name(op);
+    std::string why;
+    // A user who picked bf16 on a machine without a GPU lands here: say so in their terms.
+    if (t.dtype() == DType::bf16 && supports(op, DType::f32, Layout::nchw))
+      why = "bf16 is a GPU precision; the CPU path computes in f32";
+    else if (supports(op, t.dtype(), Layout::nchw))
+      why = "the CPU path uses nchw only";
+    else
+      why = "the CPU path does not run " + name + " on " + std::string(dtype_name(t.dtype()));
+    throw DeviceError(name + ": " + arg.name + " is " + describe(t) + "; " + why);
+  }
+}
 
 template <class Make>
 const CpuOps::Cached& CpuOps::cached(const std::string& key, Make&& make) {
@@ -320,12 +331,10 @@ dnnl::memory CpuOps::wrap(const dnnl::memory::desc& md, const Tensor& t) const {
 void CpuOps::conv2d_forward(const Conv2dParams& p, const Tensor& x, const Tensor& w,
                             const Tensor& b, Tensor& y) {
   constexpr const char* op = "conv2d_forward";
-  require_f32(x, op, "x");
-  require_f32(w, op, "w");
-  require_f32(y, op, "y");
-  const ConvGeom g = conv_geom(op, p, x.shape(), w.shape(), y.shape());
+  check_conv2d_forward(p, x, w, b, y, Device::cpu());
+  require_supported(OpKind::conv2d_forward, {{x, "x"}, {w, "w"}, {b, "b"}, {y, "y"}});
+  const ConvGeom g = conv_geom(op, p, x, w, y);
   const bool bias = b.defined();
-  if (bias) require_channels(b, g.k, op, "b");
   const ConvDescs d = conv_descs(g, p);
   guarded(
       op, [&] { return "x " + shape_str(x.shape()) + ", w " + shape_str(w.shape()) + ", " + conv_str(p); },
@@ -343,10 +352,9 @@ void CpuOps::conv2d_forward(const Conv2dParams& p, const Tensor& x, const Tensor
 void CpuOps::conv2d_backward_data(const Conv2dParams& p, const Tensor& dy, const Tensor& w,
                                   Tensor& dx) {
   constexpr const char* op = "conv2d_backward_data";
-  require_f32(dy, op, "dy");
-  require_f32(w, op, "w");
-  require_f32(dx, op, "dx");
-  const ConvGeom g = conv_geom(op, p, dx.shape(), w.shape(), dy.shape());
+  check_conv2d_backward_data(p, dy, w, dx, Device::cpu());
+  require_supported(OpKind::conv2d_backward_data, {{dy, "dy"}, {w, "w"}, {dx, "dx"}});
+  const ConvGeom g = conv_geom(op, p, dx, w, dy);
   const ConvDescs d = conv_descs(g, p);
   guarded(
       op, [&] { return "dy " + shape_str(dy.shape()) + ", w " + shape_str(w.shape()) + ", dx " + shape_str(dx.shape()) + ", " + conv_str(p); },
@@ -365,12 +373,10 @@ void CpuOps::conv2d_backward_data(const Conv2dParams& p, const Tensor& dy, const
 void CpuOps::conv2d_backward_weights(const Conv2dParams& p, const Tensor& x, const Tensor& dy,
                                      Tensor& dw, Tensor& db) {
   constexpr const char* op = "conv2d_backward_weights";
-  require_f32(x, op, "x");
-  require_f32(dy, op, "dy");
-  require_f32(dw, op, "dw");
-  const ConvGeom g = conv_geom(op, p, x.shape(), dw.shape(), dy.shape());
+  check_conv2d_backward_weights(p, x, dy, dw, db, Device::cpu());
+  require_supported(OpKind::conv2d_backward_weights, {{x, "x"}, {dy, "dy"}, {dw, "dw"}, {db, "db"}});
+  const ConvGeom g = conv_geom(op, p, x, dw, dy);
   const bool bias = db.defined();
-  if (bias) require_channels(db, g.k, op, "db");
   const ConvDescs d = conv_descs(g, p);
   guarded(
       op, [&] { return "x " + shape_str(x.shape()) + ", dy " + shape_str(dy.shape()) + ", dw " + shape_str(dw.shape()) + ", " + conv_str(p); },
@@ -396,13 +402,11 @@ void CpuOps::batchnorm_forward_train(const Tensor& x, const Tensor& gamma, const
                                      Tensor& running_var, Tensor& y, Tensor& saved_mean,
                                      Tensor& saved_invstd) {
   constexpr const char* op = "batchnorm_forward_train";
-  require_f32(x, op, "x");
-  require_f32(y, op, "y");
+  check_batchnorm_forward_train(x, gamma, beta, eps, running_mean, running_var, y, saved_mean,
+                                saved_invstd, Device::cpu());
+  require_supported(OpKind::batchnorm_forward_train, {{x, "x"}, {y, "y"}});
   const Md md = bn_data_md(op, x);
-  require_shape(y, x.shape(), op, "y");
-  const int64_t c = require_per_channel(op, x, {{gamma, "gamma"}, {beta, "beta"}, {running_mean, "running_mean"},
-                                                {running_var, "running_var"}, {saved_mean, "saved_mean"},
-                                                {saved_invstd, "saved_invstd"}});
+  const int64_t c = x.dim(1);
   const int64_t count = x.numel() / c;  // values per channel
   if (count < 2)
     throw InputError("batch norm in training needs more than one value per channel, got input " +
@@ -441,12 +445,10 @@ void CpuOps::batchnorm_forward_eval(const Tensor& x, const Tensor& gamma, const 
                                     const Tensor& running_mean, const Tensor& running_var,
                                     float eps, Tensor& y) {
   constexpr const char* op = "batchnorm_forward_eval";
-  require_f32(x, op, "x");
-  require_f32(y, op, "y");
+  check_batchnorm_forward_eval(x, gamma, beta, running_mean, running_var, eps, y, Device::cpu());
+  require_supported(OpKind::batchnorm_forward_eval, {{x, "x"}, {y, "y"}});
   const Md md = bn_data_md(op, x);
-  require_shape(y, x.shape(), op, "y");
-  const int64_t c = require_per_channel(op, x, {{gamma, "gamma"}, {beta, "beta"}, {running_mean, "running_mean"},
-                                                {running_var, "running_var"}});
+  const int64_t c = x.dim(1);
   guarded(
       op, [&] { return "x " + shape_str(x.shape()); },
       [&] {
@@ -470,14 +472,12 @@ void CpuOps::batchnorm_backward(const Tensor& x, const Tensor& dy, const Tensor&
                                 const Tensor& saved_mean, const Tensor& saved_invstd, Tensor& dx,
                                 Tensor& dgamma, Tensor& dbeta) {
   constexpr const char* op = "batchnorm_backward";
-  require_f32(x, op, "x");
-  require_f32(dy, op, "dy");
-  require_f32(dx, op, "dx");
+  check_batchnorm_backward(x, dy, gamma, saved_mean, saved_invstd, dx, dgamma, dbeta, Device::cpu());
+  // oneDNN computes dx together with dgamma and dbeta, so it needs somewhere to put it.
+  OpCheck(op, Device::cpu()).here(dx, "dx");
+  require_supported(OpKind::batchnorm_backward, {{x, "x"}, {dy, "dy"}, {dx, "dx"}});
   const Md md = bn_data_md(op, x);
-  require_shape(dy, x.shape(), op, "dy");
-  require_shape(dx, x.shape(), op, "dx");
-  const int64_t c = require_per_channel(op, x, {{gamma, "gamma"}, {saved_mean, "saved_mean"},
-                                                {saved_invstd, "saved_invstd"}, {dgamma, "dgamma"}, {dbeta, "dbeta"}});
+  const int64_t c = x.dim(1);
   // The op set saves 1/sqrt(var + eps), not eps; oneDNN wants a variance and an epsilon, so
   // hand it var' = 1/invstd^2 with epsilon 0, which gives back 1/std to within rounding.
   bn_variance_.resize(static_cast<size_t>(c));
@@ -529,9 +529,8 @@ void CpuOps::batchnorm_backward(const Tensor& x, const Tensor& dy, const Tensor&
 
 void CpuOps::activation_forward(Activation kind, float alpha, const Tensor& x, Tensor& y) {
   constexpr const char* op = "activation_forward";
-  require_f32(x, op, "x");
-  require_f32(y, op, "y");
-  require_shape(y, x.shape(), op, "y");
+  check_activation_forward(x, y, Device::cpu());
+  require_supported(OpKind::activation_forward, {{x, "x"}, {y, "y"}});
   if (x.numel() == 0) return;
   const Md md = f32_md({x.numel()}, Tag::a);
   const float a = eltwise_alpha(kind, alpha);
@@ -550,12 +549,11 @@ void CpuOps::activation_forward(Activation kind, float alpha, const Tensor& x, T
 void CpuOps::activation_backward(Activation kind, float alpha, const Tensor& x, const Tensor& y,
                                  const Tensor& dy, Tensor& dx) {
   constexpr const char* op = "activation_backward";
-  require_f32(x, op, "x");
-  require_f32(dy, op, "dy");
-  require_f32(dx, op, "dx");
-  require_shape(dy, x.shape(), op, "dy");
-  require_shape(dx, x.shape(), op, "dx");
-  if (y.defined()) require_shape(y, x.shape(), op, "y");  // unused: the gradient reads x
+  check_activation_backward(kind, alpha, x, y, dy, dx, Device::cpu());
+  // oneDNN's eltwise backward reads x (the *_use_dst_for_bwd algorithms, which read y, are
+  // not used), so x is needed even where the shared check would settle for y.
+  OpCheck(op, Device::cpu()).here(x, "x");
+  require_supported(OpKind::activation_backward, {{x, "x"}, {dy, "dy"}, {dx, "dx"}});
   if (x.numel() == 0) return;
   const Md md = f32_md({x.numel()}, Tag::a);
   const float a = eltwise_alpha(kind, alpha);
@@ -580,9 +578,9 @@ void CpuOps::activation_backward(Activation kind, float alpha, const Tensor& x, 
 void CpuOps::pool2d_forward(const Pool2dParams& p, const Tensor& x, Tensor& y, Tensor& workspace,
                             bool training) {
   constexpr const char* op = "pool2d_forward";
-  require_f32(x, op, "x");
-  require_f32(y, op, "y");
-  const PoolGeom g = pool_geom(op, p, x.shape(), y.shape());
+  check_pool2d_forward(p, x, y, Device::cpu());
+  require_supported(OpKind::pool2d_forward, {{x, "x"}, {y, "y"}});
+  const PoolGeom g = pool_geom(op, p, x, y);
   const PoolDescs d = pool_descs(g, p);
   // Only max pooling keeps a record for backward; average pooling's backward needs none.
   const bool keep = training && p.kind == PoolKind::max;
@@ -617,16 +615,11 @@ void CpuOps::pool2d_rebuild_workspace(const Pool2dParams& p, const Tensor& x,
 void CpuOps::pool2d_backward(const Pool2dParams& p, const Tensor& x, const Tensor& y,
                              const Tensor& dy, const Tensor& workspace, Tensor& dx) {
   constexpr const char* op = "pool2d_backward";
-  require_f32(dy, op, "dy");
-  require_f32(dx, op, "dx");
-  const PoolGeom g = pool_geom(op, p, dx.shape(), dy.shape());
-  if (x.defined()) require_shape(x, dx.shape(), op, "x");
-  if (y.defined()) require_shape(y, dy.shape(), op, "y");
+  check_pool2d_backward(p, x, y, dy, dx, Device::cpu());
+  require_supported(OpKind::pool2d_backward, {{x, "x"}, {y, "y"}, {dy, "dy"}, {dx, "dx"}});
+  const PoolGeom g = pool_geom(op, p, x, dy);
   const PoolDescs d = pool_descs(g, p);
   const bool is_max = p.kind == PoolKind::max;
-  if (is_max && !x.defined())
-    CONVOY_CHECK(workspace.defined(),
-                 std::string(op) + ": max pooling backward needs the forward's workspace or x");
   guarded(
       op, [&] { return "dy " + shape_str(dy.shape()) + ", dx " + shape_str(dx.shape()) + ", " + pool_str(p); },
       [&] {
@@ -644,9 +637,6 @@ void CpuOps::pool2d_backward(const Pool2dParams& p, const Tensor& x, const Tenso
           const bool usable = ws.defined() && ws.dtype() == DType::u8 && ws.device().is_cpu() &&
                               ws.nbytes() == fwd.workspace_bytes;
           if (!usable) {
-            CONVOY_CHECK(x.defined(), std::string(op) + ": the workspace does not match this "
-                                                        "max pooling and x is undefined");
-            require_f32(x, op, "x");
             ws = Tensor();
             pool2d_rebuild_workspace(p, x, dy.shape(), ws);
           }
@@ -676,27 +666,21 @@ LinearDescs linear_descs(int64_t n, int64_t k, int64_t m) {
           f32_md({n, m}, Tag::nc)};
 }
 
-void linear_check(const char* op, const Tensor& x, const Tensor& w, const Shape& y) {
-  const std::string what =
-      std::string(op) + ": x " + shape_str(x.shape()) + ", w " + shape_str(w.shape()) + ", y " +
-      shape_str(y);
-  CONVOY_CHECK(x.ndim() == 2 && w.ndim() == 2 && y.size() == 2, what + ": expected 2-D tensors");
-  CONVOY_CHECK(x.dim(1) == w.dim(1), what + ": x and w disagree on K");
-  CONVOY_CHECK(y[0] == x.dim(0) && y[1] == w.dim(0), what + ": y must be (N, M)");
-  CONVOY_CHECK(x.numel() > 0 && w.numel() > 0, what + ": empty tensor");
+// What oneDNN needs beyond check_linear_*: non-empty x (N, K) and w (M, K), already checked.
+void linear_nonempty(const char* op, const Tensor& x, const Tensor& w) {
+  OpCheck(op, Device::cpu())
+      .that(x.numel() > 0 && w.numel() > 0, "empty tensor: x " + describe(x) + ", w " + describe(w));
 }
 
 }  // namespace
 
 void CpuOps::linear_forward(const Tensor& x, const Tensor& w, const Tensor& b, Tensor& y) {
   constexpr const char* op = "linear_forward";
-  require_f32(x, op, "x");
-  require_f32(w, op, "w");
-  require_f32(y, op, "y");
-  linear_check(op, x, w, y.shape());
+  check_linear_forward(x, w, b, y, Device::cpu());
+  require_supported(OpKind::linear_forward, {{x, "x"}, {w, "w"}, {b, "b"}, {y, "y"}});
+  linear_nonempty(op, x, w);
   const int64_t n = x.dim(0), k = x.dim(1), m = w.dim(0);
   const bool bias = b.defined();
-  if (bias) require_channels(b, m, op, "b");
   const LinearDescs d = linear_descs(n, k, m);
   guarded(
       op, [&] { return "x " + shape_str(x.shape()) + ", w " + shape_str(w.shape()); },
@@ -715,19 +699,12 @@ void CpuOps::linear_forward(const Tensor& x, const Tensor& w, const Tensor& b, T
 void CpuOps::linear_backward(const Tensor& x, const Tensor& w, const Tensor& dy, Tensor& dx,
                              Tensor& dw, Tensor& db) {
   constexpr const char* op = "linear_backward";
-  require_f32(x, op, "x");
-  require_f32(w, op, "w");
-  require_f32(dy, op, "dy");
-  require_f32(dw, op, "dw");
-  linear_check(op, x, w, dy.shape());
+  check_linear_backward(x, w, dy, dx, dw, db, Device::cpu());
+  require_supported(OpKind::linear_backward,
+                    {{x, "x"}, {w, "w"}, {dy, "dy"}, {dx, "dx"}, {dw, "dw"}, {db, "db"}});
+  linear_nonempty(op, x, w);
   const int64_t n = x.dim(0), k = x.dim(1), m = w.dim(0);
-  require_shape(dw, w.shape(), op, "dw");
-  if (dx.defined()) {
-    require_f32(dx, op, "dx");
-    require_shape(dx, x.shape(), op, "dx");
-  }
   const bool bias = db.defined();
-  if (bias) require_channels(db, m, op, "db");
   const LinearDescs d = linear_descs(n, k, m);
   guarded(
       op, [&] { return "x " + shape_str(x.shape()) + ", w " + shape_str(w.shape()) + ", dy " + shape_str(dy.shape()); },
