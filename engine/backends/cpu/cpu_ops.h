@@ -1,7 +1,10 @@
 #pragma once
 // CpuOps: the op set on the host. oneDNN for convolution, pooling, batch norm, eltwise and
 // inner product (plain nchw/oihw/nc formats, primitives cached per shape); OpenMP loops for
-// the rest. Internal to engine/backends/cpu. Not thread-safe: one backend per thread.
+// the rest. One source file per op family (cpu_conv.cpp, cpu_batchnorm.cpp, cpu_pool.cpp,
+// cpu_activation.cpp, cpu_linear.cpp, cpu_elementwise.cpp, cpu_softmax.cpp,
+// cpu_optimizer.cpp, cpu_normalize_augment.cpp); the plumbing in cpu_ops.cpp.
+// Internal to engine/backends/cpu. Not thread-safe: one backend per thread.
 #include <oneapi/dnnl/dnnl.hpp>
 
 #include <cstdint>
