@@ -40,8 +40,8 @@ class Conv2d final : public Layer {
     if (c % params_.groups)
       layer_error(*this, "groups " + std::to_string(params_.groups) + " does not divide the " +
                              std::to_string(c) + " input channels of " + shape_str(in[0]));
-    const int64_t p = (h + 2 * params_.pad_h - params_.dilation_h * (kernel_h_ - 1) - 1) / params_.stride_h + 1;
-    const int64_t q = (w + 2 * params_.pad_w - params_.dilation_w * (kernel_w_ - 1) - 1) / params_.stride_w + 1;
+    const int64_t p = conv2d_output_size(h, kernel_h_, params_.stride_h, params_.pad_h, params_.dilation_h);
+    const int64_t q = conv2d_output_size(w, kernel_w_, params_.stride_w, params_.pad_w, params_.dilation_w);
     if (p <= 0 || q <= 0)
       layer_error(*this, "the kernel does not fit the input " + shape_str(in[0]));
     const int64_t fan_in = c / params_.groups * kernel_h_ * kernel_w_;
@@ -86,9 +86,8 @@ class Conv2d final : public Layer {
 
  private:
   Shape output_shape(const Tensor& x) const {
-    const int64_t p = (x.dim(2) + 2 * params_.pad_h - params_.dilation_h * (kernel_h_ - 1) - 1) / params_.stride_h + 1;
-    const int64_t q = (x.dim(3) + 2 * params_.pad_w - params_.dilation_w * (kernel_w_ - 1) - 1) / params_.stride_w + 1;
-    return {x.dim(0), out_channels_, p, q};
+    return conv2d_output_shape(params_, x.shape(),
+                               {out_channels_, x.dim(1) / params_.groups, kernel_h_, kernel_w_});
   }
 
   int64_t out_channels_ = 0, kernel_h_ = 0, kernel_w_ = 0;

@@ -39,8 +39,8 @@ class Pool2d final : public Layer {
       params_.kernel_w = params_.stride_w = w;
       return {c, 1, 1};
     }
-    const int64_t p = (h + 2 * params_.pad_h - params_.kernel_h) / params_.stride_h + 1;
-    const int64_t q = (w + 2 * params_.pad_w - params_.kernel_w) / params_.stride_w + 1;
+    const Shape out = pool2d_output_shape(params_, {1, c, h, w});  // (1, C, P, Q)
+    const int64_t p = out[2], q = out[3];
     if (p <= 0 || q <= 0) layer_error(*this, "the window does not fit the input " + shape_str(in[0]));
     return {c, p, q};
   }
@@ -49,9 +49,7 @@ class Pool2d final : public Layer {
     const Tensor& x = in[0];  // (N, C, H, W)
     if (x.dim(2) + 2 * params_.pad_h < params_.kernel_h || x.dim(3) + 2 * params_.pad_w < params_.kernel_w)
       layer_error(*this, "input " + shape_str(x.shape()) + " is smaller than the window");
-    const int64_t p = (x.dim(2) + 2 * params_.pad_h - params_.kernel_h) / params_.stride_h + 1;
-    const int64_t q = (x.dim(3) + 2 * params_.pad_w - params_.kernel_w) / params_.stride_w + 1;
-    Tensor y = be.empty({x.dim(0), x.dim(1), p, q}, x.dtype(), x.layout());  // (N, C, P, Q)
+    Tensor y = be.empty(pool2d_output_shape(params_, x.shape()), x.dtype(), x.layout());  // (N, C, P, Q)
     workspace_ = Tensor();
     be.ops().pool2d_forward(params_, x, y, workspace_, step.training);
     return y;
