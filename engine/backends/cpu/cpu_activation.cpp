@@ -53,7 +53,7 @@ void CpuOps::activation_backward(Activation kind, float alpha, const Tensor& x, 
   check_activation_backward(kind, alpha, x, y, dy, dx, Device::cpu());
   // oneDNN's eltwise backward reads x (the *_use_dst_for_bwd algorithms, which read y, are
   // not used), so x is needed even where the shared check would settle for y.
-  OpCheck(op, Device::cpu()).here(x, "x");
+  if (!x.defined()) OpCheck(op, Device::cpu()).fail("x is undefined; the CPU path reads x, not y");
   require_supported(OpKind::activation_backward, {{x, "x"}, {dy, "dy"}, {dx, "dx"}});
   if (x.numel() == 0) return;
   const Md md = f32_md({x.numel()}, Tag::a);

@@ -31,15 +31,16 @@ std::string conv_str(const Conv2dParams& p) {
 // padded input. (conv2d_output_size rounds a negative span toward zero, so a kernel that
 // overhangs by less than a stride passes the shared shape check with P = 1; at stride 1 the
 // formula is exact.) x (N, C, H, W), w (K, C/groups, R, S), y (N, K, P, Q), already checked.
+// The messages are built only on failure: this runs on every call.
 ConvGeom conv_geom(const char* op, const Conv2dParams& p, const Tensor& x, const Tensor& w,
                    const Tensor& y) {
   const OpCheck c(op, Device::cpu());
-  c.that(x.dim(0) >= 1 && x.dim(1) >= 1 && w.dim(0) >= 1,
-         "empty tensor: x " + describe(x) + ", w " + describe(w));
-  c.that(conv2d_output_size(x.dim(2), w.dim(2), 1, p.pad_h, p.dilation_h) >= 1 &&
-             conv2d_output_size(x.dim(3), w.dim(3), 1, p.pad_w, p.dilation_w) >= 1,
-         "the kernel of " + describe(w) + " does not fit the padded input " + describe(x) + ", " +
-             conv_str(p));
+  if (x.dim(0) < 1 || x.dim(1) < 1 || w.dim(0) < 1)
+    c.fail("empty tensor: x " + describe(x) + ", w " + describe(w));
+  if (conv2d_output_size(x.dim(2), w.dim(2), 1, p.pad_h, p.dilation_h) < 1 ||
+      conv2d_output_size(x.dim(3), w.dim(3), 1, p.pad_w, p.dilation_w) < 1)
+    c.fail("the kernel of " + describe(w) + " does not fit the padded input " + describe(x) +
+           ", " + conv_str(p));
   return {x.dim(0), x.dim(1), x.dim(2), x.dim(3), w.dim(0), w.dim(2), w.dim(3),
           y.dim(2), y.dim(3), p.groups};
 }
@@ -124,7 +125,8 @@ void CpuOps::conv2d_backward_weights(const Conv2dParams& p, const Tensor& x, con
                                      Tensor& dw, Tensor& db) {
   constexpr const char* op = "conv2d_backward_weights";
   check_conv2d_backward_weights(p, x, dy, dw, db, Device::cpu());
-  require_supported(OpKind::conv2d_backward_weights, {{x, "x"}, {dy, "dy"}, {dw, "dw"}, {db, "db"}});
+  require_supported(OpKind::conv2d_backward_weights,
+                    {{x, "x"}, {dy, "dy"}, {dw, "dw"}, {db, "db"}});
   const ConvGeom g = conv_geom(op, p, x, dw, dy);
   const bool bias = db.defined();
   const ConvDescs d = conv_descs(g, p);

@@ -148,7 +148,7 @@ void CpuOps::cast(const Tensor& x, Tensor& y) {
 }
 
 void CpuOps::fill(Tensor& y, float value) {
-  const OpCheck check("fill", Device::cpu());
+  constexpr const char* op = "fill";
   check_fill(y, Device::cpu());
   require_supported(OpKind::fill, {{y, "y"}});
   const int64_t n = y.numel();
@@ -162,13 +162,13 @@ void CpuOps::fill(Tensor& y, float value) {
     case DType::bf16: fill_with(y.data<uint16_t>(), float_to_bf16(value)); return;
     case DType::f16: fill_with(y.data<uint16_t>(), float_to_f16(value)); return;
     case DType::i32:
-      check.that(value == std::trunc(value) && std::abs(value) <= 2147483520.0f,
-                 std::to_string(value) + " is not an I32 value");
+      if (value != std::trunc(value) || std::abs(value) > 2147483520.0f)
+        OpCheck(op, Device::cpu()).fail(std::to_string(value) + " is not an I32 value");
       fill_with(y.data<int32_t>(), static_cast<int32_t>(value));
       return;
     case DType::u8:
-      check.that(value == std::trunc(value) && value >= 0.0f && value <= 255.0f,
-                 std::to_string(value) + " is not a U8 value");
+      if (value != std::trunc(value) || value < 0.0f || value > 255.0f)
+        OpCheck(op, Device::cpu()).fail(std::to_string(value) + " is not a U8 value");
       fill_with(y.data<uint8_t>(), static_cast<uint8_t>(value));
       return;
   }

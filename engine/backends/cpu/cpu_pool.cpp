@@ -43,18 +43,19 @@ std::string pool_str(const Pool2dParams& p) {
 
 // What oneDNN needs beyond check_pool2d_*: non-empty tensors and a window that fits the
 // padded input (pool2d_output_shape rounds a negative span toward zero, like the conv formula;
-// at stride 1 it is exact). x (N, C, H, W), y (N, C, P, Q), already checked.
+// at stride 1 it is exact). x (N, C, H, W), y (N, C, P, Q), already checked. The messages are
+// built only on failure: this runs on every call.
 PoolGeom pool_geom(const char* op, const Pool2dParams& p, const Tensor& x, const Tensor& y) {
   const OpCheck c(op, Device::cpu());
   // Every window then holds at least one real element (the average's divisor is never 0).
-  c.that(p.pad_h < p.kernel_h && p.pad_w < p.kernel_w,
-         "padding must be smaller than the kernel, got " + pool_str(p));
-  c.that(x.dim(0) >= 1 && x.dim(1) >= 1, "empty tensor: x " + describe(x));
+  if (p.pad_h >= p.kernel_h || p.pad_w >= p.kernel_w)
+    c.fail("padding must be smaller than the kernel, got " + pool_str(p));
+  if (x.dim(0) < 1 || x.dim(1) < 1) c.fail("empty tensor: x " + describe(x));
   Pool2dParams unit = p;
   unit.stride_h = unit.stride_w = 1;
   const Shape sweep = pool2d_output_shape(unit, x.shape());
-  c.that(sweep[2] >= 1 && sweep[3] >= 1,
-         "the window does not fit the padded input " + describe(x) + ", " + pool_str(p));
+  if (sweep[2] < 1 || sweep[3] < 1)
+    c.fail("the window does not fit the padded input " + describe(x) + ", " + pool_str(p));
   return {x.dim(0), x.dim(1), x.dim(2), x.dim(3), y.dim(2), y.dim(3)};
 }
 
