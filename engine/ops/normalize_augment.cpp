@@ -8,12 +8,13 @@ void check_normalize_augment(const Tensor& images, const NormalizeAugment& a, co
   const OpCheck c("normalize_augment", device);
   c.here(images, "images").floating(y, "y");
   c.that(images.dtype() == DType::u8 && images.ndim() == 4 && images.layout() == Layout::nchw,
-         "images must be (N, C, H, W) U8 nchw, got " + describe(images));
-  c.that(y.shape() == images.shape(), "y " + describe(y) + " must have the images' shape " + shape_str(images.shape()));
-  c.that(images.dim(1) <= 4, "at most 4 channels, got " + describe(images));
+         [&] { return "images must be (N, C, H, W) U8 nchw, got " + describe(images); });
+  c.that(y.shape() == images.shape(),
+         [&] { return "y " + describe(y) + " must have the images' shape " + shape_str(images.shape()); });
+  c.that(images.dim(1) <= 4, [&] { return "at most 4 channels, got " + describe(images); });
   c.that(a.crop_padding >= 0, "crop_padding must not be negative");
   for (int64_t ch = 0; ch < images.dim(1); ++ch)
-    c.that(a.std[ch] != 0.f, "std of channel " + std::to_string(ch) + " is 0");
+    c.that(a.std[ch] != 0.f, [&] { return "std of channel " + std::to_string(ch) + " is 0"; });
 }
 
 }  // namespace convoy

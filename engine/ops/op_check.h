@@ -5,6 +5,7 @@
 #include <cstdint>
 #include <initializer_list>
 #include <string>
+#include <type_traits>
 
 #include "engine/core/tensor.h"
 
@@ -25,8 +26,17 @@ class OpCheck {
   OpCheck(const char* op, Device device) : op_(op), device_(device) {}
 
   [[noreturn]] void fail(const std::string& message) const;
-  const OpCheck& that(bool condition, const std::string& message) const {
-    if (!condition) fail(message);
+  // Fails with `message` unless `condition` holds. `message` is a string literal or a callable
+  // returning the string, called only on failure: the checks run on every op call, and building
+  // describe() strings for each would cost more than a small op itself.
+  template <class Message>
+  const OpCheck& that(bool condition, Message&& message) const {
+    if (!condition) {
+      if constexpr (std::is_invocable_v<Message&>)
+        fail(message());
+      else
+        fail(message);
+    }
     return *this;
   }
   // Defined and on this device.

@@ -13,15 +13,17 @@ namespace {
 
 void check_geometry(const OpCheck& c, const Pool2dParams& p, const Tensor& x, const Tensor& y) {
   c.floating(x, "x").here(y, "y");
-  c.that(x.ndim() == 4 && y.ndim() == 4, "expected 4-D x and y, got " + describe(x) + ", " + describe(y));
+  c.that(x.ndim() == 4 && y.ndim() == 4,
+         [&] { return "expected 4-D x and y, got " + describe(x) + ", " + describe(y); });
   c.that(p.kernel_h >= 1 && p.kernel_w >= 1 && p.stride_h >= 1 && p.stride_w >= 1 && p.pad_h >= 0 &&
              p.pad_w >= 0,
          "invalid kernel, stride or padding");
   const Shape expected = pool2d_output_shape(p, x.shape());
-  c.that(y.shape() == expected, "output " + describe(y) + " should be " + shape_str(expected) +
-                                    " for input " + describe(x));
+  c.that(y.shape() == expected, [&] {
+    return "output " + describe(y) + " should be " + shape_str(expected) + " for input " + describe(x);
+  });
   c.that(x.dtype() == y.dtype() && x.layout() == y.layout(),
-         "x " + describe(x) + " and y " + describe(y) + " must share dtype and layout");
+         [&] { return "x " + describe(x) + " and y " + describe(y) + " must share dtype and layout"; });
 }
 
 }  // namespace

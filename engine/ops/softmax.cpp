@@ -8,26 +8,32 @@ void check_softmax_cross_entropy(const Tensor& logits, const Tensor& labels, flo
                                  const Tensor& loss, const Tensor& dlogits, const Tensor& correct,
                                  Device device) {
   const OpCheck c("softmax_cross_entropy", device);
-  c.floating(logits, "logits")
-      .that(logits.ndim() == 2 && logits.layout() == Layout::nchw, "logits must be (N, C), got " + describe(logits));
+  c.floating(logits, "logits").that(logits.ndim() == 2 && logits.layout() == Layout::nchw, [&] {
+    return "logits must be (N, C), got " + describe(logits);
+  });
   const int64_t n = logits.dim(0), classes = logits.dim(1);
-  c.that(n > 0 && classes > 0, "empty logits " + describe(logits));
-  c.here(labels, "labels")
-      .that(labels.dtype() == DType::i32 && labels.numel() == n, "labels must be (N) I32, got " + describe(labels));
+  c.that(n > 0 && classes > 0, [&] { return "empty logits " + describe(logits); });
+  c.here(labels, "labels").that(labels.dtype() == DType::i32 && labels.numel() == n, [&] {
+    return "labels must be (N) I32, got " + describe(labels);
+  });
   c.f32(loss, 1, "loss");
-  c.that(smoothing >= 0.f && smoothing <= 1.f, "label smoothing must lie in [0, 1], got " + std::to_string(smoothing));
+  c.that(smoothing >= 0.f && smoothing <= 1.f,
+         [&] { return "label smoothing must lie in [0, 1], got " + std::to_string(smoothing); });
   if (dlogits.defined()) c.here(dlogits, "dlogits").like(logits, "logits", dlogits, "dlogits");
   if (correct.defined())
-    c.here(correct, "correct")
-        .that(correct.dtype() == DType::i32 && correct.numel() == 1, "correct must be (1) I32, got " + describe(correct));
+    c.here(correct, "correct").that(correct.dtype() == DType::i32 && correct.numel() == 1, [&] {
+      return "correct must be (1) I32, got " + describe(correct);
+    });
 }
 
 void check_softmax(const Tensor& logits, const Tensor& probs, Device device) {
   OpCheck("softmax", device)
       .floating(logits, "logits")
       .here(probs, "probs")
-      .that(logits.ndim() == 2 && probs.shape() == logits.shape() && probs.dtype() == DType::f32,
-            "expected logits (N, C) and probs (N, C) F32, got " + describe(logits) + ", " + describe(probs));
+      .that(logits.ndim() == 2 && probs.shape() == logits.shape() && probs.dtype() == DType::f32, [&] {
+        return "expected logits (N, C) and probs (N, C) F32, got " + describe(logits) + ", " +
+               describe(probs);
+      });
 }
 
 }  // namespace convoy
