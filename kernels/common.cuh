@@ -8,7 +8,7 @@
 #include <cstdint>
 #include <string>
 
-#include "engine/backends/cuda/cuda_check.h"
+#include "kernels/cuda_check.h"
 #include "kernels/launchers.cuh"
 
 namespace convoy::kernels {
