@@ -10,7 +10,14 @@
 #include <string>
 
 #include "engine/backends/cuda/cuda_check.h"
-#include "kernels/launchers.cuh"
+#include "kernels/activation.cuh"
+#include "kernels/batchnorm.cuh"
+#include "kernels/bias.cuh"
+#include "kernels/elementwise.cuh"
+#include "kernels/normalize_augment.cuh"
+#include "kernels/optimizer_update.cuh"
+#include "kernels/pool2d.cuh"
+#include "kernels/softmax.cuh"
 
 namespace convoy::cuda {
 
@@ -402,8 +409,8 @@ void CudaOps::conv2d_backward_weights(const Conv2dParams& p, const Tensor& x, co
     check_float(ctx_, db, "conv2d_backward_weights", "db");
     expect(db.numel() == dy.dim(1), "conv2d_backward_weights: db " + describe(db) + " does not match dy " + describe(dy));
     const ChannelView v = channel_view(dy);
-    void* scratch = scratch_.get(kernels::channel_reduce_scratch_bytes(v.outer, v.channels, v.inner));
-    kernels::channel_sum(dt_of(dy.dtype()), dy.raw(), dt_of(db.dtype()), db.raw(), v.outer,
+    void* scratch = scratch_.get(kernels::bias_grad_scratch_bytes(v.outer, v.channels, v.inner));
+    kernels::bias_grad(dt_of(dy.dtype()), dy.raw(), dt_of(db.dtype()), db.raw(), v.outer,
                          v.channels, v.inner, scratch, ctx_.stream);
   }
 }
@@ -454,7 +461,7 @@ void CudaOps::batchnorm_forward_train(const Tensor& x, const Tensor& gamma, cons
     bn_kernels_only_[di] = true;
   }
   const ChannelView v = channel_view(x);
-  void* scratch = scratch_.get(kernels::channel_reduce_scratch_bytes(v.outer, v.channels, v.inner));
+  void* scratch = scratch_.get(kernels::batchnorm_scratch_bytes(v.outer, v.channels, v.inner));
   kernels::batchnorm_forward_train(dt_of(x.dtype()), x.raw(), gamma.data<float>(), beta.data<float>(),
                                    momentum, eps, running_mean.data<float>(),
                                    running_var.data<float>(), y.raw(), saved_mean.data<float>(),
@@ -523,7 +530,7 @@ void CudaOps::batchnorm_backward(const Tensor& x, const Tensor& dy, const Tensor
     bn_kernels_only_[di] = true;
   }
   const ChannelView v = channel_view(x);
-  void* scratch = scratch_.get(kernels::channel_reduce_scratch_bytes(v.outer, v.channels, v.inner));
+  void* scratch = scratch_.get(kernels::batchnorm_scratch_bytes(v.outer, v.channels, v.inner));
   kernels::batchnorm_backward(dt_of(x.dtype()), x.raw(), dy.raw(), gamma.data<float>(),
                               saved_mean.data<float>(), saved_invstd.data<float>(),
                               dx.defined() ? dx.raw() : nullptr, dgamma.data<float>(),
@@ -533,22 +540,11 @@ void CudaOps::batchnorm_backward(const Tensor& x, const Tensor& dy, const Tensor
 
 // ---- activations, pooling -------------------------------------------------------------------
 
-namespace {
-kernels::Act act_of(Activation a) {
-  switch (a) {
-    case Activation::relu: return kernels::Act::relu;
-    case Activation::leaky_relu: return kernels::Act::leaky_relu;
-    case Activation::gelu: return kernels::Act::gelu;
-  }
-  throw InternalError("unknown activation");
-}
-}  // namespace
-
 void CudaOps::activation_forward(Activation kind, float alpha, const Tensor& x, Tensor& y) {
   check_float(ctx_, x, "activation_forward", "x");
   check_here(ctx_, y, "activation_forward", "y");
   check_like(x, y, "activation_forward", "x", "y");
-  kernels::activation_forward(act_of(kind), alpha, dt_of(x.dtype()), x.raw(), y.raw(), x.numel(),
+  kernels::activation_forward(kind, alpha, dt_of(x.dtype()), x.raw(), y.raw(), x.numel(),
                               ctx_.stream);
 }
 
@@ -563,7 +559,7 @@ void CudaOps::activation_backward(Activation kind, float alpha, const Tensor& x,
   check_here(ctx_, dx, op, "dx");
   check_like(in, dy, op, "x", "dy");
   check_like(in, dx, op, "x", "dx");
-  kernels::activation_backward(act_of(kind), alpha, dt_of(in.dtype()), in.raw(), dy.raw(), dx.raw(),
+  kernels::activation_backward(kind, alpha, dt_of(in.dtype()), in.raw(), dy.raw(), dx.raw(),
                                in.numel(), ctx_.stream);
 }
 
@@ -677,8 +673,8 @@ void CudaOps::linear_backward(const Tensor& x, const Tensor& w, const Tensor& dy
   if (db.defined()) {
     check_float(ctx_, db, op, "db");
     expect(db.numel() == m, std::string(op) + ": db " + describe(db) + " does not match dy " + describe(dy));
-    void* scratch = scratch_.get(kernels::channel_reduce_scratch_bytes(n, m, 1));
-    kernels::channel_sum(dt_of(dy.dtype()), dy.raw(), dt_of(db.dtype()), db.raw(), n, m, 1, scratch,
+    void* scratch = scratch_.get(kernels::bias_grad_scratch_bytes(n, m, 1));
+    kernels::bias_grad(dt_of(dy.dtype()), dy.raw(), dt_of(db.dtype()), db.raw(), n, m, 1, scratch,
                          ctx_.stream);
   }
 }
