@@ -6,7 +6,6 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
-#include <initializer_list>
 #include <string>
 
 #include "engine/backends/cuda/cuda_check.h"
@@ -35,52 +34,10 @@ namespace {
 Dt dt_of(DType d) { return static_cast<Dt>(static_cast<int>(d)); }
 
 
-void expect(bool cond, const std::string& msg) {
-  if (!cond) throw InternalError(msg);
-}
-
-bool is_float(DType d) { return d == DType::f32 || d == DType::bf16 || d == DType::f16; }
-
-// The tensor is defined and lives on this backend's device.
-void check_here(const CudaContext& ctx, const Tensor& t, const char* op, const char* name) {
-  expect(t.defined(), std::string(op) + ": " + name + " is undefined");
-  expect(t.device() == Device::cuda(ctx.device),
-         std::string(op) + ": " + name + " is " + describe(t) + ", expected a tensor on cuda:" +
-             std::to_string(ctx.device));
-}
-
-void check_float(const CudaContext& ctx, const Tensor& t, const char* op, const char* name) {
-  check_here(ctx, t, op, name);
-  expect(is_float(t.dtype()),
-         std::string(op) + ": " + name + " must be F32, BF16 or F16, got " + describe(t));
-}
-
-void check_f32(const CudaContext& ctx, const Tensor& t, int64_t numel, const char* op,
-               const char* name) {
-  check_here(ctx, t, op, name);
-  expect(t.dtype() == DType::f32 && t.numel() == numel,
-         std::string(op) + ": " + name + " must be F32 with " + std::to_string(numel) +
-             " elements, got " + describe(t));
-}
-
-struct Named {
-  const Tensor& tensor;
-  const char* name;
-};
-
-// Each of `params` must be an F32 vector of `channels` elements on this device.
-void check_per_channel(const CudaContext& ctx, int64_t channels, const char* op, std::initializer_list<Named> params) {
-  for (const Named& p : params) check_f32(ctx, p.tensor, channels, op, p.name);
-}
-
-void check_like(const Tensor& a, const Tensor& b, const char* op, const char* an, const char* bn) {
-  expect(a.shape() == b.shape() && a.dtype() == b.dtype() && a.layout() == b.layout(),
-         std::string(op) + ": " + an + " " + describe(a) + " and " + bn + " " + describe(b) +
-             " must have the same shape, dtype and layout");
-}
-
+// cuDNN and cuBLAS take int sizes; a larger tensor is refused rather than truncated.
 int to_int(int64_t v, const char* what) {
-  expect(v >= 0 && v <= INT_MAX, std::string(what) + " " + std::to_string(v) + " does not fit cuDNN/cuBLAS's int");
+  if (v < 0 || v > INT_MAX)
+    throw InternalError(std::string(what) + " " + std::to_string(v) + " does not fit cuDNN/cuBLAS's int");
   return static_cast<int>(v);
 }
 
@@ -88,12 +45,10 @@ struct Dims4 {
   int64_t n, c, h, w;
 };
 
-// 4-D (N, C, H, W) as is; 2-D (N, C) as (N, C, 1, 1).
-Dims4 dims4(const Tensor& t, const char* op, const char* name) {
+// 4-D (N, C, H, W) as is; 2-D (N, C) as (N, C, 1, 1) (the batch-norm checks allow no other rank).
+Dims4 dims4(const Tensor& t) {
   if (t.ndim() == 4) return {t.dim(0), t.dim(1), t.dim(2), t.dim(3)};
-  if (t.ndim() == 2) return {t.dim(0), t.dim(1), 1, 1};
-  throw InternalError(std::string(op) + ": " + name + " must be (N, C, H, W) or (N, C), got " +
-                      describe(t));
+  return {t.dim(0), t.dim(1), 1, 1};
 }
 
 // The (outer, C, inner) view in memory: nchw (N, C, H*W), nhwc (N*H*W, C, 1).
@@ -201,26 +156,11 @@ ConvPlan& CudaOps::conv_plan(ConvKind kind, const Conv2dParams& p, const Tensor&
   const char* op = kind == ConvKind::forward         ? "conv2d_forward"
                    : kind == ConvKind::backward_data ? "conv2d_backward_data"
                                                      : "conv2d_backward_weights";
-  expect(x.ndim() == 4 && w.ndim() == 4 && y.ndim() == 4,
-         std::string(op) + ": expected 4-D tensors, got x " + describe(x) + ", w " + describe(w) +
-             ", y " + describe(y));
-  expect(x.dtype() == w.dtype() && x.dtype() == y.dtype() && is_float(x.dtype()),
-         std::string(op) + ": x, w and y must share one floating dtype, got " + describe(x) + ", " +
-             describe(w) + ", " + describe(y));
+  // The op checked the geometry (check_conv2d_*): y is conv2d_output_shape(x, w).
   const int64_t n = x.dim(0), c = x.dim(1), h = x.dim(2), wd = x.dim(3);
   const int64_t k = w.dim(0), cg = w.dim(1), r = w.dim(2), s = w.dim(3);
+  const int64_t pp = y.dim(2), qq = y.dim(3);
   const int64_t g = p.groups;
-  expect(g >= 1 && c % g == 0 && k % g == 0 && cg == c / g,
-         std::string(op) + ": weights " + describe(w) + " do not fit input " + describe(x) +
-             " with groups " + std::to_string(g));
-  expect(p.stride_h >= 1 && p.stride_w >= 1 && p.dilation_h >= 1 && p.dilation_w >= 1 &&
-             p.pad_h >= 0 && p.pad_w >= 0,
-         std::string(op) + ": invalid stride, padding or dilation");
-  const int64_t pp = (h + 2 * p.pad_h - p.dilation_h * (r - 1) - 1) / p.stride_h + 1;
-  const int64_t qq = (wd + 2 * p.pad_w - p.dilation_w * (s - 1) - 1) / p.stride_w + 1;
-  expect(y.dim(0) == n && y.dim(1) == k && y.dim(2) == pp && y.dim(3) == qq,
-         std::string(op) + ": output " + describe(y) + " should be " + shape_str({n, k, pp, qq}) +
-             " for input " + describe(x) + " and weights " + describe(w));
 
   const std::array<int64_t, 24> key = {
       static_cast<int64_t>(kind), static_cast<int64_t>(x.dtype()), static_cast<int64_t>(x.layout()),
@@ -353,21 +293,17 @@ Tensor CudaOps::padded_channels(const Tensor& t, int64_t channels) {
 
 void CudaOps::conv2d_forward(const Conv2dParams& p, const Tensor& x, const Tensor& w,
                              const Tensor& b, Tensor& y) {
-  check_float(ctx_, x, "conv2d_forward", "x");
-  check_float(ctx_, w, "conv2d_forward", "w");
-  check_float(ctx_, y, "conv2d_forward", "y");
-  if (const int64_t c = aligned_channels(p, x, w); c && w.ndim() == 4 && w.dim(1) == x.dim(1)) {
-    conv2d_forward(p, padded_channels(x, c), padded_channels(w, c), b, y);
-    return;
-  }
-  ConvPlan& plan = conv_plan(ConvKind::forward, p, x, w, y, x.raw(), w.raw(), y.raw());
+  check_conv2d_forward(p, x, w, b, y, device());
+  // x and w with their channels padded where cuDNN wants it (Tensor copies share storage).
+  const int64_t c = aligned_channels(p, x, w);
+  const Tensor xc = c ? padded_channels(x, c) : x;
+  const Tensor wc = c ? padded_channels(w, c) : w;
+  ConvPlan& plan = conv_plan(ConvKind::forward, p, xc, wc, y, xc.raw(), wc.raw(), y.raw());
   void* ws = conv_workspace_.get(plan.workspace);
-  CONVOY_CUDNN_CHECK(cudnnConvolutionForward(ctx_.cudnn, &kOne, plan.x.d, x.raw(), plan.w.d, w.raw(),
+  CONVOY_CUDNN_CHECK(cudnnConvolutionForward(ctx_.cudnn, &kOne, plan.x.d, xc.raw(), plan.w.d, wc.raw(),
                                              plan.conv.d, static_cast<cudnnConvolutionFwdAlgo_t>(plan.algo),
                                              ws, plan.workspace, &kZero, plan.y.d, y.raw()));
   if (b.defined()) {
-    check_float(ctx_, b, "conv2d_forward", "b");
-    expect(b.numel() == y.dim(1), "conv2d_forward: bias " + describe(b) + " does not match output " + describe(y));
     const ChannelView v = channel_view(y);
     kernels::bias_add(dt_of(y.dtype()), y.raw(), dt_of(b.dtype()), b.raw(), v.outer, v.channels,
                       v.inner, ctx_.stream);
@@ -376,9 +312,7 @@ void CudaOps::conv2d_forward(const Conv2dParams& p, const Tensor& x, const Tenso
 
 void CudaOps::conv2d_backward_data(const Conv2dParams& p, const Tensor& dy, const Tensor& w,
                                    Tensor& dx) {
-  check_float(ctx_, dy, "conv2d_backward_data", "dy");
-  check_float(ctx_, w, "conv2d_backward_data", "w");
-  check_float(ctx_, dx, "conv2d_backward_data", "dx");
+  check_conv2d_backward_data(p, dy, w, dx, device());
   ConvPlan& plan = conv_plan(ConvKind::backward_data, p, dx, w, dy, dx.raw(), w.raw(), dy.raw());
   void* ws = conv_workspace_.get(plan.workspace);
   CONVOY_CUDNN_CHECK(cudnnConvolutionBackwardData(
@@ -389,25 +323,21 @@ void CudaOps::conv2d_backward_data(const Conv2dParams& p, const Tensor& dy, cons
 
 void CudaOps::conv2d_backward_weights(const Conv2dParams& p, const Tensor& x, const Tensor& dy,
                                       Tensor& dw, Tensor& db) {
-  check_float(ctx_, x, "conv2d_backward_weights", "x");
-  check_float(ctx_, dy, "conv2d_backward_weights", "dy");
-  check_float(ctx_, dw, "conv2d_backward_weights", "dw");
-  if (const int64_t c = aligned_channels(p, x, dw); c && dw.ndim() == 4 && dw.dim(1) == x.dim(1)) {
-    Tensor padded_dw(Shape{dw.dim(0), c, dw.dim(2), dw.dim(3)}, dw.dtype(), ctx_.tensors, Layout::nhwc);
-    conv2d_backward_weights(p, padded_channels(x, c), dy, padded_dw, db);
-    kernels::copy_channels(static_cast<int>(dtype_size(dw.dtype())), /*to_y=*/false, dw.raw(), padded_dw.raw(),
-                           dw.dim(0) * dw.dim(2) * dw.dim(3), dw.dim(1), c, 0, 1, ctx_.stream);
-    return;
-  }
-  ConvPlan& plan = conv_plan(ConvKind::backward_filter, p, x, dw, dy, x.raw(), dw.raw(), dy.raw());
+  check_conv2d_backward_weights(p, x, dy, dw, db, device());
+  // x with its channels padded where cuDNN wants it, and dw computed padded, then cut back.
+  const int64_t c = aligned_channels(p, x, dw);
+  const Tensor xc = c ? padded_channels(x, c) : x;
+  Tensor dwc = c ? Tensor(Shape{dw.dim(0), c, dw.dim(2), dw.dim(3)}, dw.dtype(), ctx_.tensors, Layout::nhwc) : dw;
+  ConvPlan& plan = conv_plan(ConvKind::backward_filter, p, xc, dwc, dy, xc.raw(), dwc.raw(), dy.raw());
   void* ws = conv_workspace_.get(plan.workspace);
   CONVOY_CUDNN_CHECK(cudnnConvolutionBackwardFilter(
-      ctx_.cudnn, &kOne, plan.x.d, x.raw(), plan.y.d, dy.raw(), plan.conv.d,
+      ctx_.cudnn, &kOne, plan.x.d, xc.raw(), plan.y.d, dy.raw(), plan.conv.d,
       static_cast<cudnnConvolutionBwdFilterAlgo_t>(plan.algo), ws, plan.workspace, &kZero, plan.w.d,
-      dw.raw()));
+      dwc.raw()));
+  if (c)
+    kernels::copy_channels(static_cast<int>(dtype_size(dw.dtype())), /*to_y=*/false, dw.raw(), dwc.raw(),
+                           dw.dim(0) * dw.dim(2) * dw.dim(3), dw.dim(1), c, 0, 1, ctx_.stream);
   if (db.defined()) {
-    check_float(ctx_, db, "conv2d_backward_weights", "db");
-    expect(db.numel() == dy.dim(1), "conv2d_backward_weights: db " + describe(db) + " does not match dy " + describe(dy));
     const ChannelView v = channel_view(dy);
     void* scratch = scratch_.get(kernels::bias_grad_scratch_bytes(v.outer, v.channels, v.inner));
     kernels::bias_grad(dt_of(dy.dtype()), dy.raw(), dt_of(db.dtype()), db.raw(), v.outer,
@@ -436,14 +366,9 @@ void CudaOps::batchnorm_forward_train(const Tensor& x, const Tensor& gamma, cons
                                       Tensor& running_var, Tensor& y, Tensor& saved_mean,
                                       Tensor& saved_invstd) {
   const char* op = "batchnorm_forward_train";
-  check_float(ctx_, x, op, "x");
-  check_float(ctx_, y, op, "y");
-  check_like(x, y, op, "x", "y");
-  const Dims4 d = dims4(x, op, "x");
-  check_per_channel(ctx_, d.c, op, {{gamma, "gamma"}, {beta, "beta"}, {running_mean, "running_mean"},
-                                    {running_var, "running_var"}, {saved_mean, "saved_mean"},
-                                    {saved_invstd, "saved_invstd"}});
-  expect(eps > 0.f, std::string(op) + ": eps must be positive");
+  check_batchnorm_forward_train(x, gamma, beta, eps, running_mean, running_var, y, saved_mean, saved_invstd,
+                                device());
+  const Dims4 d = dims4(x);
   const int di = static_cast<int>(x.dtype());
   if (use_cudnn_bn(x)) {
     TensorDesc xd, bd;
@@ -473,13 +398,8 @@ void CudaOps::batchnorm_forward_eval(const Tensor& x, const Tensor& gamma, const
                                      const Tensor& running_mean, const Tensor& running_var,
                                      float eps, Tensor& y) {
   const char* op = "batchnorm_forward_eval";
-  check_float(ctx_, x, op, "x");
-  check_float(ctx_, y, op, "y");
-  check_like(x, y, op, "x", "y");
-  const Dims4 d = dims4(x, op, "x");
-  check_per_channel(ctx_, d.c, op, {{gamma, "gamma"}, {beta, "beta"}, {running_mean, "running_mean"},
-                                    {running_var, "running_var"}});
-  expect(eps > 0.f, std::string(op) + ": eps must be positive");
+  check_batchnorm_forward_eval(x, gamma, beta, running_mean, running_var, eps, y, device());
+  const Dims4 d = dims4(x);
   const int di = static_cast<int>(x.dtype());
   if (use_cudnn_bn(x)) {
     TensorDesc xd, bd;
@@ -503,16 +423,8 @@ void CudaOps::batchnorm_backward(const Tensor& x, const Tensor& dy, const Tensor
                                  const Tensor& saved_mean, const Tensor& saved_invstd, Tensor& dx,
                                  Tensor& dgamma, Tensor& dbeta) {
   const char* op = "batchnorm_backward";
-  check_float(ctx_, x, op, "x");
-  check_float(ctx_, dy, op, "dy");
-  check_like(x, dy, op, "x", "dy");
-  const Dims4 d = dims4(x, op, "x");
-  check_per_channel(ctx_, d.c, op, {{gamma, "gamma"}, {saved_mean, "saved_mean"}, {saved_invstd, "saved_invstd"},
-                                    {dgamma, "dgamma"}, {dbeta, "dbeta"}});
-  if (dx.defined()) {
-    check_here(ctx_, dx, op, "dx");
-    check_like(x, dx, op, "x", "dx");
-  }
+  check_batchnorm_backward(x, dy, gamma, saved_mean, saved_invstd, dx, dgamma, dbeta, device());
+  const Dims4 d = dims4(x);
   const int di = static_cast<int>(x.dtype());
   if (use_cudnn_bn(x) && dx.defined()) {
     TensorDesc xd, bd;
@@ -541,44 +453,26 @@ void CudaOps::batchnorm_backward(const Tensor& x, const Tensor& dy, const Tensor
 // ---- activations, pooling -------------------------------------------------------------------
 
 void CudaOps::activation_forward(Activation kind, float alpha, const Tensor& x, Tensor& y) {
-  check_float(ctx_, x, "activation_forward", "x");
-  check_here(ctx_, y, "activation_forward", "y");
-  check_like(x, y, "activation_forward", "x", "y");
+  check_activation_forward(x, y, device());
   kernels::activation_forward(kind, alpha, dt_of(x.dtype()), x.raw(), y.raw(), x.numel(),
                               ctx_.stream);
 }
 
 void CudaOps::activation_backward(Activation kind, float alpha, const Tensor& x, const Tensor& y,
                                   const Tensor& dy, Tensor& dx) {
-  const char* op = "activation_backward";
+  check_activation_backward(kind, alpha, x, y, dy, dx, device());
   // relu and leaky relu (alpha > 0) have the sign of their input, so y serves as well as x.
-  const bool y_will_do = kind == Activation::relu || (kind == Activation::leaky_relu && alpha > 0.f);
-  const Tensor& in = x.defined() || !y_will_do ? x : y;
-  check_float(ctx_, in, op, x.defined() || !y_will_do ? "x" : "y");
-  check_here(ctx_, dy, op, "dy");
-  check_here(ctx_, dx, op, "dx");
-  check_like(in, dy, op, "x", "dy");
-  check_like(in, dx, op, "x", "dx");
+  const Tensor& in = x.defined() || !activation_backward_reads_output(kind, alpha) ? x : y;
   kernels::activation_backward(kind, alpha, dt_of(in.dtype()), in.raw(), dy.raw(), dx.raw(),
                                in.numel(), ctx_.stream);
 }
 
 namespace {
-kernels::PoolShape pool_shape(const Pool2dParams& p, const Tensor& x, const Tensor& y, const char* op) {
-  expect(x.ndim() == 4 && y.ndim() == 4, std::string(op) + ": expected 4-D x and y, got " +
-                                             describe(x) + ", " + describe(y));
-  expect(p.kernel_h >= 1 && p.kernel_w >= 1 && p.stride_h >= 1 && p.stride_w >= 1 && p.pad_h >= 0 &&
-             p.pad_w >= 0,
-         std::string(op) + ": invalid kernel, stride or padding");
+// x (N, C, H, W) and y (N, C, P, Q), checked by check_pool2d_* (y is pool2d_output_shape(x)).
+kernels::PoolShape pool_shape(const Pool2dParams& p, const Tensor& x, const Tensor& y) {
   kernels::PoolShape s{};
   s.n = x.dim(0); s.c = x.dim(1); s.h = x.dim(2); s.w = x.dim(3);
-  s.p = (s.h + 2 * p.pad_h - p.kernel_h) / p.stride_h + 1;
-  s.q = (s.w + 2 * p.pad_w - p.kernel_w) / p.stride_w + 1;
-  expect(y.dim(0) == s.n && y.dim(1) == s.c && y.dim(2) == s.p && y.dim(3) == s.q,
-         std::string(op) + ": output " + describe(y) + " should be " +
-             shape_str({s.n, s.c, s.p, s.q}) + " for input " + describe(x));
-  expect(x.dtype() == y.dtype() && x.layout() == y.layout(),
-         std::string(op) + ": x " + describe(x) + " and y " + describe(y) + " must share dtype and layout");
+  s.p = y.dim(2); s.q = y.dim(3);
   s.kernel_h = static_cast<int>(p.kernel_h); s.kernel_w = static_cast<int>(p.kernel_w);
   s.stride_h = static_cast<int>(p.stride_h); s.stride_w = static_cast<int>(p.stride_w);
   s.pad_h = static_cast<int>(p.pad_h); s.pad_w = static_cast<int>(p.pad_w);
@@ -590,20 +484,16 @@ kernels::PoolShape pool_shape(const Pool2dParams& p, const Tensor& x, const Tens
 
 void CudaOps::pool2d_forward(const Pool2dParams& p, const Tensor& x, Tensor& y, Tensor& workspace,
                              bool training) {
-  check_float(ctx_, x, "pool2d_forward", "x");
-  check_here(ctx_, y, "pool2d_forward", "y");
-  const kernels::PoolShape s = pool_shape(p, x, y, "pool2d_forward");
+  check_pool2d_forward(p, x, y, device());
+  const kernels::PoolShape s = pool_shape(p, x, y);
   // Backward finds each window's maximum again from x, so no workspace is kept.
   kernels::pool2d_forward(s, dt_of(x.dtype()), x.raw(), y.raw(), ctx_.stream);
 }
 
 void CudaOps::pool2d_backward(const Pool2dParams& p, const Tensor& x, const Tensor& y,
                               const Tensor& dy, const Tensor& workspace, Tensor& dx) {
-  check_float(ctx_, x, "pool2d_backward", "x");
-  check_here(ctx_, dy, "pool2d_backward", "dy");
-  check_here(ctx_, dx, "pool2d_backward", "dx");
-  check_like(x, dx, "pool2d_backward", "x", "dx");
-  const kernels::PoolShape s = pool_shape(p, x, dy, "pool2d_backward");
+  check_pool2d_backward(p, x, y, dy, dx, device());
+  const kernels::PoolShape s = pool_shape(p, x, dy);
   kernels::pool2d_backward(s, dt_of(x.dtype()), x.raw(), dy.raw(), dx.raw(), ctx_.stream);
 }
 
@@ -611,16 +501,7 @@ void CudaOps::pool2d_backward(const Pool2dParams& p, const Tensor& x, const Tens
 // Row-major (N, K) x (M, K)^T is, seen column-major, y^T (M x N) = w^T-as-stored (K x M)^T . x^T (K x N).
 
 void CudaOps::linear_forward(const Tensor& x, const Tensor& w, const Tensor& b, Tensor& y) {
-  const char* op = "linear_forward";
-  check_float(ctx_, x, op, "x");
-  check_float(ctx_, w, op, "w");
-  check_float(ctx_, y, op, "y");
-  expect(x.ndim() == 2 && w.ndim() == 2 && y.ndim() == 2 && w.dim(1) == x.dim(1) &&
-             y.dim(0) == x.dim(0) && y.dim(1) == w.dim(0),
-         std::string(op) + ": expected x (N, K), w (M, K), y (N, M), got " + describe(x) + ", " +
-             describe(w) + ", " + describe(y));
-  expect(x.dtype() == w.dtype() && x.dtype() == y.dtype(),
-         std::string(op) + ": x, w and y must share one dtype");
+  check_linear_forward(x, w, b, y, device());
   const int n = to_int(x.dim(0), "N"), k = to_int(x.dim(1), "K"), m = to_int(w.dim(0), "M");
   const cudaDataType_t t = cublas_type(x.dtype());
   if (n > 0 && m > 0) {
@@ -633,30 +514,16 @@ void CudaOps::linear_forward(const Tensor& x, const Tensor& w, const Tensor& b, 
     }
   }
   if (b.defined()) {
-    check_float(ctx_, b, op, "b");
-    expect(b.numel() == m, std::string(op) + ": bias " + describe(b) + " does not match w " + describe(w));
     kernels::bias_add(dt_of(y.dtype()), y.raw(), dt_of(b.dtype()), b.raw(), n, m, 1, ctx_.stream);
   }
 }
 
 void CudaOps::linear_backward(const Tensor& x, const Tensor& w, const Tensor& dy, Tensor& dx,
                               Tensor& dw, Tensor& db) {
-  const char* op = "linear_backward";
-  check_float(ctx_, x, op, "x");
-  check_float(ctx_, w, op, "w");
-  check_float(ctx_, dy, op, "dy");
-  check_float(ctx_, dw, op, "dw");
-  expect(x.ndim() == 2 && w.ndim() == 2 && dy.ndim() == 2 && w.dim(1) == x.dim(1) &&
-             dy.dim(0) == x.dim(0) && dy.dim(1) == w.dim(0),
-         std::string(op) + ": expected x (N, K), w (M, K), dy (N, M), got " + describe(x) + ", " +
-             describe(w) + ", " + describe(dy));
-  check_like(w, dw, op, "w", "dw");
-  expect(x.dtype() == w.dtype() && x.dtype() == dy.dtype(), std::string(op) + ": x, w and dy must share one dtype");
+  check_linear_backward(x, w, dy, dx, dw, db, device());
   const int n = to_int(x.dim(0), "N"), k = to_int(x.dim(1), "K"), m = to_int(w.dim(0), "M");
   const cudaDataType_t t = cublas_type(x.dtype());
   if (dx.defined()) {
-    check_here(ctx_, dx, op, "dx");
-    check_like(x, dx, op, "x", "dx");
     // dx (N, K) = dy (N, M) w (M, K): column-major dx^T (K x N) = w^T (K x M) dy^T (M x N).
     if (m == 0) kernels::fill(dt_of(dx.dtype()), dx.raw(), 0.f, dx.numel(), ctx_.stream);
     else if (n > 0 && k > 0)
@@ -671,8 +538,6 @@ void CudaOps::linear_backward(const Tensor& x, const Tensor& w, const Tensor& dy
                                      dy.raw(), t, m, &kZero, dw.raw(), t, k, CUBLAS_COMPUTE_32F,
                                      CUBLAS_GEMM_DEFAULT));
   if (db.defined()) {
-    check_float(ctx_, db, op, "db");
-    expect(db.numel() == m, std::string(op) + ": db " + describe(db) + " does not match dy " + describe(dy));
     void* scratch = scratch_.get(kernels::bias_grad_scratch_bytes(n, m, 1));
     kernels::bias_grad(dt_of(dy.dtype()), dy.raw(), dt_of(db.dtype()), db.raw(), n, m, 1, scratch,
                          ctx_.stream);
@@ -682,45 +547,20 @@ void CudaOps::linear_backward(const Tensor& x, const Tensor& w, const Tensor& dy
 // ---- adds, concat, split, dropout -----------------------------------------------------------
 
 void CudaOps::add(const Tensor& a, const Tensor& b, Tensor& y) {
-  check_float(ctx_, a, "add", "a");
-  check_here(ctx_, b, "add", "b");
-  check_here(ctx_, y, "add", "y");
-  check_like(a, b, "add", "a", "b");
-  check_like(a, y, "add", "a", "y");
+  check_add(a, b, y, device());
   kernels::add(dt_of(a.dtype()), a.raw(), b.raw(), y.raw(), a.numel(), ctx_.stream);
 }
 
 void CudaOps::add_inplace(Tensor& y, const Tensor& x) {
-  check_float(ctx_, y, "add_inplace", "y");
-  check_here(ctx_, x, "add_inplace", "x");
-  check_like(y, x, "add_inplace", "y", "x");
+  check_add_inplace(y, x, device());
   kernels::add_inplace(dt_of(y.dtype()), y.raw(), x.raw(), y.numel(), ctx_.stream);
 }
-
-namespace {
-// Checks that xs stack along dimension 1 into y; returns the (outer, inner) of y's view.
-ChannelView check_concat(const CudaContext& ctx, std::span<const Tensor* const> xs, const Tensor& y,
-                         const char* op) {
-  check_here(ctx, y, op, "y");
-  expect(y.ndim() >= 2, std::string(op) + ": y must have a channel dimension, got " + describe(y));
-  int64_t channels = 0;
-  for (const Tensor* x : xs) {
-    check_here(ctx, *x, op, "input");
-    bool ok = x->ndim() == y.ndim() && x->dtype() == y.dtype() && x->layout() == y.layout();
-    for (int i = 0; ok && i < y.ndim(); ++i) ok = i == 1 || x->dim(i) == y.dim(i);
-    expect(ok, std::string(op) + ": " + describe(*x) + " does not stack along channels into " + describe(y));
-    channels += x->dim(1);
-  }
-  expect(channels == y.dim(1), std::string(op) + ": the inputs' channels add up to " +
-                                   std::to_string(channels) + ", not " + describe(y));
-  return channel_view(y);
-}
-}  // namespace
 
 void CudaOps::concat_channels(std::span<const Tensor> xs, Tensor& y) {
   std::vector<const Tensor*> ptrs;
   for (const Tensor& x : xs) ptrs.push_back(&x);
-  const ChannelView v = check_concat(ctx_, ptrs, y, "concat_channels");
+  check_concat_channels("concat_channels", ptrs, y, device());
+  const ChannelView v = channel_view(y);
   int64_t offset = 0;
   for (const Tensor& x : xs) {
     kernels::copy_channels(static_cast<int>(dtype_size(x.dtype())), true, x.raw(), y.raw(), v.outer,
@@ -732,7 +572,8 @@ void CudaOps::concat_channels(std::span<const Tensor> xs, Tensor& y) {
 void CudaOps::split_channels(const Tensor& y, std::span<Tensor> xs) {
   std::vector<const Tensor*> ptrs;
   for (const Tensor& x : xs) ptrs.push_back(&x);
-  const ChannelView v = check_concat(ctx_, ptrs, y, "split_channels");
+  check_concat_channels("split_channels", ptrs, y, device());
+  const ChannelView v = channel_view(y);
   int64_t offset = 0;
   for (Tensor& x : xs) {
     kernels::copy_channels(static_cast<int>(dtype_size(x.dtype())), false, x.raw(),
@@ -743,18 +584,12 @@ void CudaOps::split_channels(const Tensor& y, std::span<Tensor> xs) {
 }
 
 void CudaOps::dropout_forward(float p, uint64_t seed, const Tensor& x, Tensor& y) {
-  check_float(ctx_, x, "dropout_forward", "x");
-  check_here(ctx_, y, "dropout_forward", "y");
-  check_like(x, y, "dropout_forward", "x", "y");
-  expect(p >= 0.f && p <= 1.f, "dropout_forward: p must lie in [0, 1], got " + std::to_string(p));
+  check_dropout("dropout_forward", p, x, y, device());
   kernels::dropout(dt_of(x.dtype()), p, seed, x.raw(), y.raw(), x.numel(), ctx_.stream);
 }
 
 void CudaOps::dropout_backward(float p, uint64_t seed, const Tensor& dy, Tensor& dx) {
-  check_float(ctx_, dy, "dropout_backward", "dy");
-  check_here(ctx_, dx, "dropout_backward", "dx");
-  check_like(dy, dx, "dropout_backward", "dy", "dx");
-  expect(p >= 0.f && p <= 1.f, "dropout_backward: p must lie in [0, 1], got " + std::to_string(p));
+  check_dropout("dropout_backward", p, dy, dx, device());
   kernels::dropout(dt_of(dy.dtype()), p, seed, dy.raw(), dx.raw(), dy.numel(), ctx_.stream);
 }
 
@@ -762,25 +597,8 @@ void CudaOps::dropout_backward(float p, uint64_t seed, const Tensor& dy, Tensor&
 
 void CudaOps::softmax_cross_entropy(const Tensor& logits, const Tensor& labels, float smoothing,
                                     Tensor& loss, Tensor& dlogits, Tensor& correct) {
-  const char* op = "softmax_cross_entropy";
-  check_float(ctx_, logits, op, "logits");
-  expect(logits.ndim() == 2 && logits.layout() == Layout::nchw,
-         std::string(op) + ": logits must be (N, C), got " + describe(logits));
+  check_softmax_cross_entropy(logits, labels, smoothing, loss, dlogits, correct, device());
   const int64_t n = logits.dim(0), c = logits.dim(1);
-  check_here(ctx_, labels, op, "labels");
-  expect(labels.dtype() == DType::i32 && labels.numel() == n,
-         std::string(op) + ": labels must be (N) I32, got " + describe(labels));
-  check_f32(ctx_, loss, 1, op, "loss");
-  if (dlogits.defined()) {
-    check_here(ctx_, dlogits, op, "dlogits");
-    check_like(logits, dlogits, op, "logits", "dlogits");
-  }
-  if (correct.defined()) {
-    check_here(ctx_, correct, op, "correct");
-    expect(correct.dtype() == DType::i32 && correct.numel() == 1,
-           std::string(op) + ": correct must be (1) I32, got " + describe(correct));
-  }
-  expect(n > 0 && c > 0, std::string(op) + ": empty logits " + describe(logits));
   void* scratch = scratch_.get(kernels::softmax_cross_entropy_scratch_bytes(n));
   kernels::softmax_cross_entropy(dt_of(logits.dtype()), logits.raw(), labels.data<int32_t>(),
                                  smoothing, loss.data<float>(),
@@ -790,11 +608,7 @@ void CudaOps::softmax_cross_entropy(const Tensor& logits, const Tensor& labels, 
 }
 
 void CudaOps::softmax(const Tensor& logits, Tensor& probs) {
-  check_float(ctx_, logits, "softmax", "logits");
-  check_here(ctx_, probs, "softmax", "probs");
-  expect(logits.ndim() == 2 && probs.shape() == logits.shape() && probs.dtype() == DType::f32,
-         "softmax: expected logits (N, C) and probs (N, C) F32, got " + describe(logits) + ", " +
-             describe(probs));
+  check_softmax(logits, probs, device());
   kernels::softmax(dt_of(logits.dtype()), logits.raw(), probs.data<float>(), logits.dim(0),
                    logits.dim(1), ctx_.stream);
 }
@@ -802,11 +616,7 @@ void CudaOps::softmax(const Tensor& logits, Tensor& probs) {
 // ---- cast, fill -----------------------------------------------------------------------------
 
 void CudaOps::cast(const Tensor& x, Tensor& y) {
-  check_float(ctx_, x, "cast", "x");
-  check_float(ctx_, y, "cast", "y");
-  expect(x.shape() == y.shape() && (x.layout() == y.layout() || x.ndim() == 4),
-         "cast: x " + describe(x) + " and y " + describe(y) + " must have the same shape, and the same " +
-             "layout unless 4-D");
+  check_cast(x, y, device());
   if (!same_memory_order(x, y)) {
     kernels::cast_layout(dt_of(x.dtype()), x.raw(), dt_of(y.dtype()), y.raw(), x.dim(0), x.dim(1),
                          x.dim(2) * x.dim(3), y.layout() == Layout::nhwc, ctx_.stream);
@@ -816,7 +626,7 @@ void CudaOps::cast(const Tensor& x, Tensor& y) {
 }
 
 void CudaOps::fill(Tensor& y, float value) {
-  check_here(ctx_, y, "fill", "y");
+  check_fill(y, device());
   kernels::fill(dt_of(y.dtype()), y.raw(), value, y.numel(), ctx_.stream);
 }
 
@@ -847,20 +657,12 @@ std::vector<unsigned char> pack_slots(const std::vector<Slot>& slots, std::vecto
 }  // namespace
 
 void CudaOps::sgd_update(std::span<const SgdSlot> slots, const SgdHyper& h) {
-  const char* op = "sgd_update";
+  check_sgd_update(slots, h, device());
   std::vector<kernels::SgdSlotDev> dev;
   for (const SgdSlot& s : slots) {
-    expect(s.param && s.grad, std::string(op) + ": a slot without param or grad");
     const int64_t n = s.param->numel();
-    check_f32(ctx_, *s.param, n, op, "param");
-    check_f32(ctx_, *s.grad, n, op, "grad");
-    float* buf = nullptr;
     const bool has_buf = s.momentum_buf && s.momentum_buf->defined();
-    expect(has_buf || h.momentum == 0.f, std::string(op) + ": momentum needs a momentum buffer");
-    if (has_buf) {
-      check_f32(ctx_, *s.momentum_buf, n, op, "momentum_buf");
-      buf = s.momentum_buf->data<float>();
-    }
+    float* buf = has_buf ? s.momentum_buf->data<float>() : nullptr;
     if (n > 0) dev.push_back({s.param->data<float>(), s.grad->data<float>(), buf, s.weight_decay, n});
   }
   if (dev.empty()) return;
@@ -874,16 +676,10 @@ void CudaOps::sgd_update(std::span<const SgdSlot> slots, const SgdHyper& h) {
 }
 
 void CudaOps::adamw_update(std::span<const AdamSlot> slots, const AdamHyper& h) {
-  const char* op = "adamw_update";
-  expect(h.step >= 1, std::string(op) + ": step must be at least 1");
+  check_adamw_update(slots, h, device());
   std::vector<kernels::AdamSlotDev> dev;
   for (const AdamSlot& s : slots) {
-    expect(s.param && s.grad && s.m && s.v, std::string(op) + ": a slot without param, grad, m or v");
     const int64_t n = s.param->numel();
-    check_f32(ctx_, *s.param, n, op, "param");
-    check_f32(ctx_, *s.grad, n, op, "grad");
-    check_f32(ctx_, *s.m, n, op, "m");
-    check_f32(ctx_, *s.v, n, op, "v");
     if (n > 0)
       dev.push_back({s.param->data<float>(), s.grad->data<float>(), s.m->data<float>(),
                      s.v->data<float>(), s.weight_decay, n});
@@ -906,17 +702,7 @@ void CudaOps::adamw_update(std::span<const AdamSlot> slots, const AdamHyper& h) 
 
 void CudaOps::normalize_augment(const Tensor& images, const NormalizeAugment& a, uint64_t seed,
                                 Tensor& y) {
-  const char* op = "normalize_augment";
-  check_here(ctx_, images, op, "images");
-  check_float(ctx_, y, op, "y");
-  expect(images.dtype() == DType::u8 && images.ndim() == 4 && images.layout() == Layout::nchw,
-         std::string(op) + ": images must be (N, C, H, W) U8 nchw, got " + describe(images));
-  expect(y.shape() == images.shape(), std::string(op) + ": y " + describe(y) + " must have the images' shape " +
-                                          shape_str(images.shape()));
-  expect(images.dim(1) <= 4, std::string(op) + ": at most 4 channels, got " + describe(images));
-  expect(a.crop_padding >= 0, std::string(op) + ": crop_padding must not be negative");
-  for (int64_t ch = 0; ch < images.dim(1); ++ch)
-    expect(a.std[ch] != 0.f, std::string(op) + ": std of channel " + std::to_string(ch) + " is 0");
+  check_normalize_augment(images, a, y, device());
   kernels::NormalizeAugmentArgs k{};
   for (int i = 0; i < 4; ++i) {
     k.mean[i] = a.mean[i];

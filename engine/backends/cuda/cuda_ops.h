@@ -97,6 +97,8 @@ class CudaOps final : public Ops {
   Tensor padded_channels(const Tensor& t, int64_t channels);
   // Uploads `bytes` to the slot buffer unless they equal what it already holds.
   void* upload_slots(const std::vector<unsigned char>& bytes);
+  // This backend's device, for the argument checks (engine/ops).
+  Device device() const { return Device::cuda(ctx_.device); }
 
   CudaContext ctx_;
   ScratchBuffer conv_workspace_;  // cuDNN workspaces
