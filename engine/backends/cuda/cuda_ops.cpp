@@ -135,7 +135,29 @@ struct ConvPlan {
   ConvDesc conv;
   int algo = 0;
   size_t workspace = 0;
+  bool f32 = false;  // FMA math, never TF32
 };
+
+namespace {
+
+// The device buffers of one convolution, named as in ConvPlan: x the input (or dx), w the
+// weights (or dw), y the output (or dy).
+struct ConvBuffers {
+  const void* x;
+  const void* w;
+  const void* y;
+};
+
+const char* conv_op_name(ConvKind kind) {
+  switch (kind) {
+    case ConvKind::forward: return "conv2d_forward";
+    case ConvKind::backward_data: return "conv2d_backward_data";
+    case ConvKind::backward_filter: return "conv2d_backward_weights";
+  }
+  return "conv2d";
+}
+
+}  // namespace
 
 CudaOps::CudaOps(const CudaContext& ctx) : ctx_(ctx) {
   conv_workspace_.bind(ctx_.allocator);
@@ -150,12 +172,121 @@ CudaOps::~CudaOps() = default;
 
 // ---- convolution ----------------------------------------------------------------------------
 
+namespace {
+
+// The cuDNN entry points that differ between the three convolutions, in one place: the
+// algorithm search below is the same for all three. Each passes the plan's descriptors in
+// its own argument order; find() benchmarks on the live buffers and overwrites the one the
+// convolution writes (y, dx or dw).
+struct ForwardCalls {
+  using Perf = cudnnConvolutionFwdAlgoPerf_t;
+  using Algo = cudnnConvolutionFwdAlgo_t;
+  static int max_count(cudnnHandle_t hd) {
+    int count = 0;
+    CONVOY_CUDNN_CHECK(cudnnGetConvolutionForwardAlgorithmMaxCount(hd, &count));
+    return count;
+  }
+  static int heuristics(cudnnHandle_t hd, const ConvPlan& p, std::vector<Perf>& perf) {
+    int got = 0;
+    CONVOY_CUDNN_CHECK(cudnnGetConvolutionForwardAlgorithm_v7(hd, p.x.d, p.w.d, p.conv.d, p.y.d,
+                                                              static_cast<int>(perf.size()), &got, perf.data()));
+    return got;
+  }
+  static cudnnStatus_t find(cudnnHandle_t hd, const ConvPlan& p, const ConvBuffers& b, std::vector<Perf>& perf,
+                            int* found, void* ws, size_t ws_bytes) {
+    return cudnnFindConvolutionForwardAlgorithmEx(hd, p.x.d, b.x, p.w.d, b.w, p.conv.d, p.y.d, const_cast<void*>(b.y),
+                                                  static_cast<int>(perf.size()), found, perf.data(), ws, ws_bytes);
+  }
+  static size_t workspace(cudnnHandle_t hd, const ConvPlan& p, Algo algo) {
+    size_t bytes = 0;
+    CONVOY_CUDNN_CHECK(cudnnGetConvolutionForwardWorkspaceSize(hd, p.x.d, p.w.d, p.conv.d, p.y.d, algo, &bytes));
+    return bytes;
+  }
+};
+
+struct BackwardDataCalls {
+  using Perf = cudnnConvolutionBwdDataAlgoPerf_t;
+  using Algo = cudnnConvolutionBwdDataAlgo_t;
+  static int max_count(cudnnHandle_t hd) {
+    int count = 0;
+    CONVOY_CUDNN_CHECK(cudnnGetConvolutionBackwardDataAlgorithmMaxCount(hd, &count));
+    return count;
+  }
+  static int heuristics(cudnnHandle_t hd, const ConvPlan& p, std::vector<Perf>& perf) {
+    int got = 0;
+    CONVOY_CUDNN_CHECK(cudnnGetConvolutionBackwardDataAlgorithm_v7(hd, p.w.d, p.y.d, p.conv.d, p.x.d,
+                                                                   static_cast<int>(perf.size()), &got, perf.data()));
+    return got;
+  }
+  static cudnnStatus_t find(cudnnHandle_t hd, const ConvPlan& p, const ConvBuffers& b, std::vector<Perf>& perf,
+                            int* found, void* ws, size_t ws_bytes) {
+    return cudnnFindConvolutionBackwardDataAlgorithmEx(hd, p.w.d, b.w, p.y.d, b.y, p.conv.d, p.x.d,
+                                                       const_cast<void*>(b.x), static_cast<int>(perf.size()), found,
+                                                       perf.data(), ws, ws_bytes);
+  }
+  static size_t workspace(cudnnHandle_t hd, const ConvPlan& p, Algo algo) {
+    size_t bytes = 0;
+    CONVOY_CUDNN_CHECK(cudnnGetConvolutionBackwardDataWorkspaceSize(hd, p.w.d, p.y.d, p.conv.d, p.x.d, algo, &bytes));
+    return bytes;
+  }
+};
+
+struct BackwardFilterCalls {
+  using Perf = cudnnConvolutionBwdFilterAlgoPerf_t;
+  using Algo = cudnnConvolutionBwdFilterAlgo_t;
+  static int max_count(cudnnHandle_t hd) {
+    int count = 0;
+    CONVOY_CUDNN_CHECK(cudnnGetConvolutionBackwardFilterAlgorithmMaxCount(hd, &count));
+    return count;
+  }
+  static int heuristics(cudnnHandle_t hd, const ConvPlan& p, std::vector<Perf>& perf) {
+    int got = 0;
+    CONVOY_CUDNN_CHECK(cudnnGetConvolutionBackwardFilterAlgorithm_v7(hd, p.x.d, p.y.d, p.conv.d, p.w.d,
+                                                                     static_cast<int>(perf.size()), &got, perf.data()));
+    return got;
+  }
+  static cudnnStatus_t find(cudnnHandle_t hd, const ConvPlan& p, const ConvBuffers& b, std::vector<Perf>& perf,
+                            int* found, void* ws, size_t ws_bytes) {
+    return cudnnFindConvolutionBackwardFilterAlgorithmEx(hd, p.x.d, b.x, p.y.d, b.y, p.conv.d, p.w.d,
+                                                         const_cast<void*>(b.w), static_cast<int>(perf.size()), found,
+                                                         perf.data(), ws, ws_bytes);
+  }
+  static size_t workspace(cudnnHandle_t hd, const ConvPlan& p, Algo algo) {
+    size_t bytes = 0;
+    CONVOY_CUDNN_CHECK(
+        cudnnGetConvolutionBackwardFilterWorkspaceSize(hd, p.x.d, p.y.d, p.conv.d, p.w.d, algo, &bytes));
+    return bytes;
+  }
+};
+
+// Sets plan.algo, its math type and workspace size: benchmarked on the live buffers when
+// `benchmark` (within the largest workspace the heuristics' usable picks ask for), else, or
+// when benchmarking finds nothing usable, the heuristics' first usable pick. False if none.
+template <class Calls>
+bool choose_algorithm(cudnnHandle_t hd, ConvPlan& plan, const ConvBuffers& buffers, ScratchBuffer& workspace,
+                      bool benchmark, bool deterministic, size_t limit) {
+  const int max_count = Calls::max_count(hd);
+  std::vector<typename Calls::Perf> heur(max_count), found(max_count);
+  const int got = Calls::heuristics(hd, plan, heur);
+  size_t ws = 0;
+  for (int i = 0; i < got; ++i)
+    if (heur[i].status == CUDNN_STATUS_SUCCESS && heur[i].memory <= limit) ws = std::max(ws, heur[i].memory);
+  int nfound = 0;
+  const cudnnStatus_t st =
+      !benchmark ? CUDNN_STATUS_NOT_SUPPORTED : Calls::find(hd, plan, buffers, found, &nfound, workspace.get(ws), ws);
+  const auto* best = st == CUDNN_STATUS_SUCCESS ? pick_algo(found, nfound, deterministic, ws) : nullptr;
+  if (!best) best = pick_algo(heur, got, deterministic, limit);
+  if (!best) return false;
+  plan.algo = best->algo;
+  CONVOY_CUDNN_CHECK(cudnnSetConvolutionMathType(plan.conv.d, plan.f32 ? CUDNN_FMA_MATH : best->mathType));
+  plan.workspace = Calls::workspace(hd, plan, best->algo);
+  return true;
+}
+
+}  // namespace
+
 ConvPlan& CudaOps::conv_plan(ConvKind kind, const Conv2dParams& p, const Tensor& x, const Tensor& w,
-                             const Tensor& y, const void* x_ptr, const void* w_ptr,
-                             const void* y_ptr) {
-  const char* op = kind == ConvKind::forward         ? "conv2d_forward"
-                   : kind == ConvKind::backward_data ? "conv2d_backward_data"
-                                                     : "conv2d_backward_weights";
+                             const Tensor& y) {
   // The op checked the geometry (check_conv2d_*): y is conv2d_output_shape(x, w).
   const int64_t n = x.dim(0), c = x.dim(1), h = x.dim(2), wd = x.dim(3);
   const int64_t k = w.dim(0), cg = w.dim(1), r = w.dim(2), s = w.dim(3);
@@ -181,86 +312,32 @@ ConvPlan& CudaOps::conv_plan(ConvKind kind, const Conv2dParams& p, const Tensor&
       to_int(p.dilation_w, "dilation"), CUDNN_CROSS_CORRELATION, CUDNN_DATA_FLOAT));
   CONVOY_CUDNN_CHECK(cudnnSetConvolutionGroupCount(plan->conv.d, to_int(g, "groups")));
   // f32 stays exact f32 (FMA math: no TF32); reduced-precision inputs use tensor cores.
-  const bool f32 = dtype == DType::f32;
-  CONVOY_CUDNN_CHECK(cudnnSetConvolutionMathType(plan->conv.d, f32 ? CUDNN_FMA_MATH : CUDNN_TENSOR_OP_MATH));
+  plan->f32 = dtype == DType::f32;
+  CONVOY_CUDNN_CHECK(cudnnSetConvolutionMathType(plan->conv.d, plan->f32 ? CUDNN_FMA_MATH : CUDNN_TENSOR_OP_MATH));
 
   size_t limit = size_t(1) << 30;
   {
     size_t free_b = 0, total_b = 0;
     if (cudaMemGetInfo(&free_b, &total_b) == cudaSuccess) limit = std::min(limit, free_b / 2);
   }
-  const bool det = ctx_.deterministic;
-  auto finish = [&](int algo, cudnnMathType_t math) {
-    plan->algo = algo;
-    CONVOY_CUDNN_CHECK(cudnnSetConvolutionMathType(plan->conv.d, f32 ? CUDNN_FMA_MATH : math));
-  };
-  auto fail = [&]() -> ConvPlan& {
-    throw DeviceError(std::string(op) + ": cuDNN has no " + (det ? "deterministic " : "") +
-                      "algorithm for input " + describe(x) + ", weights " + describe(w) +
-                      ", output " + describe(y) + ", groups " + std::to_string(g));
-  };
-  cudnnHandle_t hd = ctx_.cudnn;
-  if (kind == ConvKind::forward) {
-    int max_count = 0, got = 0;
-    CONVOY_CUDNN_CHECK(cudnnGetConvolutionForwardAlgorithmMaxCount(hd, &max_count));
-    std::vector<cudnnConvolutionFwdAlgoPerf_t> heur(max_count), found(max_count);
-    CONVOY_CUDNN_CHECK(cudnnGetConvolutionForwardAlgorithm_v7(hd, plan->x.d, plan->w.d, plan->conv.d,
-                                                              plan->y.d, max_count, &got, heur.data()));
-    size_t ws = 0;
-    for (int i = 0; i < got; ++i)
-      if (heur[i].status == CUDNN_STATUS_SUCCESS && heur[i].memory <= limit) ws = std::max(ws, heur[i].memory);
-    int nfound = 0;
-    // Without benchmarking, the heuristics' pick below.
-    const cudnnStatus_t st = !ctx_.benchmark ? CUDNN_STATUS_NOT_SUPPORTED : cudnnFindConvolutionForwardAlgorithmEx(
-        hd, plan->x.d, x_ptr, plan->w.d, w_ptr, plan->conv.d, plan->y.d, const_cast<void*>(y_ptr),
-        max_count, &nfound, found.data(), conv_workspace_.get(ws), ws);
-    const auto* best = st == CUDNN_STATUS_SUCCESS ? pick_algo(found, nfound, det, ws) : nullptr;
-    if (!best) best = pick_algo(heur, got, det, limit);
-    if (!best) return fail();
-    finish(best->algo, best->mathType);
-    CONVOY_CUDNN_CHECK(cudnnGetConvolutionForwardWorkspaceSize(hd, plan->x.d, plan->w.d, plan->conv.d,
-                                                               plan->y.d, best->algo, &plan->workspace));
-  } else if (kind == ConvKind::backward_data) {
-    int max_count = 0, got = 0;
-    CONVOY_CUDNN_CHECK(cudnnGetConvolutionBackwardDataAlgorithmMaxCount(hd, &max_count));
-    std::vector<cudnnConvolutionBwdDataAlgoPerf_t> heur(max_count), found(max_count);
-    CONVOY_CUDNN_CHECK(cudnnGetConvolutionBackwardDataAlgorithm_v7(
-        hd, plan->w.d, plan->y.d, plan->conv.d, plan->x.d, max_count, &got, heur.data()));
-    size_t ws = 0;
-    for (int i = 0; i < got; ++i)
-      if (heur[i].status == CUDNN_STATUS_SUCCESS && heur[i].memory <= limit) ws = std::max(ws, heur[i].memory);
-    int nfound = 0;
-    // Without benchmarking, the heuristics' pick below.
-    const cudnnStatus_t st = !ctx_.benchmark ? CUDNN_STATUS_NOT_SUPPORTED : cudnnFindConvolutionBackwardDataAlgorithmEx(
-        hd, plan->w.d, w_ptr, plan->y.d, y_ptr, plan->conv.d, plan->x.d, const_cast<void*>(x_ptr),
-        max_count, &nfound, found.data(), conv_workspace_.get(ws), ws);
-    const auto* best = st == CUDNN_STATUS_SUCCESS ? pick_algo(found, nfound, det, ws) : nullptr;
-    if (!best) best = pick_algo(heur, got, det, limit);
-    if (!best) return fail();
-    finish(best->algo, best->mathType);
-    CONVOY_CUDNN_CHECK(cudnnGetConvolutionBackwardDataWorkspaceSize(
-        hd, plan->w.d, plan->y.d, plan->conv.d, plan->x.d, best->algo, &plan->workspace));
-  } else {
-    int max_count = 0, got = 0;
-    CONVOY_CUDNN_CHECK(cudnnGetConvolutionBackwardFilterAlgorithmMaxCount(hd, &max_count));
-    std::vector<cudnnConvolutionBwdFilterAlgoPerf_t> heur(max_count), found(max_count);
-    CONVOY_CUDNN_CHECK(cudnnGetConvolutionBackwardFilterAlgorithm_v7(
-        hd, plan->x.d, plan->y.d, plan->conv.d, plan->w.d, max_count, &got, heur.data()));
-    size_t ws = 0;
-    for (int i = 0; i < got; ++i)
-      if (heur[i].status == CUDNN_STATUS_SUCCESS && heur[i].memory <= limit) ws = std::max(ws, heur[i].memory);
-    int nfound = 0;
-    // Without benchmarking, the heuristics' pick below.
-    const cudnnStatus_t st = !ctx_.benchmark ? CUDNN_STATUS_NOT_SUPPORTED : cudnnFindConvolutionBackwardFilterAlgorithmEx(
-        hd, plan->x.d, x_ptr, plan->y.d, y_ptr, plan->conv.d, plan->w.d, const_cast<void*>(w_ptr),
-        max_count, &nfound, found.data(), conv_workspace_.get(ws), ws);
-    const auto* best = st == CUDNN_STATUS_SUCCESS ? pick_algo(found, nfound, det, ws) : nullptr;
-    if (!best) best = pick_algo(heur, got, det, limit);
-    if (!best) return fail();
-    finish(best->algo, best->mathType);
-    CONVOY_CUDNN_CHECK(cudnnGetConvolutionBackwardFilterWorkspaceSize(
-        hd, plan->x.d, plan->y.d, plan->conv.d, plan->w.d, best->algo, &plan->workspace));
+  const ConvBuffers buffers{x.raw(), w.raw(), y.raw()};
+  const bool det = ctx_.deterministic, bench = ctx_.benchmark;
+  bool chosen = false;
+  switch (kind) {
+    case ConvKind::forward:
+      chosen = choose_algorithm<ForwardCalls>(ctx_.cudnn, *plan, buffers, conv_workspace_, bench, det, limit);
+      break;
+    case ConvKind::backward_data:
+      chosen = choose_algorithm<BackwardDataCalls>(ctx_.cudnn, *plan, buffers, conv_workspace_, bench, det, limit);
+      break;
+    case ConvKind::backward_filter:
+      chosen = choose_algorithm<BackwardFilterCalls>(ctx_.cudnn, *plan, buffers, conv_workspace_, bench, det, limit);
+      break;
   }
+  if (!chosen)
+    throw DeviceError(std::string(conv_op_name(kind)) + ": cuDNN has no " + (det ? "deterministic " : "") +
+                      "algorithm for input " + describe(x) + ", weights " + describe(w) + ", output " +
+                      describe(y) + ", groups " + std::to_string(g));
   // A failed search leaves an error behind in some cuDNN versions; it is not ours.
   cudaGetLastError();
   auto [it, inserted] = conv_plans_.emplace(key, std::move(plan));
@@ -298,7 +375,7 @@ void CudaOps::conv2d_forward(const Conv2dParams& p, const Tensor& x, const Tenso
   const int64_t c = aligned_channels(p, x, w);
   const Tensor xc = c ? padded_channels(x, c) : x;
   const Tensor wc = c ? padded_channels(w, c) : w;
-  ConvPlan& plan = conv_plan(ConvKind::forward, p, xc, wc, y, xc.raw(), wc.raw(), y.raw());
+  ConvPlan& plan = conv_plan(ConvKind::forward, p, xc, wc, y);
   void* ws = conv_workspace_.get(plan.workspace);
   CONVOY_CUDNN_CHECK(cudnnConvolutionForward(ctx_.cudnn, &kOne, plan.x.d, xc.raw(), plan.w.d, wc.raw(),
                                              plan.conv.d, static_cast<cudnnConvolutionFwdAlgo_t>(plan.algo),
@@ -313,7 +390,7 @@ void CudaOps::conv2d_forward(const Conv2dParams& p, const Tensor& x, const Tenso
 void CudaOps::conv2d_backward_data(const Conv2dParams& p, const Tensor& dy, const Tensor& w,
                                    Tensor& dx) {
   check_conv2d_backward_data(p, dy, w, dx, device());
-  ConvPlan& plan = conv_plan(ConvKind::backward_data, p, dx, w, dy, dx.raw(), w.raw(), dy.raw());
+  ConvPlan& plan = conv_plan(ConvKind::backward_data, p, dx, w, dy);
   void* ws = conv_workspace_.get(plan.workspace);
   CONVOY_CUDNN_CHECK(cudnnConvolutionBackwardData(
       ctx_.cudnn, &kOne, plan.w.d, w.raw(), plan.y.d, dy.raw(), plan.conv.d,
@@ -328,7 +405,7 @@ void CudaOps::conv2d_backward_weights(const Conv2dParams& p, const Tensor& x, co
   const int64_t c = aligned_channels(p, x, dw);
   const Tensor xc = c ? padded_channels(x, c) : x;
   Tensor dwc = c ? Tensor(Shape{dw.dim(0), c, dw.dim(2), dw.dim(3)}, dw.dtype(), ctx_.tensors, Layout::nhwc) : dw;
-  ConvPlan& plan = conv_plan(ConvKind::backward_filter, p, xc, dwc, dy, xc.raw(), dwc.raw(), dy.raw());
+  ConvPlan& plan = conv_plan(ConvKind::backward_filter, p, xc, dwc, dy);
   void* ws = conv_workspace_.get(plan.workspace);
   CONVOY_CUDNN_CHECK(cudnnConvolutionBackwardFilter(
       ctx_.cudnn, &kOne, plan.x.d, xc.raw(), plan.y.d, dy.raw(), plan.conv.d,

@@ -14,6 +14,7 @@ namespace convoy::cuda {
 
 // cuDNN descriptors and the algorithm chosen once for one convolution shape.
 struct ConvPlan;
+enum class ConvKind : int { forward = 0, backward_data = 1, backward_filter = 2 };
 
 class CudaOps final : public Ops {
  public:
@@ -83,9 +84,10 @@ class CudaOps final : public Ops {
   bool batchnorm_uses_kernels(DType dtype) const { return bn_kernels_only_[static_cast<int>(dtype)]; }
 
  private:
-  enum class ConvKind : int { forward = 0, backward_data = 1, backward_filter = 2 };
+  // The plan for this shape, made on first use: descriptors, and the algorithm benchmarked
+  // on these very tensors (x the input or dx, w the weights or dw, y the output or dy).
   ConvPlan& conv_plan(ConvKind kind, const Conv2dParams& p, const Tensor& x, const Tensor& w,
-                      const Tensor& y, const void* x_ptr, const void* w_ptr, const void* y_ptr);
+                      const Tensor& y);
   // cuDNN for nchw batch norm until it refuses a dtype; Convoy's kernels for nhwc. cuDNN's
   // plain entry points run generic kernels on nhwc (fmnet bf16 on the H200: 34k img/s against
   // 161k with ours), and its persistent Ex kernels drifted from nchw at fmnet's sizes (13%
