@@ -49,13 +49,18 @@ inline ChannelView channel_view(const Tensor& t) {
   return {t.dim(0), t.dim(1), inner};
 }
 
+// The switches below name every enumerator and have no default, so that -Werror=switch
+// makes a new DType or Layout a build error here instead of a silent wrong mapping.
+
 inline cudnnDataType_t cudnn_type(DType d) {
   switch (d) {
     case DType::f32: return CUDNN_DATA_FLOAT;
     case DType::bf16: return CUDNN_DATA_BFLOAT16;
     case DType::f16: return CUDNN_DATA_HALF;
-    default: throw InternalError("cuDNN: unsupported dtype " + std::string(dtype_name(d)));
+    case DType::i32:
+    case DType::u8: break;  // no op hands these to cuDNN: supports() refuses them first
   }
+  throw InternalError("cuDNN: unsupported dtype " + std::string(dtype_name(d)));
 }
 
 inline cudaDataType_t cublas_type(DType d) {
@@ -63,11 +68,19 @@ inline cudaDataType_t cublas_type(DType d) {
     case DType::f32: return CUDA_R_32F;
     case DType::bf16: return CUDA_R_16BF;
     case DType::f16: return CUDA_R_16F;
-    default: throw InternalError("cuBLAS: unsupported dtype " + std::string(dtype_name(d)));
+    case DType::i32:
+    case DType::u8: break;  // no op hands these to cuBLAS: supports() refuses them first
   }
+  throw InternalError("cuBLAS: unsupported dtype " + std::string(dtype_name(d)));
 }
 
-inline cudnnTensorFormat_t cudnn_format(Layout l) { return l == Layout::nhwc ? CUDNN_TENSOR_NHWC : CUDNN_TENSOR_NCHW; }
+inline cudnnTensorFormat_t cudnn_format(Layout l) {
+  switch (l) {
+    case Layout::nchw: return CUDNN_TENSOR_NCHW;
+    case Layout::nhwc: return CUDNN_TENSOR_NHWC;
+  }
+  throw InternalError("cuDNN: unknown layout " + std::to_string(static_cast<int>(l)));
+}
 
 struct TensorDesc {
   cudnnTensorDescriptor_t d = nullptr;

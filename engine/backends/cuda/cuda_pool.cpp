@@ -1,12 +1,23 @@
 // CudaOps pooling, on Convoy's kernels (kernels/pool2d.cu).
 #include "engine/backends/cuda/cuda_ops.h"
 
+#include <string>
+
 #include "engine/backends/cuda/cuda_ops_internal.h"
 #include "kernels/pool2d.cuh"
 
 namespace convoy::cuda {
 
 namespace {
+
+bool is_max(PoolKind kind) {
+  switch (kind) {
+    case PoolKind::max: return true;
+    case PoolKind::avg: return false;
+  }
+  throw InternalError("pool2d: unknown pool kind " + std::to_string(static_cast<int>(kind)));
+}
+
 // x (N, C, H, W) and y (N, C, P, Q), checked by check_pool2d_* (y is pool2d_output_shape(x)).
 kernels::PoolShape pool_shape(const Pool2dParams& p, const Tensor& x, const Tensor& y) {
   kernels::PoolShape s{};
@@ -16,9 +27,10 @@ kernels::PoolShape pool_shape(const Pool2dParams& p, const Tensor& x, const Tens
   s.stride_h = static_cast<int>(p.stride_h); s.stride_w = static_cast<int>(p.stride_w);
   s.pad_h = static_cast<int>(p.pad_h); s.pad_w = static_cast<int>(p.pad_w);
   s.nhwc = x.layout() == Layout::nhwc;
-  s.max = p.kind == PoolKind::max;
+  s.max = is_max(p.kind);
   return s;
 }
+
 }  // namespace
 
 void CudaOps::pool2d_forward(const Pool2dParams& p, const Tensor& x, Tensor& y, Tensor& workspace,
