@@ -40,6 +40,7 @@ void CudaOps::batchnorm_forward_train(const Tensor& x, const Tensor& gamma, cons
   const char* op = "batchnorm_forward_train";
   check_batchnorm_forward_train(x, gamma, beta, eps, running_mean, running_var, y, saved_mean, saved_invstd,
                                 device());
+  require_supported(OpKind::batchnorm_forward_train, x);
   const Dims4 d = dims4(x);
   const int di = static_cast<int>(x.dtype());
   if (use_cudnn_bn(x)) {
@@ -71,6 +72,7 @@ void CudaOps::batchnorm_forward_eval(const Tensor& x, const Tensor& gamma, const
                                      float eps, Tensor& y) {
   const char* op = "batchnorm_forward_eval";
   check_batchnorm_forward_eval(x, gamma, beta, running_mean, running_var, eps, y, device());
+  require_supported(OpKind::batchnorm_forward_eval, x);
   const Dims4 d = dims4(x);
   const int di = static_cast<int>(x.dtype());
   if (use_cudnn_bn(x)) {
@@ -96,6 +98,7 @@ void CudaOps::batchnorm_backward(const Tensor& x, const Tensor& dy, const Tensor
                                  Tensor& dgamma, Tensor& dbeta) {
   const char* op = "batchnorm_backward";
   check_batchnorm_backward(x, dy, gamma, saved_mean, saved_invstd, dx, dgamma, dbeta, device());
+  require_supported(OpKind::batchnorm_backward, x);
   const Dims4 d = dims4(x);
   const int di = static_cast<int>(x.dtype());
   if (use_cudnn_bn(x) && dx.defined()) {

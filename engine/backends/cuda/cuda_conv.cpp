@@ -244,6 +244,7 @@ Tensor CudaOps::padded_channels(const Tensor& t, int64_t channels) {
 void CudaOps::conv2d_forward(const Conv2dParams& p, const Tensor& x, const Tensor& w,
                              const Tensor& b, Tensor& y) {
   check_conv2d_forward(p, x, w, b, y, device());
+  require_supported(OpKind::conv2d_forward, x);
   // x and w with their channels padded where cuDNN wants it (Tensor copies share storage).
   const int64_t c = aligned_channels(p, x, w);
   const Tensor xc = c ? padded_channels(x, c) : x;
@@ -263,6 +264,7 @@ void CudaOps::conv2d_forward(const Conv2dParams& p, const Tensor& x, const Tenso
 void CudaOps::conv2d_backward_data(const Conv2dParams& p, const Tensor& dy, const Tensor& w,
                                    Tensor& dx) {
   check_conv2d_backward_data(p, dy, w, dx, device());
+  require_supported(OpKind::conv2d_backward_data, dy);
   ConvPlan& plan = conv_plan(ConvKind::backward_data, p, dx, w, dy);
   void* ws = conv_workspace_.get(plan.workspace);
   CONVOY_CUDNN_CHECK(cudnnConvolutionBackwardData(
@@ -274,6 +276,7 @@ void CudaOps::conv2d_backward_data(const Conv2dParams& p, const Tensor& dy, cons
 void CudaOps::conv2d_backward_weights(const Conv2dParams& p, const Tensor& x, const Tensor& dy,
                                       Tensor& dw, Tensor& db) {
   check_conv2d_backward_weights(p, x, dy, dw, db, device());
+  require_supported(OpKind::conv2d_backward_weights, x);
   // x with its channels padded where cuDNN wants it, and dw computed padded, then cut back.
   const int64_t c = aligned_channels(p, x, dw);
   const Tensor xc = c ? padded_channels(x, c) : x;

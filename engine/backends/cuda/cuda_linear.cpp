@@ -12,6 +12,7 @@ namespace convoy::cuda {
 
 void CudaOps::linear_forward(const Tensor& x, const Tensor& w, const Tensor& b, Tensor& y) {
   check_linear_forward(x, w, b, y, device());
+  require_supported(OpKind::linear_forward, x);
   const int n = to_int(x.dim(0), "N"), k = to_int(x.dim(1), "K"), m = to_int(w.dim(0), "M");
   const cudaDataType_t t = cublas_type(x.dtype());
   if (n > 0 && m > 0) {
@@ -30,6 +31,7 @@ void CudaOps::linear_forward(const Tensor& x, const Tensor& w, const Tensor& b, 
 void CudaOps::linear_backward(const Tensor& x, const Tensor& w, const Tensor& dy, Tensor& dx,
                               Tensor& dw, Tensor& db) {
   check_linear_backward(x, w, dy, dx, dw, db, device());
+  require_supported(OpKind::linear_backward, x);
   const int n = to_int(x.dim(0), "N"), k = to_int(x.dim(1), "K"), m = to_int(w.dim(0), "M");
   const cudaDataType_t t = cublas_type(x.dtype());
   if (dx.defined()) {

@@ -9,6 +9,7 @@ namespace convoy::cuda {
 void CudaOps::normalize_augment(const Tensor& images, const NormalizeAugment& a, uint64_t seed,
                                 Tensor& y) {
   check_normalize_augment(images, a, y, device());
+  require_supported(OpKind::normalize_augment, y);
   kernels::NormalizeAugmentArgs k{};
   for (int i = 0; i < 4; ++i) {
     k.mean[i] = a.mean[i];

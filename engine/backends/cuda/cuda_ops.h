@@ -21,12 +21,10 @@ class CudaOps final : public Ops {
   explicit CudaOps(const CudaContext& ctx);
   ~CudaOps() override;
 
-  // f32, bf16 and f16 in nchw and nhwc; the optimizer updates take f32 master weights only.
-  bool supports(OpKind op, DType dtype, Layout layout) const override {
-    const bool floating = dtype == DType::f32 || dtype == DType::bf16 || dtype == DType::f16;
-    if (op == OpKind::sgd_update || op == OpKind::adamw_update) return dtype == DType::f32;
-    return floating;
-  }
+  // Exactly what the code below runs: f32, bf16 and f16 in either layout for most ops;
+  // linear and the softmaxes on (N, C) matrices (nchw); concat, split and fill on every
+  // dtype; the optimizer updates on f32 master weights. Each op calls require_supported().
+  bool supports(OpKind op, DType dtype, Layout layout) const override;
 
   void conv2d_forward(const Conv2dParams& p, const Tensor& x, const Tensor& w, const Tensor& b,
                       Tensor& y) override;
@@ -101,6 +99,9 @@ class CudaOps final : public Ops {
   void* upload_slots(const std::vector<unsigned char>& bytes);
   // This backend's device, for the argument checks (engine/ops).
   Device device() const { return Device::cuda(ctx_.device); }
+  // After the argument checks: throws DeviceError naming the op, t's dtype and layout
+  // unless supports(op, t.dtype(), t.layout()).
+  void require_supported(OpKind op, const Tensor& t) const;
 
   CudaContext ctx_;
   ScratchBuffer conv_workspace_;  // cuDNN workspaces

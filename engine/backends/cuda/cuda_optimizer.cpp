@@ -39,6 +39,7 @@ void CudaOps::sgd_update(std::span<const SgdSlot> slots, const SgdHyper& h) {
   check_sgd_update(slots, h, device());
   std::vector<kernels::SgdSlotDev> dev;
   for (const SgdSlot& s : slots) {
+    require_supported(OpKind::sgd_update, *s.param);
     const int64_t n = s.param->numel();
     const bool has_buf = s.momentum_buf && s.momentum_buf->defined();
     float* buf = has_buf ? s.momentum_buf->data<float>() : nullptr;
@@ -58,6 +59,7 @@ void CudaOps::adamw_update(std::span<const AdamSlot> slots, const AdamHyper& h) 
   check_adamw_update(slots, h, device());
   std::vector<kernels::AdamSlotDev> dev;
   for (const AdamSlot& s : slots) {
+    require_supported(OpKind::adamw_update, *s.param);
     const int64_t n = s.param->numel();
     if (n > 0)
       dev.push_back({s.param->data<float>(), s.grad->data<float>(), s.m->data<float>(),

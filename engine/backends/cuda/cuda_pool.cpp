@@ -36,6 +36,7 @@ kernels::PoolShape pool_shape(const Pool2dParams& p, const Tensor& x, const Tens
 void CudaOps::pool2d_forward(const Pool2dParams& p, const Tensor& x, Tensor& y, Tensor& workspace,
                              bool training) {
   check_pool2d_forward(p, x, y, device());
+  require_supported(OpKind::pool2d_forward, x);
   const kernels::PoolShape s = pool_shape(p, x, y);
   // Backward finds each window's maximum again from x, so no workspace is kept.
   kernels::pool2d_forward(s, dt_of(x.dtype()), x.raw(), y.raw(), ctx_.stream);
@@ -44,6 +45,7 @@ void CudaOps::pool2d_forward(const Pool2dParams& p, const Tensor& x, Tensor& y, 
 void CudaOps::pool2d_backward(const Pool2dParams& p, const Tensor& x, const Tensor& y,
                               const Tensor& dy, const Tensor& workspace, Tensor& dx) {
   check_pool2d_backward(p, x, y, dy, dx, device());
+  require_supported(OpKind::pool2d_backward, x);
   const kernels::PoolShape s = pool_shape(p, x, dy);
   kernels::pool2d_backward(s, dt_of(x.dtype()), x.raw(), dy.raw(), dx.raw(), ctx_.stream);
 }

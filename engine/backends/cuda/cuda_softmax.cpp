@@ -9,6 +9,7 @@ namespace convoy::cuda {
 void CudaOps::softmax_cross_entropy(const Tensor& logits, const Tensor& labels, float smoothing,
                                     Tensor& loss, Tensor& dlogits, Tensor& correct) {
   check_softmax_cross_entropy(logits, labels, smoothing, loss, dlogits, correct, device());
+  require_supported(OpKind::softmax_cross_entropy, logits);
   const int64_t n = logits.dim(0), c = logits.dim(1);
   void* scratch = scratch_.get(kernels::softmax_cross_entropy_scratch_bytes(n));
   kernels::softmax_cross_entropy(dt_of(logits.dtype()), logits.raw(), labels.data<int32_t>(),
@@ -20,6 +21,7 @@ void CudaOps::softmax_cross_entropy(const Tensor& logits, const Tensor& labels, 
 
 void CudaOps::softmax(const Tensor& logits, Tensor& probs) {
   check_softmax(logits, probs, device());
+  require_supported(OpKind::softmax, logits);
   kernels::softmax(dt_of(logits.dtype()), logits.raw(), probs.data<float>(), logits.dim(0),
                    logits.dim(1), ctx_.stream);
 }
