@@ -102,11 +102,24 @@ void add_inplace(Dt dt, void* y, const void* x, int64_t n, cudaStream_t stream) 
   });
 }
 
+namespace {
+// Bytes per element, for the plain copy of a cast that keeps the dtype.
+size_t dt_size(Dt dt) {
+  switch (dt) {
+    case Dt::f32:
+    case Dt::i32: return 4;
+    case Dt::bf16:
+    case Dt::f16: return 2;
+    case Dt::u8: return 1;
+  }
+  unsupported_dtype("cast", dt);
+}
+}  // namespace
+
 void cast(Dt from, const void* x, Dt to, void* y, int64_t n, cudaStream_t stream) {
   if (n == 0) return;
   if (from == to) {
-    const size_t es = from == Dt::f32 ? 4 : 2;
-    CONVOY_CUDA_CHECK(cudaMemcpyAsync(y, x, n * es, cudaMemcpyDeviceToDevice, stream));
+    CONVOY_CUDA_CHECK(cudaMemcpyAsync(y, x, n * dt_size(from), cudaMemcpyDeviceToDevice, stream));
     return;
   }
   dispatch_float(from, "cast (source)", [&](auto a) {

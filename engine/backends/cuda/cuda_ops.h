@@ -14,6 +14,7 @@ namespace convoy::cuda {
 
 // cuDNN descriptors and the algorithm chosen once for one convolution shape.
 struct ConvPlan;
+// Which of a convolution's three computations a plan is for (part of the plan's cache key).
 enum class ConvKind : int { forward = 0, backward_data = 1, backward_filter = 2 };
 
 class CudaOps final : public Ops {
