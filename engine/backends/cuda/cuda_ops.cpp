@@ -19,6 +19,9 @@ CudaOps::CudaOps(const CudaContext& ctx) : ctx_(ctx) {
 
 CudaOps::~CudaOps() = default;
 
+// Every op runs in both layouts, so only the dtype decides. `layout` is that of the 4-D
+// activations (ops.h); the ops on (N, C) matrices (linear, the softmaxes) see nchw tensors
+// in either, and Model::unsupported_ops asks for them with the model's layout.
 bool CudaOps::supports(OpKind op, DType dtype, Layout layout) const {
   const bool floating = is_floating(dtype);
   switch (op) {
@@ -38,14 +41,14 @@ bool CudaOps::supports(OpKind op, DType dtype, Layout layout) const {
     case OpKind::add_inplace:
     case OpKind::dropout_forward:
     case OpKind::dropout_backward:
-    // Either side of a cast, and normalize_augment's output (its images are u8 nchw).
-    case OpKind::cast:
-    case OpKind::normalize_augment: return floating;
-    // cuBLAS and the row kernels on (N, C) matrices, which are nchw.
+    // cuBLAS and the row kernels on (N, C) matrices.
     case OpKind::linear_forward:
     case OpKind::linear_backward:
     case OpKind::softmax_cross_entropy:
-    case OpKind::softmax: return floating && layout == Layout::nchw;
+    case OpKind::softmax:
+    // Either side of a cast, and normalize_augment's output (its images are u8 nchw).
+    case OpKind::cast:
+    case OpKind::normalize_augment: return floating;
     // Byte copies and stores: every dtype, either layout.
     case OpKind::concat_channels:
     case OpKind::split_channels:

@@ -23,8 +23,8 @@ class CudaOps final : public Ops {
   ~CudaOps() override;
 
   // Exactly what the code below runs: f32, bf16 and f16 in either layout for most ops;
-  // linear and the softmaxes on (N, C) matrices (nchw); concat, split and fill on every
-  // dtype; the optimizer updates on f32 master weights. Each op calls require_supported().
+  // concat, split and fill on every dtype; the optimizer updates on f32 master weights.
+  // Each op calls require_supported() after its argument checks.
   bool supports(OpKind op, DType dtype, Layout layout) const override;
 
   void conv2d_forward(const Conv2dParams& p, const Tensor& x, const Tensor& w, const Tensor& b,
