@@ -1,6 +1,7 @@
 #pragma once
 // Device helpers shared by the kernels: element loads and stores through f32, launch
-// sizing, dtype dispatch, and warp/block reductions.
+// sizing, dtype dispatch, and warp/block reductions. Device code: only .cu files include
+// this; each family's launchers are declared in its own host-only header.
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 #include <cuda_runtime.h>
@@ -8,8 +9,8 @@
 #include <cstdint>
 #include <string>
 
-#include "engine/backends/cuda/cuda_check.h"
-#include "kernels/launchers.cuh"
+#include "kernels/cuda_check.h"
+#include "kernels/dt.cuh"
 
 namespace convoy::kernels {
 
@@ -48,8 +49,10 @@ void dispatch_float(Dt dt, const char* what, F&& f) {
     case Dt::f32: f(float{}); return;
     case Dt::bf16: f(__nv_bfloat16{}); return;
     case Dt::f16: f(__half{}); return;
-    default: unsupported_dtype(what, dt);
+    case Dt::i32:
+    case Dt::u8: break;
   }
+  unsupported_dtype(what, dt);
 }
 
 template <class T>

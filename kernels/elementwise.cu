@@ -1,49 +1,15 @@
-// Elementwise kernels: activations, adds, casts, fill, dropout, bias add, channel copies.
-// Layout-agnostic: they see flat arrays (bias add and channel copies take the
+// Elementwise and data-movement kernels: adds, casts, fill, dropout, channel copies (concat
+// and split). Layout-agnostic: they see flat arrays (channel copies take the
 // (outer, C, inner) view that both nchw and nhwc reduce to).
-#include <cmath>
+#include <string>
 
 #include "engine/core/counter_rng.h"
 #include "kernels/common.cuh"
+#include "kernels/elementwise.cuh"
 
 namespace convoy::kernels {
 
 // ---- kernels ------------------------------------------------------------------------------
-
-__global__ void probe_kernel() {}
-
-template <class T>
-__global__ void activation_forward_kernel(Act kind, float alpha, const T* x,
-                                          T* y, int64_t n) {
-  for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < n;
-       i += int64_t(gridDim.x) * blockDim.x) {
-    const float v = to_f32(x[i]);
-    float r;
-    if (kind == Act::relu) r = v > 0.f ? v : 0.f;
-    else if (kind == Act::leaky_relu) r = v > 0.f ? v : v * alpha;
-    else r = 0.5f * v * (1.f + erff(v * 0.70710678118654752f));
-    y[i] = from_f32<T>(r);
-  }
-}
-
-template <class T>
-__global__ void activation_backward_kernel(Act kind, float alpha, const T* x,
-                                           const T* dy, T* dx, int64_t n) {
-  for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < n;
-       i += int64_t(gridDim.x) * blockDim.x) {
-    const float v = to_f32(x[i]);
-    const float g = to_f32(dy[i]);
-    float r;
-    if (kind == Act::relu) r = v > 0.f ? g : 0.f;
-    else if (kind == Act::leaky_relu) r = v > 0.f ? g : g * alpha;
-    else {
-      const float cdf = 0.5f * (1.f + erff(v * 0.70710678118654752f));
-      const float pdf = expf(-0.5f * v * v) * 0.39894228040143268f;
-      r = g * (cdf + v * pdf);
-    }
-    dx[i] = from_f32<T>(r);
-  }
-}
 
 template <class T>
 __global__ void add_kernel(const T* a, const T* b, T* y,
@@ -98,16 +64,6 @@ __global__ void dropout_kernel(float p, float scale, uint64_t seed, const T* x,
   }
 }
 
-template <class T, class B>
-__global__ void bias_add_kernel(T* __restrict__ y, const B* __restrict__ b, int64_t channels,
-                                int64_t inner, int64_t n) {
-  for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < n;
-       i += int64_t(gridDim.x) * blockDim.x) {
-    const int64_t c = (i / inner) % channels;
-    y[i] = from_f32<T>(to_f32(y[i]) + to_f32(b[c]));
-  }
-}
-
 // to_y: y[(o, offset + c, i)] = x[(o, c, i)]; else the reverse.
 template <class E>
 __global__ void copy_channels_kernel(bool to_y, const E* __restrict__ src, E* __restrict__ dst,
@@ -124,33 +80,6 @@ __global__ void copy_channels_kernel(bool to_y, const E* __restrict__ src, E* __
 }
 
 // ---- launchers ----------------------------------------------------------------------------
-
-cudaError_t probe_kernel_image() {
-  cudaFuncAttributes attr;
-  return cudaFuncGetAttributes(&attr, probe_kernel);
-}
-
-void activation_forward(Act kind, float alpha, Dt dt, const void* x, void* y, int64_t n,
-                        cudaStream_t stream) {
-  if (n == 0) return;
-  dispatch_float(dt, "activation_forward", [&](auto t) {
-    using T = decltype(t);
-    activation_forward_kernel<T><<<grid_for(n), kThreads, 0, stream>>>(
-        kind, alpha, static_cast<const T*>(x), static_cast<T*>(y), n);
-    CONVOY_LAUNCH_CHECK(activation_forward_kernel);
-  });
-}
-
-void activation_backward(Act kind, float alpha, Dt dt, const void* x, const void* dy, void* dx,
-                         int64_t n, cudaStream_t stream) {
-  if (n == 0) return;
-  dispatch_float(dt, "activation_backward", [&](auto t) {
-    using T = decltype(t);
-    activation_backward_kernel<T><<<grid_for(n), kThreads, 0, stream>>>(
-        kind, alpha, static_cast<const T*>(x), static_cast<const T*>(dy), static_cast<T*>(dx), n);
-    CONVOY_LAUNCH_CHECK(activation_backward_kernel);
-  });
-}
 
 void add(Dt dt, const void* a, const void* b, void* y, int64_t n, cudaStream_t stream) {
   if (n == 0) return;
@@ -173,11 +102,24 @@ void add_inplace(Dt dt, void* y, const void* x, int64_t n, cudaStream_t stream) 
   });
 }
 
+namespace {
+// Bytes per element, for the plain copy of a cast that keeps the dtype.
+size_t dt_size(Dt dt) {
+  switch (dt) {
+    case Dt::f32:
+    case Dt::i32: return 4;
+    case Dt::bf16:
+    case Dt::f16: return 2;
+    case Dt::u8: return 1;
+  }
+  unsupported_dtype("cast", dt);
+}
+}  // namespace
+
 void cast(Dt from, const void* x, Dt to, void* y, int64_t n, cudaStream_t stream) {
   if (n == 0) return;
   if (from == to) {
-    const size_t es = from == Dt::f32 ? 4 : 2;
-    CONVOY_CUDA_CHECK(cudaMemcpyAsync(y, x, n * es, cudaMemcpyDeviceToDevice, stream));
+    CONVOY_CUDA_CHECK(cudaMemcpyAsync(y, x, n * dt_size(from), cudaMemcpyDeviceToDevice, stream));
     return;
   }
   dispatch_float(from, "cast (source)", [&](auto a) {
@@ -234,21 +176,6 @@ void dropout(Dt dt, float p, uint64_t seed, const void* x, void* y, int64_t n, c
     dropout_kernel<T><<<grid_for(n), kThreads, 0, stream>>>(p, scale, seed, static_cast<const T*>(x),
                                                              static_cast<T*>(y), n);
     CONVOY_LAUNCH_CHECK(dropout_kernel);
-  });
-}
-
-void bias_add(Dt dt, void* y, Dt bias_dt, const void* b, int64_t outer, int64_t channels,
-              int64_t inner, cudaStream_t stream) {
-  const int64_t n = outer * channels * inner;
-  if (n == 0) return;
-  dispatch_float(dt, "bias_add", [&](auto t) {
-    using T = decltype(t);
-    dispatch_float(bias_dt, "bias_add (bias)", [&](auto bt) {
-      using B = decltype(bt);
-      bias_add_kernel<T, B><<<grid_for(n), kThreads, 0, stream>>>(
-          static_cast<T*>(y), static_cast<const B*>(b), channels, inner, n);
-      CONVOY_LAUNCH_CHECK(bias_add_kernel);
-    });
   });
 }
 

@@ -4,6 +4,7 @@
 #include <cmath>
 
 #include "kernels/common.cuh"
+#include "kernels/softmax.cuh"
 
 namespace convoy::kernels {
 

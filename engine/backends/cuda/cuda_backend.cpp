@@ -12,7 +12,7 @@
 #include "engine/backends/cuda/cuda_context.h"
 #include "engine/backends/cuda/cuda_ops.h"
 #include "engine/backends/backend.h"
-#include "kernels/launchers.cuh"
+#include "kernels/probe.cuh"
 
 namespace convoy {
 

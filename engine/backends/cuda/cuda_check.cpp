@@ -1,5 +1,7 @@
 #include "engine/backends/cuda/cuda_check.h"
 
+#include <string>
+
 namespace convoy::cuda {
 
 const char* cublas_status_text(cublasStatus_t status) {
@@ -16,11 +18,6 @@ const char* cublas_status_text(cublasStatus_t status) {
     case CUBLAS_STATUS_LICENSE_ERROR: return "CUBLAS_STATUS_LICENSE_ERROR";
   }
   return "unknown cuBLAS status";
-}
-
-void throw_cuda_error(cudaError_t err, const char* call, const char* where) {
-  throw DeviceError(std::string("CUDA error ") + cudaGetErrorName(err) + " (" +
-                    cudaGetErrorString(err) + ") in " + call + " at " + where);
 }
 
 void throw_cudnn_error(cudnnStatus_t status, const char* call, const char* where) {

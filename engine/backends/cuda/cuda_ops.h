@@ -14,20 +14,18 @@ namespace convoy::cuda {
 
 // cuDNN descriptors and the algorithm chosen once for one convolution shape.
 struct ConvPlan;
+// Which of a convolution's three computations a plan is for (part of the plan's cache key).
+enum class ConvKind : int { forward = 0, backward_data = 1, backward_filter = 2 };
 
 class CudaOps final : public Ops {
  public:
   explicit CudaOps(const CudaContext& ctx);
   ~CudaOps() override;
 
-  // f32, bf16 and f16 in nchw and nhwc; the optimizer updates take f32 master weights only;
-  // fill, concat and split take any dtype (they write or copy bytes).
-  bool supports(OpKind op, DType dtype, Layout layout) const override {
-    const bool floating = dtype == DType::f32 || dtype == DType::bf16 || dtype == DType::f16;
-    if (op == OpKind::sgd_update || op == OpKind::adamw_update) return dtype == DType::f32;
-    if (op == OpKind::fill || op == OpKind::concat_channels || op == OpKind::split_channels) return true;
-    return floating;
-  }
+  // Exactly what the code below runs: f32, bf16 and f16 in either layout for most ops;
+  // concat, split and fill on every dtype; the optimizer updates on f32 master weights.
+  // Each op calls require_supported() after its argument checks.
+  bool supports(OpKind op, DType dtype, Layout layout) const override;
 
   void conv2d_forward(const Conv2dParams& p, const Tensor& x, const Tensor& w, const Tensor& b,
                       Tensor& y) override;
@@ -85,9 +83,10 @@ class CudaOps final : public Ops {
   bool batchnorm_uses_kernels(DType dtype) const { return bn_kernels_only_[static_cast<int>(dtype)]; }
 
  private:
-  enum class ConvKind : int { forward = 0, backward_data = 1, backward_filter = 2 };
+  // The plan for this shape, made on first use: descriptors, and the algorithm benchmarked
+  // on these very tensors (x the input or dx, w the weights or dw, y the output or dy).
   ConvPlan& conv_plan(ConvKind kind, const Conv2dParams& p, const Tensor& x, const Tensor& w,
-                      const Tensor& y, const void* x_ptr, const void* w_ptr, const void* y_ptr);
+                      const Tensor& y);
   // cuDNN for nchw batch norm until it refuses a dtype; Convoy's kernels for nhwc. cuDNN's
   // plain entry points run generic kernels on nhwc (fmnet bf16 on the H200: 34k img/s against
   // 161k with ours), and its persistent Ex kernels drifted from nchw at fmnet's sizes (13%
@@ -99,6 +98,11 @@ class CudaOps final : public Ops {
   Tensor padded_channels(const Tensor& t, int64_t channels);
   // Uploads `bytes` to the slot buffer unless they equal what it already holds.
   void* upload_slots(const std::vector<unsigned char>& bytes);
+  // This backend's device, for the argument checks (engine/ops).
+  Device device() const { return Device::cuda(ctx_.device); }
+  // After the argument checks: throws DeviceError naming the op, t's dtype and layout
+  // unless supports(op, t.dtype(), t.layout()).
+  void require_supported(OpKind op, const Tensor& t) const;
 
   CudaContext ctx_;
   ScratchBuffer conv_workspace_;  // cuDNN workspaces

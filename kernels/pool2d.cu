@@ -13,6 +13,7 @@
 #include <climits>
 
 #include "kernels/common.cuh"
+#include "kernels/pool2d.cuh"
 
 namespace convoy::kernels {
 namespace {

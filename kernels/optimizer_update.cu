@@ -4,6 +4,7 @@
 #include <cmath>
 
 #include "kernels/common.cuh"
+#include "kernels/optimizer_update.cuh"
 
 namespace convoy::kernels {
 

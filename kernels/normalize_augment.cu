@@ -3,6 +3,7 @@
 // that the CPU computes the same batch bit for bit.
 #include "engine/core/counter_rng.h"
 #include "kernels/common.cuh"
+#include "kernels/normalize_augment.cuh"
 
 namespace convoy::kernels {
 

@@ -1,0 +1,128 @@
+// CudaOps batch norm: cuDNN for nchw until it refuses a dtype, Convoy's kernels otherwise.
+#include "engine/backends/cuda/cuda_ops.h"
+
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <string>
+
+#include "engine/backends/cuda/cuda_check.h"
+#include "engine/backends/cuda/cuda_ops_internal.h"
+#include "kernels/batchnorm.cuh"
+
+namespace convoy::cuda {
+
+namespace {
+
+// 4-D (N, C, H, W) as is; 2-D (N, C) as (N, C, 1, 1) (the batch-norm checks allow no other rank).
+Dims4 dims4(const Tensor& t) {
+  if (t.ndim() == 4) return {t.dim(0), t.dim(1), t.dim(2), t.dim(3)};
+  return {t.dim(0), t.dim(1), 1, 1};
+}
+
+// cuDNN refused this configuration: Convoy's kernels do it instead.
+bool cudnn_refused(cudnnStatus_t st) {
+  return st == CUDNN_STATUS_NOT_SUPPORTED || st == CUDNN_STATUS_BAD_PARAM;
+}
+
+// With CONVOY_CUDA_VERBOSE=1, one line on stderr when batch norm leaves cuDNN for a dtype.
+void note_bn_fallback(const char* op, DType dt, cudnnStatus_t st) {
+  if (const char* e = std::getenv("CONVOY_CUDA_VERBOSE"); e && std::strcmp(e, "1") == 0)
+    std::fprintf(stderr, "convoy: %s: cuDNN refused %s (%s); Convoy's batch-norm kernels take over\n",
+                 op, std::string(dtype_name(dt)).c_str(), cudnnGetErrorString(st));
+}
+}  // namespace
+
+void CudaOps::batchnorm_forward_train(const Tensor& x, const Tensor& gamma, const Tensor& beta,
+                                      float momentum, float eps, Tensor& running_mean,
+                                      Tensor& running_var, Tensor& y, Tensor& saved_mean,
+                                      Tensor& saved_invstd) {
+  const char* op = "batchnorm_forward_train";
+  check_batchnorm_forward_train(x, gamma, beta, eps, running_mean, running_var, y, saved_mean, saved_invstd,
+                                device());
+  require_supported(OpKind::batchnorm_forward_train, x);
+  const Dims4 d = dims4(x);
+  const int di = static_cast<int>(x.dtype());
+  if (use_cudnn_bn(x)) {
+    TensorDesc xd, bd;
+    xd.set(d, x.dtype(), x.layout());
+    CONVOY_CUDNN_CHECK(cudnnDeriveBNTensorDescriptor(bd.d, xd.d, CUDNN_BATCHNORM_SPATIAL));
+    // cuDNN's running update is running = (1 - f) running + f batch with the unbiased
+    // variance, f = exponentialAverageFactor: PyTorch's momentum exactly.
+    const cudnnStatus_t st = cudnnBatchNormalizationForwardTraining(
+        ctx_.cudnn, CUDNN_BATCHNORM_SPATIAL, &kOne, &kZero, xd.d, x.raw(), xd.d, y.raw(), bd.d,
+        gamma.raw(), beta.raw(), momentum, running_mean.raw(), running_var.raw(), eps,
+        saved_mean.raw(), saved_invstd.raw());
+    if (st == CUDNN_STATUS_SUCCESS) return;
+    if (!cudnn_refused(st)) CONVOY_CUDNN_CHECK(st);
+    note_bn_fallback(op, x.dtype(), st);
+    bn_kernels_only_[di] = true;
+  }
+  const ChannelView v = channel_view(x);
+  void* scratch = scratch_.get(kernels::batchnorm_scratch_bytes(v.outer, v.channels, v.inner));
+  kernels::batchnorm_forward_train(dt_of(x.dtype()), x.raw(), gamma.data<float>(), beta.data<float>(),
+                                   momentum, eps, running_mean.data<float>(),
+                                   running_var.data<float>(), y.raw(), saved_mean.data<float>(),
+                                   saved_invstd.data<float>(), v.outer, v.channels, v.inner,
+                                   scratch, ctx_.stream);
+}
+
+void CudaOps::batchnorm_forward_eval(const Tensor& x, const Tensor& gamma, const Tensor& beta,
+                                     const Tensor& running_mean, const Tensor& running_var,
+                                     float eps, Tensor& y) {
+  const char* op = "batchnorm_forward_eval";
+  check_batchnorm_forward_eval(x, gamma, beta, running_mean, running_var, eps, y, device());
+  require_supported(OpKind::batchnorm_forward_eval, x);
+  const Dims4 d = dims4(x);
+  const int di = static_cast<int>(x.dtype());
+  if (use_cudnn_bn(x)) {
+    TensorDesc xd, bd;
+    xd.set(d, x.dtype(), x.layout());
+    CONVOY_CUDNN_CHECK(cudnnDeriveBNTensorDescriptor(bd.d, xd.d, CUDNN_BATCHNORM_SPATIAL));
+    const cudnnStatus_t st = cudnnBatchNormalizationForwardInference(
+        ctx_.cudnn, CUDNN_BATCHNORM_SPATIAL, &kOne, &kZero, xd.d, x.raw(), xd.d, y.raw(), bd.d,
+        gamma.raw(), beta.raw(), running_mean.raw(), running_var.raw(), eps);
+    if (st == CUDNN_STATUS_SUCCESS) return;
+    if (!cudnn_refused(st)) CONVOY_CUDNN_CHECK(st);
+    note_bn_fallback(op, x.dtype(), st);
+    bn_kernels_only_[di] = true;
+  }
+  const ChannelView v = channel_view(x);
+  kernels::batchnorm_forward_eval(dt_of(x.dtype()), x.raw(), gamma.data<float>(), beta.data<float>(),
+                                  running_mean.data<float>(), running_var.data<float>(), eps,
+                                  y.raw(), v.outer, v.channels, v.inner, ctx_.stream);
+}
+
+void CudaOps::batchnorm_backward(const Tensor& x, const Tensor& dy, const Tensor& gamma,
+                                 const Tensor& saved_mean, const Tensor& saved_invstd, Tensor& dx,
+                                 Tensor& dgamma, Tensor& dbeta) {
+  const char* op = "batchnorm_backward";
+  check_batchnorm_backward(x, dy, gamma, saved_mean, saved_invstd, dx, dgamma, dbeta, device());
+  require_supported(OpKind::batchnorm_backward, x);
+  const Dims4 d = dims4(x);
+  const int di = static_cast<int>(x.dtype());
+  if (use_cudnn_bn(x) && dx.defined()) {
+    TensorDesc xd, bd;
+    xd.set(d, x.dtype(), x.layout());
+    CONVOY_CUDNN_CHECK(cudnnDeriveBNTensorDescriptor(bd.d, xd.d, CUDNN_BATCHNORM_SPATIAL));
+    // With the saved statistics given, cuDNN does not recompute them, so the forward eps
+    // is not needed; any valid value goes here.
+    const cudnnStatus_t st = cudnnBatchNormalizationBackward(
+        ctx_.cudnn, CUDNN_BATCHNORM_SPATIAL, &kOne, &kZero, &kOne, &kZero, xd.d, x.raw(), xd.d,
+        dy.raw(), xd.d, dx.raw(), bd.d, gamma.raw(), dgamma.raw(), dbeta.raw(), 1e-5,
+        saved_mean.raw(), saved_invstd.raw());
+    if (st == CUDNN_STATUS_SUCCESS) return;
+    if (!cudnn_refused(st)) CONVOY_CUDNN_CHECK(st);
+    note_bn_fallback(op, x.dtype(), st);
+    bn_kernels_only_[di] = true;
+  }
+  const ChannelView v = channel_view(x);
+  void* scratch = scratch_.get(kernels::batchnorm_scratch_bytes(v.outer, v.channels, v.inner));
+  kernels::batchnorm_backward(dt_of(x.dtype()), x.raw(), dy.raw(), gamma.data<float>(),
+                              saved_mean.data<float>(), saved_invstd.data<float>(),
+                              dx.defined() ? dx.raw() : nullptr, dgamma.data<float>(),
+                              dbeta.data<float>(), v.outer, v.channels, v.inner, scratch,
+                              ctx_.stream);
+}
+
+}  // namespace convoy::cuda

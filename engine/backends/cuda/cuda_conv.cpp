@@ -1,0 +1,301 @@
+// CudaOps convolutions: cuDNN, with an algorithm chosen once per shape (ConvPlan).
+#include "engine/backends/cuda/cuda_ops.h"
+
+#include <algorithm>
+#include <array>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "engine/backends/cuda/cuda_check.h"
+#include "engine/backends/cuda/cuda_ops_internal.h"
+#include "kernels/bias.cuh"
+#include "kernels/elementwise.cuh"
+
+namespace convoy::cuda {
+
+namespace {
+
+// The first usable result of a heuristics or benchmark list (both come sorted, best first).
+template <class Perf>
+const Perf* pick_algo(const std::vector<Perf>& perf, int count, bool deterministic, size_t limit) {
+  for (int i = 0; i < count; ++i) {
+    const Perf& p = perf[static_cast<size_t>(i)];
+    if (p.status != CUDNN_STATUS_SUCCESS) continue;
+    if (deterministic && p.determinism != CUDNN_DETERMINISTIC) continue;
+    if (p.memory > limit) continue;
+    return &p;
+  }
+  return nullptr;
+}
+
+// The device buffers of one convolution, named as in ConvPlan: x the input (or dx), w the
+// weights (or dw), y the output (or dy).
+struct ConvBuffers {
+  const void* x;
+  const void* w;
+  const void* y;
+};
+
+const char* conv_op_name(ConvKind kind) {
+  switch (kind) {
+    case ConvKind::forward: return "conv2d_forward";
+    case ConvKind::backward_data: return "conv2d_backward_data";
+    case ConvKind::backward_filter: return "conv2d_backward_weights";
+  }
+  return "conv2d";
+}
+
+
+// The cuDNN entry points that differ between the three convolutions, in one place: the
+// algorithm search below is the same for all three. Each passes the plan's descriptors in
+// its own argument order; find() benchmarks on the live buffers and overwrites the one the
+// convolution writes (y, dx or dw).
+struct ForwardCalls {
+  using Perf = cudnnConvolutionFwdAlgoPerf_t;
+  using Algo = cudnnConvolutionFwdAlgo_t;
+  static int max_count(cudnnHandle_t hd) {
+    int count = 0;
+    CONVOY_CUDNN_CHECK(cudnnGetConvolutionForwardAlgorithmMaxCount(hd, &count));
+    return count;
+  }
+  static int heuristics(cudnnHandle_t hd, const ConvPlan& p, std::vector<Perf>& perf) {
+    int got = 0;
+    CONVOY_CUDNN_CHECK(cudnnGetConvolutionForwardAlgorithm_v7(hd, p.x.d, p.w.d, p.conv.d, p.y.d,
+                                                              static_cast<int>(perf.size()), &got, perf.data()));
+    return got;
+  }
+  static cudnnStatus_t find(cudnnHandle_t hd, const ConvPlan& p, const ConvBuffers& b, std::vector<Perf>& perf,
+                            int* found, void* ws, size_t ws_bytes) {
+    return cudnnFindConvolutionForwardAlgorithmEx(hd, p.x.d, b.x, p.w.d, b.w, p.conv.d, p.y.d, const_cast<void*>(b.y),
+                                                  static_cast<int>(perf.size()), found, perf.data(), ws, ws_bytes);
+  }
+  static size_t workspace(cudnnHandle_t hd, const ConvPlan& p, Algo algo) {
+    size_t bytes = 0;
+    CONVOY_CUDNN_CHECK(cudnnGetConvolutionForwardWorkspaceSize(hd, p.x.d, p.w.d, p.conv.d, p.y.d, algo, &bytes));
+    return bytes;
+  }
+};
+
+struct BackwardDataCalls {
+  using Perf = cudnnConvolutionBwdDataAlgoPerf_t;
+  using Algo = cudnnConvolutionBwdDataAlgo_t;
+  static int max_count(cudnnHandle_t hd) {
+    int count = 0;
+    CONVOY_CUDNN_CHECK(cudnnGetConvolutionBackwardDataAlgorithmMaxCount(hd, &count));
+    return count;
+  }
+  static int heuristics(cudnnHandle_t hd, const ConvPlan& p, std::vector<Perf>& perf) {
+    int got = 0;
+    CONVOY_CUDNN_CHECK(cudnnGetConvolutionBackwardDataAlgorithm_v7(hd, p.w.d, p.y.d, p.conv.d, p.x.d,
+                                                                   static_cast<int>(perf.size()), &got, perf.data()));
+    return got;
+  }
+  static cudnnStatus_t find(cudnnHandle_t hd, const ConvPlan& p, const ConvBuffers& b, std::vector<Perf>& perf,
+                            int* found, void* ws, size_t ws_bytes) {
+    return cudnnFindConvolutionBackwardDataAlgorithmEx(hd, p.w.d, b.w, p.y.d, b.y, p.conv.d, p.x.d,
+                                                       const_cast<void*>(b.x), static_cast<int>(perf.size()), found,
+                                                       perf.data(), ws, ws_bytes);
+  }
+  static size_t workspace(cudnnHandle_t hd, const ConvPlan& p, Algo algo) {
+    size_t bytes = 0;
+    CONVOY_CUDNN_CHECK(cudnnGetConvolutionBackwardDataWorkspaceSize(hd, p.w.d, p.y.d, p.conv.d, p.x.d, algo, &bytes));
+    return bytes;
+  }
+};
+
+struct BackwardFilterCalls {
+  using Perf = cudnnConvolutionBwdFilterAlgoPerf_t;
+  using Algo = cudnnConvolutionBwdFilterAlgo_t;
+  static int max_count(cudnnHandle_t hd) {
+    int count = 0;
+    CONVOY_CUDNN_CHECK(cudnnGetConvolutionBackwardFilterAlgorithmMaxCount(hd, &count));
+    return count;
+  }
+  static int heuristics(cudnnHandle_t hd, const ConvPlan& p, std::vector<Perf>& perf) {
+    int got = 0;
+    CONVOY_CUDNN_CHECK(cudnnGetConvolutionBackwardFilterAlgorithm_v7(hd, p.x.d, p.y.d, p.conv.d, p.w.d,
+                                                                     static_cast<int>(perf.size()), &got, perf.data()));
+    return got;
+  }
+  static cudnnStatus_t find(cudnnHandle_t hd, const ConvPlan& p, const ConvBuffers& b, std::vector<Perf>& perf,
+                            int* found, void* ws, size_t ws_bytes) {
+    return cudnnFindConvolutionBackwardFilterAlgorithmEx(hd, p.x.d, b.x, p.y.d, b.y, p.conv.d, p.w.d,
+                                                         const_cast<void*>(b.w), static_cast<int>(perf.size()), found,
+                                                         perf.data(), ws, ws_bytes);
+  }
+  static size_t workspace(cudnnHandle_t hd, const ConvPlan& p, Algo algo) {
+    size_t bytes = 0;
+    CONVOY_CUDNN_CHECK(
+        cudnnGetConvolutionBackwardFilterWorkspaceSize(hd, p.x.d, p.y.d, p.conv.d, p.w.d, algo, &bytes));
+    return bytes;
+  }
+};
+
+// Sets plan.algo, its math type and workspace size: benchmarked on the live buffers when
+// `benchmark` (within the largest workspace the heuristics' usable picks ask for), else, or
+// when benchmarking finds nothing usable, the heuristics' first usable pick. False if none.
+template <class Calls>
+bool choose_algorithm(cudnnHandle_t hd, ConvPlan& plan, const ConvBuffers& buffers, ScratchBuffer& workspace,
+                      bool benchmark, bool deterministic, size_t limit) {
+  const int max_count = Calls::max_count(hd);
+  std::vector<typename Calls::Perf> heur(max_count), found(max_count);
+  const int got = Calls::heuristics(hd, plan, heur);
+  size_t ws = 0;
+  for (int i = 0; i < got; ++i)
+    if (heur[i].status == CUDNN_STATUS_SUCCESS && heur[i].memory <= limit) ws = std::max(ws, heur[i].memory);
+  int nfound = 0;
+  const cudnnStatus_t st =
+      !benchmark ? CUDNN_STATUS_NOT_SUPPORTED : Calls::find(hd, plan, buffers, found, &nfound, workspace.get(ws), ws);
+  const auto* best = st == CUDNN_STATUS_SUCCESS ? pick_algo(found, nfound, deterministic, ws) : nullptr;
+  if (!best) best = pick_algo(heur, got, deterministic, limit);
+  if (!best) return false;
+  plan.algo = best->algo;
+  CONVOY_CUDNN_CHECK(cudnnSetConvolutionMathType(plan.conv.d, plan.f32 ? CUDNN_FMA_MATH : best->mathType));
+  plan.workspace = Calls::workspace(hd, plan, best->algo);
+  return true;
+}
+
+}  // namespace
+
+ConvPlan& CudaOps::conv_plan(ConvKind kind, const Conv2dParams& p, const Tensor& x, const Tensor& w,
+                             const Tensor& y) {
+  // The op checked the geometry (check_conv2d_*): y is conv2d_output_shape(x, w).
+  const int64_t n = x.dim(0), c = x.dim(1), h = x.dim(2), wd = x.dim(3);
+  const int64_t k = w.dim(0), cg = w.dim(1), r = w.dim(2), s = w.dim(3);
+  const int64_t pp = y.dim(2), qq = y.dim(3);
+  const int64_t g = p.groups;
+
+  const std::array<int64_t, 24> key = {
+      static_cast<int64_t>(kind), static_cast<int64_t>(x.dtype()), static_cast<int64_t>(x.layout()),
+      static_cast<int64_t>(w.layout()), static_cast<int64_t>(y.layout()), n, c, h, wd, k, cg, r, s,
+      pp, qq, p.stride_h, p.stride_w, p.pad_h, p.pad_w, p.dilation_h, p.dilation_w, g, 0, 0};
+  if (auto it = conv_plans_.find(key); it != conv_plans_.end()) return *it->second;
+
+  auto plan = std::make_unique<ConvPlan>();
+  const DType dtype = x.dtype();
+  plan->x.set({n, c, h, wd}, dtype, x.layout());
+  plan->y.set({n, k, pp, qq}, dtype, y.layout());
+  CONVOY_CUDNN_CHECK(cudnnSetFilter4dDescriptor(plan->w.d, cudnn_type(dtype), cudnn_format(w.layout()),
+                                                to_int(k, "K"), to_int(cg, "C/groups"),
+                                                to_int(r, "R"), to_int(s, "S")));
+  CONVOY_CUDNN_CHECK(cudnnSetConvolution2dDescriptor(
+      plan->conv.d, to_int(p.pad_h, "pad"), to_int(p.pad_w, "pad"), to_int(p.stride_h, "stride"),
+      to_int(p.stride_w, "stride"), to_int(p.dilation_h, "dilation"),
+      to_int(p.dilation_w, "dilation"), CUDNN_CROSS_CORRELATION, CUDNN_DATA_FLOAT));
+  CONVOY_CUDNN_CHECK(cudnnSetConvolutionGroupCount(plan->conv.d, to_int(g, "groups")));
+  // f32 stays exact f32 (FMA math: no TF32); reduced-precision inputs use tensor cores.
+  plan->f32 = dtype == DType::f32;
+  CONVOY_CUDNN_CHECK(cudnnSetConvolutionMathType(plan->conv.d, plan->f32 ? CUDNN_FMA_MATH : CUDNN_TENSOR_OP_MATH));
+
+  size_t limit = size_t(1) << 30;
+  {
+    size_t free_b = 0, total_b = 0;
+    if (cudaMemGetInfo(&free_b, &total_b) == cudaSuccess) limit = std::min(limit, free_b / 2);
+  }
+  const ConvBuffers buffers{x.raw(), w.raw(), y.raw()};
+  const bool det = ctx_.deterministic, bench = ctx_.benchmark;
+  bool chosen = false;
+  switch (kind) {
+    case ConvKind::forward:
+      chosen = choose_algorithm<ForwardCalls>(ctx_.cudnn, *plan, buffers, conv_workspace_, bench, det, limit);
+      break;
+    case ConvKind::backward_data:
+      chosen = choose_algorithm<BackwardDataCalls>(ctx_.cudnn, *plan, buffers, conv_workspace_, bench, det, limit);
+      break;
+    case ConvKind::backward_filter:
+      chosen = choose_algorithm<BackwardFilterCalls>(ctx_.cudnn, *plan, buffers, conv_workspace_, bench, det, limit);
+      break;
+  }
+  if (!chosen)
+    throw DeviceError(std::string(conv_op_name(kind)) + ": cuDNN has no " + (det ? "deterministic " : "") +
+                      "algorithm for input " + describe(x) + ", weights " + describe(w) + ", output " +
+                      describe(y) + ", groups " + std::to_string(g));
+  // A failed search leaves an error behind in some cuDNN versions; it is not ours.
+  cudaGetLastError();
+  auto [it, inserted] = conv_plans_.emplace(key, std::move(plan));
+  return *it->second;
+}
+
+namespace {
+
+// cuDNN's tensor-core convolutions want nhwc channel counts that are multiples of 8; given a
+// narrow bf16 input (a grayscale or RGB stem) it runs legacy kernels instead, which took most
+// of the remaining time of an fmnet step on the H200. Zero channels added to x and w leave
+// the output and the real channels' weight gradient unchanged.
+constexpr int64_t kChannelAlign = 8;
+
+int64_t aligned_channels(const Conv2dParams& p, const Tensor& x, const Tensor& w) {
+  const bool narrow = x.layout() == Layout::nhwc && w.layout() == Layout::nhwc && x.dtype() != DType::f32 &&
+                      p.groups == 1 && x.ndim() == 4 && x.dim(1) % kChannelAlign != 0;
+  return narrow ? (x.dim(1) / kChannelAlign + 1) * kChannelAlign : 0;
+}
+
+}  // namespace
+
+Tensor CudaOps::padded_channels(const Tensor& t, int64_t channels) {
+  Tensor out(Shape{t.dim(0), channels, t.dim(2), t.dim(3)}, t.dtype(), ctx_.tensors, Layout::nhwc);
+  CONVOY_CUDA_CHECK(cudaMemsetAsync(out.raw(), 0, out.nbytes(), ctx_.stream));
+  kernels::copy_channels(static_cast<int>(dtype_size(t.dtype())), /*to_y=*/true, t.raw(), out.raw(),
+                         t.dim(0) * t.dim(2) * t.dim(3), t.dim(1), channels, 0, 1, ctx_.stream);
+  return out;
+}
+
+void CudaOps::conv2d_forward(const Conv2dParams& p, const Tensor& x, const Tensor& w,
+                             const Tensor& b, Tensor& y) {
+  check_conv2d_forward(p, x, w, b, y, device());
+  require_supported(OpKind::conv2d_forward, x);
+  // x and w with their channels padded where cuDNN wants it (Tensor copies share storage).
+  const int64_t c = aligned_channels(p, x, w);
+  const Tensor xc = c ? padded_channels(x, c) : x;
+  const Tensor wc = c ? padded_channels(w, c) : w;
+  ConvPlan& plan = conv_plan(ConvKind::forward, p, xc, wc, y);
+  void* ws = conv_workspace_.get(plan.workspace);
+  CONVOY_CUDNN_CHECK(cudnnConvolutionForward(ctx_.cudnn, &kOne, plan.x.d, xc.raw(), plan.w.d, wc.raw(),
+                                             plan.conv.d, static_cast<cudnnConvolutionFwdAlgo_t>(plan.algo),
+                                             ws, plan.workspace, &kZero, plan.y.d, y.raw()));
+  if (b.defined()) {
+    const ChannelView v = channel_view(y);
+    kernels::bias_add(dt_of(y.dtype()), y.raw(), dt_of(b.dtype()), b.raw(), v.outer, v.channels,
+                      v.inner, ctx_.stream);
+  }
+}
+
+void CudaOps::conv2d_backward_data(const Conv2dParams& p, const Tensor& dy, const Tensor& w,
+                                   Tensor& dx) {
+  check_conv2d_backward_data(p, dy, w, dx, device());
+  require_supported(OpKind::conv2d_backward_data, dy);
+  ConvPlan& plan = conv_plan(ConvKind::backward_data, p, dx, w, dy);
+  void* ws = conv_workspace_.get(plan.workspace);
+  CONVOY_CUDNN_CHECK(cudnnConvolutionBackwardData(
+      ctx_.cudnn, &kOne, plan.w.d, w.raw(), plan.y.d, dy.raw(), plan.conv.d,
+      static_cast<cudnnConvolutionBwdDataAlgo_t>(plan.algo), ws, plan.workspace, &kZero, plan.x.d,
+      dx.raw()));
+}
+
+void CudaOps::conv2d_backward_weights(const Conv2dParams& p, const Tensor& x, const Tensor& dy,
+                                      Tensor& dw, Tensor& db) {
+  check_conv2d_backward_weights(p, x, dy, dw, db, device());
+  require_supported(OpKind::conv2d_backward_weights, x);
+  // x with its channels padded where cuDNN wants it, and dw computed padded, then cut back.
+  const int64_t c = aligned_channels(p, x, dw);
+  const Tensor xc = c ? padded_channels(x, c) : x;
+  Tensor dwc = c ? Tensor(Shape{dw.dim(0), c, dw.dim(2), dw.dim(3)}, dw.dtype(), ctx_.tensors, Layout::nhwc) : dw;
+  ConvPlan& plan = conv_plan(ConvKind::backward_filter, p, xc, dwc, dy);
+  void* ws = conv_workspace_.get(plan.workspace);
+  CONVOY_CUDNN_CHECK(cudnnConvolutionBackwardFilter(
+      ctx_.cudnn, &kOne, plan.x.d, xc.raw(), plan.y.d, dy.raw(), plan.conv.d,
+      static_cast<cudnnConvolutionBwdFilterAlgo_t>(plan.algo), ws, plan.workspace, &kZero, plan.w.d,
+      dwc.raw()));
+  if (c)
+    kernels::copy_channels(static_cast<int>(dtype_size(dw.dtype())), /*to_y=*/false, dw.raw(), dwc.raw(),
+                           dw.dim(0) * dw.dim(2) * dw.dim(3), dw.dim(1), c, 0, 1, ctx_.stream);
+  if (db.defined()) {
+    const ChannelView v = channel_view(dy);
+    void* scratch = scratch_.get(kernels::bias_grad_scratch_bytes(v.outer, v.channels, v.inner));
+    kernels::bias_grad(dt_of(dy.dtype()), dy.raw(), dt_of(db.dtype()), db.raw(), v.outer,
+                       v.channels, v.inner, scratch, ctx_.stream);
+  }
+}
+
+}  // namespace convoy::cuda

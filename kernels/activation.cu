@@ -1,0 +1,90 @@
+// Elementwise activations, forward and backward: relu, leaky relu and the exact (erf) gelu.
+// Layout-agnostic: they see flat arrays.
+#include <cmath>
+
+#include "kernels/activation.cuh"
+#include "kernels/common.cuh"
+
+namespace convoy::kernels {
+
+// ---- kernels ------------------------------------------------------------------------------
+
+// __host__ too, so that the host compiler sees the switches and -Werror=switch turns a
+// forgotten Activation into a build error (it never sees device-only code).
+__host__ __device__ __forceinline__ float activation_value(Activation kind, float alpha, float v) {
+  switch (kind) {
+    case Activation::relu: return v > 0.f ? v : 0.f;
+    case Activation::leaky_relu: return v > 0.f ? v : v * alpha;
+    case Activation::gelu: return 0.5f * v * (1.f + erff(v * 0.70710678118654752f));
+  }
+  return NAN;  // not an Activation: the launchers refuse it before any launch
+}
+
+// dy * act'(v).
+__host__ __device__ __forceinline__ float activation_grad(Activation kind, float alpha, float v, float g) {
+  switch (kind) {
+    case Activation::relu: return v > 0.f ? g : 0.f;
+    case Activation::leaky_relu: return v > 0.f ? g : g * alpha;
+    case Activation::gelu: {
+      const float cdf = 0.5f * (1.f + erff(v * 0.70710678118654752f));
+      const float pdf = expf(-0.5f * v * v) * 0.39894228040143268f;
+      return g * (cdf + v * pdf);
+    }
+  }
+  return NAN;  // not an Activation: the launchers refuse it before any launch
+}
+
+template <class T>
+__global__ void activation_forward_kernel(Activation kind, float alpha, const T* x,
+                                          T* y, int64_t n) {
+  for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < n;
+       i += int64_t(gridDim.x) * blockDim.x)
+    y[i] = from_f32<T>(activation_value(kind, alpha, to_f32(x[i])));
+}
+
+template <class T>
+__global__ void activation_backward_kernel(Activation kind, float alpha, const T* x,
+                                           const T* dy, T* dx, int64_t n) {
+  for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < n;
+       i += int64_t(gridDim.x) * blockDim.x)
+    dx[i] = from_f32<T>(activation_grad(kind, alpha, to_f32(x[i]), to_f32(dy[i])));
+}
+
+// ---- launchers ----------------------------------------------------------------------------
+
+namespace {
+void check_kind(Activation kind, const char* what) {
+  switch (kind) {
+    case Activation::relu:
+    case Activation::leaky_relu:
+    case Activation::gelu: return;
+  }
+  throw InternalError(std::string(what) + ": unknown activation " + std::to_string(static_cast<int>(kind)));
+}
+}  // namespace
+
+void activation_forward(Activation kind, float alpha, Dt dt, const void* x, void* y, int64_t n,
+                        cudaStream_t stream) {
+  if (n == 0) return;
+  check_kind(kind, "activation_forward");
+  dispatch_float(dt, "activation_forward", [&](auto t) {
+    using T = decltype(t);
+    activation_forward_kernel<T><<<grid_for(n), kThreads, 0, stream>>>(
+        kind, alpha, static_cast<const T*>(x), static_cast<T*>(y), n);
+    CONVOY_LAUNCH_CHECK(activation_forward_kernel);
+  });
+}
+
+void activation_backward(Activation kind, float alpha, Dt dt, const void* x, const void* dy, void* dx,
+                         int64_t n, cudaStream_t stream) {
+  if (n == 0) return;
+  check_kind(kind, "activation_backward");
+  dispatch_float(dt, "activation_backward", [&](auto t) {
+    using T = decltype(t);
+    activation_backward_kernel<T><<<grid_for(n), kThreads, 0, stream>>>(
+        kind, alpha, static_cast<const T*>(x), static_cast<const T*>(dy), static_cast<T*>(dx), n);
+    CONVOY_LAUNCH_CHECK(activation_backward_kernel);
+  });
+}
+
+}  // namespace convoy::kernels

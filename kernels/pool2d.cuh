@@ -1,0 +1,23 @@
+#pragma once
+// Host-side launchers of pool2d.cu (no device code here; the backend includes it). Each
+// queues its work on `stream`, checks the launch, and returns without synchronizing.
+#include <cuda_runtime_api.h>
+
+#include <cstdint>
+
+#include "kernels/dt.cuh"
+
+namespace convoy::kernels {
+
+struct PoolShape {
+  int64_t n, c, h, w, p, q;  // input (n, c, h, w), output (n, c, p, q)
+  int kernel_h, kernel_w, stride_h, stride_w, pad_h, pad_w;
+  bool nhwc;
+  bool max;  // else average over the window clipped to the unpadded input
+};
+void pool2d_forward(const PoolShape& s, Dt dt, const void* x, void* y, cudaStream_t stream);
+// Max: the gradient goes to the first maximum of each window (PyTorch's choice).
+void pool2d_backward(const PoolShape& s, Dt dt, const void* x, const void* dy, void* dx,
+                     cudaStream_t stream);
+
+}  // namespace convoy::kernels
