@@ -20,11 +20,12 @@ function(convoy_include_root target scope name dir)
   target_include_directories(${target} ${scope} "$<BUILD_INTERFACE:${root}>")
 endfunction()
 
-# Flags of every Convoy module.
+# Flags of every Convoy target: the project's warnings, and a switch over an enum that misses a
+# value is an error (an op or dtype added to an enum must be handled everywhere it is switched on).
 function(convoy_target_flags target)
   target_compile_options(${target} PRIVATE
-      $<$<COMPILE_LANGUAGE:CXX>:-Wall -Wextra -Wno-unused-parameter>
-      $<$<COMPILE_LANGUAGE:CUDA>:--expt-relaxed-constexpr -lineinfo>)
+      $<$<COMPILE_LANGUAGE:CXX>:-Wall -Wextra -Wno-unused-parameter -Werror=switch>
+      $<$<COMPILE_LANGUAGE:CUDA>:-Xcompiler=-Werror=switch --expt-relaxed-constexpr -lineinfo>)
 endfunction()
 
 # convoy_link(<target> <PUBLIC|PRIVATE|INTERFACE> <module>...): links Convoy modules by name.
