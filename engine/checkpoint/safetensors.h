@@ -9,14 +9,11 @@
 #include <string_view>
 #include <vector>
 
+#include "engine/core/named_tensor.h"
 #include "engine/core/tensor.h"
 
 namespace convoy {
 
-struct NamedTensor {
-  std::string name;
-  Tensor tensor;  // any shape and dtype, any device
-};
 
 // Writes atomically: the data goes to "<path>.tmp.<pid>" in the same directory, which is
 // flushed, fsynced and renamed over `path`, and the directory is fsynced. On any failure

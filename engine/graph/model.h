@@ -7,8 +7,8 @@
 #include <string>
 #include <vector>
 
-#include "engine/checkpoint/safetensors.h"
 #include "engine/backends/backend.h"
+#include "engine/core/named_tensor.h"
 #include "engine/layers/layer.h"
 
 namespace convoy {

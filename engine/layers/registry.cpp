@@ -35,6 +35,7 @@ std::unique_ptr<Layer> make_layer(const std::string& type, const std::string& na
   std::string list;
   for (const auto& [known, factory] : registry()) list += (list.empty() ? "" : ", ") + known;
   attrs.fail("type", "unknown layer type '" + type + "' (known: " + list + ")");
+  std::abort();  // not reached: fail() throws (GCC does not trust [[noreturn]] on a virtual call)
 }
 
 std::vector<std::string> layer_types() {

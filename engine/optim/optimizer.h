@@ -6,9 +6,9 @@
 #include <utility>
 #include <vector>
 
-#include "engine/checkpoint/safetensors.h"
 #include "engine/config/run_config.h"
 #include "engine/backends/backend.h"
+#include "engine/core/named_tensor.h"
 #include "engine/layers/layer.h"
 
 namespace convoy {
