@@ -105,6 +105,15 @@ TEST(Model, LinearOnImagesSuggestsFlatten) {
   EXPECT_NE(e.find("add a flatten or global pooling layer"), std::string::npos) << e;
 }
 
+// A window that overhangs the input by less than a stride has no output position; C++'s
+// division toward zero once counted one (input 2, kernel 3, stride 2).
+TEST(Model, AWindowThatOverhangsTheInputIsAnError) {
+  std::string e = error_of("name: x\ninput: [1, 2, 2]\nlayers:\n  - {type: conv2d, out_channels: 2, kernel: 3, stride: 2}\n");
+  EXPECT_NE(e.find("the kernel does not fit the input (1, 2, 2)"), std::string::npos) << e;
+  e = error_of("name: x\ninput: [1, 2, 2]\nlayers:\n  - {type: maxpool2d, kernel: 3, stride: 2}\n");
+  EXPECT_NE(e.find("the window does not fit the input (1, 2, 2)"), std::string::npos) << e;
+}
+
 TEST(Model, StructuralErrors) {
   EXPECT_NE(error_of("name: x\ninput: [1, 8, 8]\nlayers:\n  - {type: conv3d}\n").find("unknown layer type 'conv3d'"),
             std::string::npos);

@@ -16,7 +16,10 @@ struct Conv2dParams {
 // One spatial output size; <= 0 when the kernel does not fit the padded input.
 inline int64_t conv2d_output_size(int64_t in, int64_t kernel, int64_t stride, int64_t pad,
                                   int64_t dilation) {
-  return (in + 2 * pad - dilation * (kernel - 1) - 1) / stride + 1;
+  // The span the window's first position can move over; negative when it overhangs the padded
+  // input, where C++'s division toward zero would still give one output.
+  const int64_t span = in + 2 * pad - dilation * (kernel - 1) - 1;
+  return span < 0 ? 0 : span / stride + 1;
 }
 // x (N, C, H, W), w (K, C/groups, R, S) -> y (N, K, P, Q).
 Shape conv2d_output_shape(const Conv2dParams& p, const Shape& x, const Shape& w);

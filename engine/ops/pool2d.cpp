@@ -1,12 +1,14 @@
 #include "engine/ops/pool2d.h"
 
+#include "engine/ops/conv2d.h"
 #include "engine/ops/op_check.h"
 
 namespace convoy {
 
 Shape pool2d_output_shape(const Pool2dParams& p, const Shape& x) {
-  return {x[0], x[1], (x[2] + 2 * p.pad_h - p.kernel_h) / p.stride_h + 1,
-          (x[3] + 2 * p.pad_w - p.kernel_w) / p.stride_w + 1};
+  // A pooling window is a convolution window with dilation 1 (0 where it does not fit).
+  return {x[0], x[1], conv2d_output_size(x[2], p.kernel_h, p.stride_h, p.pad_h, 1),
+          conv2d_output_size(x[3], p.kernel_w, p.stride_w, p.pad_w, 1)};
 }
 
 namespace {
