@@ -16,8 +16,9 @@ std::string scalar_kind(const YAML::Node& node) {
     case YAML::NodeType::Scalar: return "'" + node.Scalar() + "'";
     case YAML::NodeType::Sequence: return "a list";
     case YAML::NodeType::Map: return "a mapping";
-    default: return "an undefined value";
+    case YAML::NodeType::Undefined: return "an undefined value";
   }
+  return "an undefined value";
 }
 
 }  // namespace
