@@ -9,38 +9,18 @@
 // gradient and every parameter gradient the layer returns is compared with the central
 // difference (L(v + h) - L(v - h)) / (2h), element by element (all elements of a tensor up to
 // kAllElements, else a seeded sample of kSampled plus the first and the last).
+// The checker (steps, tolerances and why) is tests/gradcheck/gradient_check.h.
 //
-// Values are perturbed in a host copy that the backend's copy follows (on the CPU the two are
-// one tensor); L is read back and accumulated in double.
-//
-// Step and tolerance (both paths compute in f32):
-// - h = 5e-3 on values of magnitude ~1. The divisor is the difference of the two perturbed
-//   values as actually stored in f32, so the rounding of v +- h costs nothing.
-// - Rounding noise: each output carries a few f32 ulps (~1e-7 relative), so over the few
-//   hundred outputs of a check L(v + h) - L(v - h) is off by ~1e-7 and the quotient by ~2e-5
-//   (the worst seen on the CPU, with CONVOY_GRADCHECK_VERBOSE=1, is |analytic - numeric| ~ 2e-5).
-//   Truncation: h^2/6 |f'''| ~ 1e-5 for the smooth layers (GELU, batch norm), zero for the
-//   piecewise-linear ones as long as no kink is crossed.
-// - Hence |analytic - numeric| <= kLayerTol * max(1, |numeric|) with kLayerTol = 2e-3: ~100x
-//   the observed error (room for other CPUs' kernels and cuDNN's summation orders), yet a gradient 5%
-//   too large, or one element of the wrong sign, fails (LayerGradSelfTest checks exactly that).
-// - Kinks are kept out of reach: ReLU / leaky ReLU inputs have |x| >= 0.1 >> h, and pooling
-//   inputs are distinct per (n, c) plane with gaps of >= 0.04 > 2h, so no perturbation changes
-//   a window's argmax.
 // The model test differentiates the mean cross-entropy, whose gradients are ~1e-2 and whose f32
 // loss has ~1e-7 absolute noise; its bound is stated beside it.
 #include <gtest/gtest.h>
 
 #include <algorithm>
 #include <cmath>
-#include <cstdlib>
 #include <functional>
-#include <iostream>
 #include <memory>
-#include <numeric>
 #include <random>
 #include <set>
-#include <sstream>
 #include <string>
 #include <vector>
 
@@ -50,18 +30,20 @@
 #include "engine/graph/yaml_layer_attrs.h"
 #include "engine/layers/layer.h"
 #include "engine/layers/registry.h"
+#include "tests/gradcheck/gradient_check.h"
 #include "tests/ops/test_backends.h"
 
 namespace convoy {
 namespace {
 
-constexpr double kStep = 5e-3;
-constexpr double kLayerTol = 2e-3;
-constexpr int64_t kAllElements = 400;
-constexpr int64_t kSampled = 60;
-
-// Prints the worst error of every check when CONVOY_GRADCHECK_VERBOSE is set (for tuning).
-bool verbose() { return std::getenv("CONVOY_GRADCHECK_VERBOSE") != nullptr; }
+using gradcheck::dot;
+using gradcheck::kLayerTolerance;
+using gradcheck::make_values;
+using gradcheck::matches_finite_differences;
+using gradcheck::Perturbable;
+using gradcheck::Tolerance;
+using gradcheck::uniform;
+using gradcheck::Values;
 
 // ---- backends -------------------------------------------------------------------------------
 
@@ -71,133 +53,6 @@ std::vector<const optest::TestBackend*> gradient_backends() { return {&optest::c
 #else
 std::vector<const optest::TestBackend*> gradient_backends() { return {&optest::cpu_test_backends().front()}; }
 #endif
-
-// ---- inputs ---------------------------------------------------------------------------------
-
-enum class Values {
-  smooth,          // U(-1, 1)
-  away_from_zero,  // +-U(0.1, 1): no ReLU kink within reach of h
-  distinct,        // a shuffled ramp per (n, c) plane, gaps >= 0.04: no ties in a pool window
-};
-
-std::vector<float> uniform(int64_t n, uint64_t seed, double lo = -1.0, double hi = 1.0) {
-  std::mt19937_64 rng(seed);
-  std::uniform_real_distribution<double> dist(lo, hi);
-  std::vector<float> v(static_cast<size_t>(n));
-  for (float& x : v) x = static_cast<float>(dist(rng));
-  return v;
-}
-
-// On the CPU.
-Tensor make_values(const Shape& shape, Values kind, uint64_t seed) {
-  const int64_t n = shape_numel(shape);
-  std::vector<float> v = uniform(n, seed);
-  std::mt19937_64 rng(seed ^ 0x5eedull);
-  if (kind == Values::away_from_zero) {
-    for (float& x : v) x = (x < 0 ? -0.1f : 0.1f) + 0.9f * x;
-  } else if (kind == Values::distinct) {
-    const int64_t plane = shape.size() >= 2 ? shape[shape.size() - 1] * shape[shape.size() - 2] : n;
-    const double gap = std::max(0.04, 2.0 / static_cast<double>(plane));
-    std::vector<int64_t> perm(static_cast<size_t>(plane));
-    for (int64_t base = 0; base < n; base += plane) {
-      std::iota(perm.begin(), perm.end(), 0);
-      std::shuffle(perm.begin(), perm.end(), rng);
-      for (int64_t i = 0; i < plane; ++i)
-        v[base + i] = static_cast<float>((static_cast<double>(perm[i]) - 0.5 * plane) * gap);
-    }
-  }
-  return Tensor::from_floats(v, shape);
-}
-
-// y on any device, dotted with r in double.
-double dot(const Tensor& y, const std::vector<float>& r) {
-  const std::vector<float> yv = y.to_floats();
-  double s = 0;
-  for (size_t i = 0; i < yv.size(); ++i) s += static_cast<double>(yv[i]) * r[i];
-  return s;
-}
-
-// ---- the comparison -------------------------------------------------------------------------
-
-struct Tolerance {
-  double rel;    // |a - n| <= rel * max(floor, |n|) + abs
-  double floor;
-  double abs;
-  bool ok(double analytic, double numeric) const {
-    return std::fabs(analytic - numeric) <= rel * std::max(floor, std::fabs(numeric)) + abs;
-  }
-  double ratio(double analytic, double numeric) const {
-    return std::fabs(analytic - numeric) / (rel * std::max(floor, std::fabs(numeric)) + abs);
-  }
-};
-constexpr Tolerance kLayerTolerance{kLayerTol, 1.0, 0.0};
-
-std::vector<int64_t> indices_to_check(int64_t n, uint64_t seed) {
-  std::vector<int64_t> idx;
-  if (n <= kAllElements) {
-    idx.resize(static_cast<size_t>(n));
-    std::iota(idx.begin(), idx.end(), 0);
-    return idx;
-  }
-  std::set<int64_t> chosen{0, n - 1};
-  std::mt19937_64 rng(seed);
-  std::uniform_int_distribution<int64_t> dist(0, n - 1);
-  while (static_cast<int64_t>(chosen.size()) < kSampled + 2) chosen.insert(dist(rng));
-  return {chosen.begin(), chosen.end()};
-}
-
-// An f32 tensor the loss reads, perturbed one element at a time in `host`; the backend's
-// copy follows. On the CPU the two are one tensor.
-struct Perturbable {
-  Tensor host;
-  Tensor device;
-  explicit Perturbable(const Tensor& on_backend)
-      : host(on_backend.device().is_cpu() ? on_backend : on_backend.to_cpu()), device(on_backend) {}
-  float* values() { return host.data<float>(); }
-  void sync() {
-    if (!device.device().is_cpu()) device.copy_from(host);
-  }
-};
-
-// Compares `analytic` (the gradient of loss() with respect to v's values) with central
-// differences, perturbing one element at a time and restoring it.
-::testing::AssertionResult matches_finite_differences(const std::string& what, Perturbable& v,
-                                                      const std::vector<float>& analytic,
-                                                      const std::function<double()>& loss,
-                                                      const Tolerance& tol, double step = kStep) {
-  const int64_t n = static_cast<int64_t>(analytic.size());
-  float* values = v.values();
-  int failures = 0;
-  double worst_ratio = 0;
-  std::ostringstream detail;
-  for (int64_t i : indices_to_check(n, 0xC0FFEEull + static_cast<uint64_t>(n))) {
-    const float original = values[i];
-    const float up = static_cast<float>(original + step), down = static_cast<float>(original - step);
-    values[i] = up;
-    v.sync();
-    const double loss_up = loss();
-    values[i] = down;
-    v.sync();
-    const double loss_down = loss();
-    values[i] = original;
-    v.sync();
-    const double numeric = (loss_up - loss_down) / (static_cast<double>(up) - static_cast<double>(down));
-    const double a = analytic[static_cast<size_t>(i)];
-    worst_ratio = std::max(worst_ratio, std::isfinite(a) ? tol.ratio(a, numeric) : INFINITY);
-    if (!std::isfinite(a) || !tol.ok(a, numeric)) {
-      if (++failures <= 8)
-        detail << "\n  [" << i << "] analytic " << a << ", numeric " << numeric << ", diff "
-               << a - numeric;
-    }
-  }
-  if (verbose())
-    std::cout << "  " << what << ": " << n << " elements, worst |a-n|/tol = " << worst_ratio << "\n";
-  if (failures == 0) return ::testing::AssertionSuccess();
-  return ::testing::AssertionFailure()
-         << what << ": " << failures << " element(s) differ from finite differences (tolerance "
-         << tol.rel << " * max(" << tol.floor << ", |numeric|) + " << tol.abs << ", step " << step
-         << "):" << detail.str();
-}
 
 // ---- one layer ------------------------------------------------------------------------------
 
