@@ -138,7 +138,8 @@ TEST_F(CliE2E, SigtermWritesACheckpointAndResumeFinishes) {
   const pid_t pid = fork();
   ASSERT_GE(pid, 0);
   if (pid == 0) {
-    const std::string cmd = std::string(CONVOY_BINARY) + " " + args + " >/dev/null 2>&1";
+    // The output is kept: a rare failure under load must be readable.
+    const std::string cmd = std::string(CONVOY_BINARY) + " " + args + " >" + (dir_ / "term.log").string() + " 2>&1";
     execl("/bin/sh", "sh", "-c", ("exec " + cmd).c_str(), static_cast<char*>(nullptr));
     _exit(127);
   }
@@ -146,9 +147,13 @@ TEST_F(CliE2E, SigtermWritesACheckpointAndResumeFinishes) {
   kill(pid, SIGTERM);
   int status = 0;
   waitpid(pid, &status, 0);
-  ASSERT_TRUE(WIFEXITED(status));
-  EXPECT_EQ(WEXITSTATUS(status), 128 + SIGTERM);
-  ASSERT_TRUE(fs::exists(dir_ / "term/last.safetensors"));
+  const auto output = [&] {
+    std::ifstream log(dir_ / "term.log");
+    return std::string(std::istreambuf_iterator<char>(log), {});
+  };
+  ASSERT_TRUE(WIFEXITED(status)) << output();
+  EXPECT_EQ(WEXITSTATUS(status), 128 + SIGTERM) << output();
+  ASSERT_TRUE(fs::exists(dir_ / "term/last.safetensors")) << output();
   const auto ckpt = convoy::read_safetensors(dir_ / "term/last.safetensors");
   EXPECT_GT(std::stoll(ckpt.metadata.at("step")), 0);
   // No temporary file is left behind.
