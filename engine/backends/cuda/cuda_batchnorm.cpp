@@ -31,6 +31,22 @@ void note_bn_fallback(const char* op, DType dt, cudnnStatus_t st) {
     std::fprintf(stderr, "convoy: %s: cuDNN refused %s (%s); Convoy's batch-norm kernels take over\n",
                  op, std::string(dtype_name(dt)).c_str(), cudnnGetErrorString(st));
 }
+
+// Runs `call(x_desc, bn_desc)`, a cuDNN batch-norm call on x's descriptors. True when cuDNN did
+// the work; false when it refused x's dtype, which `kernels_only` then remembers for the
+// dtype, so that Convoy's kernels take over from now on.
+template <class Call>
+bool run_cudnn_batchnorm(const char* op, const Tensor& x, bool& kernels_only, Call&& call) {
+  TensorDesc xd, bd;
+  xd.set(dims4(x), x.dtype(), x.layout());
+  CONVOY_CUDNN_CHECK(cudnnDeriveBNTensorDescriptor(bd.d, xd.d, CUDNN_BATCHNORM_SPATIAL));
+  const cudnnStatus_t st = call(xd.d, bd.d);
+  if (st == CUDNN_STATUS_SUCCESS) return true;
+  if (!cudnn_refused(st)) CONVOY_CUDNN_CHECK(st);
+  note_bn_fallback(op, x.dtype(), st);
+  kernels_only = true;
+  return false;
+}
 }  // namespace
 
 void CudaOps::batchnorm_forward_train(const Tensor& x, const Tensor& gamma, const Tensor& beta,
@@ -41,23 +57,17 @@ void CudaOps::batchnorm_forward_train(const Tensor& x, const Tensor& gamma, cons
   check_batchnorm_forward_train(x, gamma, beta, eps, running_mean, running_var, y, saved_mean, saved_invstd,
                                 device());
   require_supported(OpKind::batchnorm_forward_train, x);
-  const Dims4 d = dims4(x);
-  const int di = static_cast<int>(x.dtype());
-  if (use_cudnn_bn(x)) {
-    TensorDesc xd, bd;
-    xd.set(d, x.dtype(), x.layout());
-    CONVOY_CUDNN_CHECK(cudnnDeriveBNTensorDescriptor(bd.d, xd.d, CUDNN_BATCHNORM_SPATIAL));
-    // cuDNN's running update is running = (1 - f) running + f batch with the unbiased
-    // variance, f = exponentialAverageFactor: PyTorch's momentum exactly.
-    const cudnnStatus_t st = cudnnBatchNormalizationForwardTraining(
-        ctx_.cudnn, CUDNN_BATCHNORM_SPATIAL, &kOne, &kZero, xd.d, x.raw(), xd.d, y.raw(), bd.d,
-        gamma.raw(), beta.raw(), momentum, running_mean.raw(), running_var.raw(), eps,
-        saved_mean.raw(), saved_invstd.raw());
-    if (st == CUDNN_STATUS_SUCCESS) return;
-    if (!cudnn_refused(st)) CONVOY_CUDNN_CHECK(st);
-    note_bn_fallback(op, x.dtype(), st);
-    bn_kernels_only_[di] = true;
-  }
+  // cuDNN's running update is running = (1 - f) running + f batch with the unbiased
+  // variance, f = exponentialAverageFactor: PyTorch's momentum exactly.
+  if (use_cudnn_bn(x) &&
+      run_cudnn_batchnorm(op, x, bn_kernels_only_[static_cast<int>(x.dtype())],
+                          [&](cudnnTensorDescriptor_t xd, cudnnTensorDescriptor_t bd) {
+                            return cudnnBatchNormalizationForwardTraining(
+                                ctx_.cudnn, CUDNN_BATCHNORM_SPATIAL, &kOne, &kZero, xd, x.raw(), xd, y.raw(), bd,
+                                gamma.raw(), beta.raw(), momentum, running_mean.raw(), running_var.raw(), eps,
+                                saved_mean.raw(), saved_invstd.raw());
+                          }))
+    return;
   const ChannelView v = channel_view(x);
   void* scratch = scratch_.get(kernels::batchnorm_scratch_bytes(v.outer, v.channels, v.inner));
   kernels::batchnorm_forward_train(dt_of(x.dtype()), x.raw(), gamma.data<float>(), beta.data<float>(),
@@ -73,20 +83,14 @@ void CudaOps::batchnorm_forward_eval(const Tensor& x, const Tensor& gamma, const
   const char* op = "batchnorm_forward_eval";
   check_batchnorm_forward_eval(x, gamma, beta, running_mean, running_var, eps, y, device());
   require_supported(OpKind::batchnorm_forward_eval, x);
-  const Dims4 d = dims4(x);
-  const int di = static_cast<int>(x.dtype());
-  if (use_cudnn_bn(x)) {
-    TensorDesc xd, bd;
-    xd.set(d, x.dtype(), x.layout());
-    CONVOY_CUDNN_CHECK(cudnnDeriveBNTensorDescriptor(bd.d, xd.d, CUDNN_BATCHNORM_SPATIAL));
-    const cudnnStatus_t st = cudnnBatchNormalizationForwardInference(
-        ctx_.cudnn, CUDNN_BATCHNORM_SPATIAL, &kOne, &kZero, xd.d, x.raw(), xd.d, y.raw(), bd.d,
-        gamma.raw(), beta.raw(), running_mean.raw(), running_var.raw(), eps);
-    if (st == CUDNN_STATUS_SUCCESS) return;
-    if (!cudnn_refused(st)) CONVOY_CUDNN_CHECK(st);
-    note_bn_fallback(op, x.dtype(), st);
-    bn_kernels_only_[di] = true;
-  }
+  if (use_cudnn_bn(x) &&
+      run_cudnn_batchnorm(op, x, bn_kernels_only_[static_cast<int>(x.dtype())],
+                          [&](cudnnTensorDescriptor_t xd, cudnnTensorDescriptor_t bd) {
+                            return cudnnBatchNormalizationForwardInference(
+                                ctx_.cudnn, CUDNN_BATCHNORM_SPATIAL, &kOne, &kZero, xd, x.raw(), xd, y.raw(), bd,
+                                gamma.raw(), beta.raw(), running_mean.raw(), running_var.raw(), eps);
+                          }))
+    return;
   const ChannelView v = channel_view(x);
   kernels::batchnorm_forward_eval(dt_of(x.dtype()), x.raw(), gamma.data<float>(), beta.data<float>(),
                                   running_mean.data<float>(), running_var.data<float>(), eps,
@@ -99,23 +103,17 @@ void CudaOps::batchnorm_backward(const Tensor& x, const Tensor& dy, const Tensor
   const char* op = "batchnorm_backward";
   check_batchnorm_backward(x, dy, gamma, saved_mean, saved_invstd, dx, dgamma, dbeta, device());
   require_supported(OpKind::batchnorm_backward, x);
-  const Dims4 d = dims4(x);
-  const int di = static_cast<int>(x.dtype());
-  if (use_cudnn_bn(x) && dx.defined()) {
-    TensorDesc xd, bd;
-    xd.set(d, x.dtype(), x.layout());
-    CONVOY_CUDNN_CHECK(cudnnDeriveBNTensorDescriptor(bd.d, xd.d, CUDNN_BATCHNORM_SPATIAL));
-    // With the saved statistics given, cuDNN does not recompute them, so the forward eps
-    // is not needed; any valid value goes here.
-    const cudnnStatus_t st = cudnnBatchNormalizationBackward(
-        ctx_.cudnn, CUDNN_BATCHNORM_SPATIAL, &kOne, &kZero, &kOne, &kZero, xd.d, x.raw(), xd.d,
-        dy.raw(), xd.d, dx.raw(), bd.d, gamma.raw(), dgamma.raw(), dbeta.raw(), 1e-5,
-        saved_mean.raw(), saved_invstd.raw());
-    if (st == CUDNN_STATUS_SUCCESS) return;
-    if (!cudnn_refused(st)) CONVOY_CUDNN_CHECK(st);
-    note_bn_fallback(op, x.dtype(), st);
-    bn_kernels_only_[di] = true;
-  }
+  // With the saved statistics given, cuDNN does not recompute them, so the forward eps is
+  // not needed; any valid value goes here.
+  if (use_cudnn_bn(x) && dx.defined() &&
+      run_cudnn_batchnorm(op, x, bn_kernels_only_[static_cast<int>(x.dtype())],
+                          [&](cudnnTensorDescriptor_t xd, cudnnTensorDescriptor_t bd) {
+                            return cudnnBatchNormalizationBackward(
+                                ctx_.cudnn, CUDNN_BATCHNORM_SPATIAL, &kOne, &kZero, &kOne, &kZero, xd, x.raw(), xd,
+                                dy.raw(), xd, dx.raw(), bd, gamma.raw(), dgamma.raw(), dbeta.raw(), 1e-5,
+                                saved_mean.raw(), saved_invstd.raw());
+                          }))
+    return;
   const ChannelView v = channel_view(x);
   void* scratch = scratch_.get(kernels::batchnorm_scratch_bytes(v.outer, v.channels, v.inner));
   kernels::batchnorm_backward(dt_of(x.dtype()), x.raw(), dy.raw(), gamma.data<float>(),
