@@ -1,5 +1,6 @@
-// convoy infer --model runs/x/best.safetensors IMAGE...  |  --data fashion-mnist:test
+// convoy infer --model runs/x/best.safetensors IMAGE|FOLDER...  |  --data fashion-mnist:test
 #include <algorithm>
+#include <filesystem>
 #include <fstream>
 #include <iomanip>
 #include <iostream>
@@ -7,7 +8,7 @@
 
 #include "cli/commands.h"
 #include "datasets/dataset.h"
-#include "datasets/image_decode.h"
+#include "datasets/loader.h"
 #include "engine/backends/backend.h"
 #include "engine/core/error.h"
 #include "engine/graph/model.h"
@@ -27,6 +28,7 @@ struct InferArgs {
   std::string device = "auto";
   int64_t top_k = 3;
   int64_t batch_size = 256;
+  int64_t workers = 4;  // decoding threads
   bool invert = false;
 };
 
@@ -35,6 +37,7 @@ struct LoadedModel {
   Model model;
   std::vector<std::string> class_names;
   NormalizeAugment normalize;
+  Preprocess preprocess;  // the checkpoint's evaluation preprocessing
 };
 
 LoadedModel load_model(const std::string& path, Backend& backend) {
@@ -42,6 +45,18 @@ LoadedModel load_model(const std::string& path, Backend& backend) {
   LoadedModel loaded{Model::from_yaml(ckpt.info.model_yaml, path + " (model_yaml)", 0),
                      std::move(ckpt.info.class_names), make_normalize(ckpt.info.mean, ckpt.info.std)};
   loaded.model.load_state(ckpt.tensors, path);
+  const Shape& in = loaded.model.input_shape();  // (C, H, W)
+  if (ckpt.info.preprocess) {
+    loaded.preprocess = *ckpt.info.preprocess;
+    if (loaded.preprocess.channels != in[0] || loaded.preprocess.height != in[1] || loaded.preprocess.width != in[2])
+      throw InputError(path + ": checkpoint metadata 'preprocess' makes " +
+                       shape_str({loaded.preprocess.channels, loaded.preprocess.height, loaded.preprocess.width}) +
+                       " images for a model whose input is " + shape_str(in));
+  } else {  // older checkpoints: the whole image, resized to the input
+    loaded.preprocess.channels = in[0];
+    loaded.preprocess.height = in[1];
+    loaded.preprocess.width = in[2];
+  }
   loaded.model.to(backend, DType::f32);
   if (static_cast<int64_t>(loaded.class_names.size()) != loaded.model.num_classes())
     throw InputError(path + ": " + std::to_string(loaded.class_names.size()) +
@@ -61,48 +76,89 @@ void print_confusion(const EvalResult& r, const std::vector<std::string>& names)
   }
 }
 
+// The image files named on the command line, folders listed recursively in sorted order.
+std::vector<FileDataset::Sample> image_files(const std::vector<std::string>& args) {
+  namespace fs = std::filesystem;
+  std::vector<FileDataset::Sample> files;
+  for (const std::string& arg : args) {
+    std::error_code ec;
+    if (!fs::is_directory(arg, ec)) {
+      files.push_back({arg, 0});  // a missing or bad file fails when it is read, with its name
+      continue;
+    }
+    std::vector<fs::path> found;
+    for (auto it = fs::recursive_directory_iterator(arg, fs::directory_options::follow_directory_symlink, ec);
+         !ec && it != fs::recursive_directory_iterator(); it.increment(ec))
+      if (it->is_regular_file() && is_image_file_name(it->path().filename().string())) found.push_back(it->path());
+    if (ec) throw InputError(arg + ": cannot list the folder: " + ec.message());
+    if (found.empty()) throw InputError(arg + ": no .jpg, .jpeg or .png images in this folder");
+    std::sort(found.begin(), found.end());
+    for (auto& f : found) files.push_back({std::move(f), 0});
+  }
+  return files;
+}
+
+void evaluate_split(const InferArgs& args, LoadedModel& loaded, Backend& backend) {
+  const size_t colon = args.data.find(':');
+  if (colon == std::string::npos)
+    throw InputError("--data " + args.data + ": expected KIND:SPLIT, e.g. fashion-mnist:test");
+  DatasetSpec spec;
+  spec.kind = args.data.substr(0, colon);
+  spec.path = args.data_path;
+  const std::unique_ptr<Dataset> data = load_dataset(spec, args.data.substr(colon + 1), 0);
+  if (data->class_names().size() != loaded.class_names.size())
+    throw InputError(data->name() + " has " + std::to_string(data->class_names().size()) + " classes, the model " +
+                     std::to_string(loaded.class_names.size()));
+  DataLoader loader(*data, eval_loader_options(loaded.preprocess, args.batch_size, args.workers));
+  const EvalResult r = evaluate(loaded.model, backend, loader, loaded.normalize);
+  std::cout << std::fixed << std::setprecision(2) << data->name() << ": " << r.samples << " images, accuracy "
+            << r.accuracy * 100 << "%, loss " << std::setprecision(4) << r.loss << " on " << backend.device().str()
+            << "\n";
+  print_confusion(r, loaded.class_names);
+  if (!args.predictions.empty()) {
+    std::ofstream out(args.predictions);
+    for (int32_t p : r.predictions) out << p << "\n";
+    if (!out) throw InputError(args.predictions + ": cannot write the predictions");
+  }
+}
+
+// Top-k classes of every image, preprocessed as the model was evaluated in training, in batches.
+void classify_images(const InferArgs& args, LoadedModel& loaded, Backend& backend) {
+  const FileDataset files("images", loaded.class_names, image_files(args.images));
+  DataLoader loader(files, eval_loader_options(loaded.preprocess, args.batch_size, args.workers));
+  loader.start_epoch(0);
+  Batch batch;
+  int64_t next_file = 0;
+  while (loader.next(batch)) {
+    Tensor& pixels = batch.images;  // (B, C, H, W) u8
+    if (args.invert)
+      for (int64_t i = 0; i < pixels.numel(); ++i) pixels.data<uint8_t>()[i] = 255 - pixels.data<uint8_t>()[i];
+    const std::vector<float> probs = predict_probabilities(loaded.model, backend, pixels, loaded.normalize);
+    const auto classes = static_cast<int64_t>(loaded.class_names.size());
+    const size_t k = static_cast<size_t>(std::clamp<int64_t>(args.top_k, 1, classes));
+    for (int64_t b = 0; b < pixels.dim(0); ++b, ++next_file) {
+      const float* row = probs.data() + b * classes;
+      std::vector<int> order(static_cast<size_t>(classes));
+      std::iota(order.begin(), order.end(), 0);
+      std::partial_sort(order.begin(), order.begin() + static_cast<long>(k), order.end(),
+                        [&](int x, int y) { return row[x] > row[y]; });
+      std::cout << files.samples()[static_cast<size_t>(next_file)].path.string() << ":";
+      for (size_t i = 0; i < k; ++i)
+        std::cout << (i ? "," : "") << " " << loaded.class_names[order[i]] << " " << std::fixed << std::setprecision(3)
+                  << row[order[i]];
+      std::cout << "\n";
+    }
+  }
+}
+
 int run_infer(const InferArgs& args) {
   if (args.images.empty() && args.data.empty())
-    throw InputError("infer: give image files or --data KIND:SPLIT (e.g. --data fashion-mnist:test)");
+    throw InputError("infer: give image files or folders, or --data KIND:SPLIT (e.g. --data fashion-mnist:test)");
   BackendOptions options;
   std::unique_ptr<Backend> backend = select_backend(args.device, options, std::cerr);
   LoadedModel loaded = load_model(args.model, *backend);
-  const Shape& in = loaded.model.input_shape();  // (C, H, W)
-
-  if (!args.data.empty()) {
-    const size_t colon = args.data.find(':');
-    if (colon == std::string::npos)
-      throw InputError("--data " + args.data + ": expected KIND:SPLIT, e.g. fashion-mnist:test");
-    const Dataset data = load_dataset(args.data.substr(0, colon), args.data_path, args.data.substr(colon + 1), 0);
-    const EvalResult r = evaluate(loaded.model, *backend, data, args.batch_size, loaded.normalize);
-    std::cout << std::fixed << std::setprecision(2) << data.name << ": " << r.samples << " images, accuracy "
-              << r.accuracy * 100 << "%, loss " << std::setprecision(4) << r.loss << " on "
-              << backend->device().str() << "\n";
-    print_confusion(r, loaded.class_names);
-    if (!args.predictions.empty()) {
-      std::ofstream out(args.predictions);
-      for (int32_t p : r.predictions) out << p << "\n";
-      if (!out) throw InputError(args.predictions + ": cannot write the predictions");
-    }
-  }
-
-  for (const std::string& image : args.images) {
-    Tensor pixels = decode_image(image, in[0], in[1], in[2]);  // (C, H, W)
-    if (args.invert)
-      for (int64_t i = 0; i < pixels.numel(); ++i) pixels.data<uint8_t>()[i] = 255 - pixels.data<uint8_t>()[i];
-    const std::vector<float> probs = predict_probabilities(
-        loaded.model, *backend, pixels.reshape({1, in[0], in[1], in[2]}), loaded.normalize);
-    std::vector<int> order(probs.size());
-    std::iota(order.begin(), order.end(), 0);
-    const size_t k = static_cast<size_t>(std::clamp<int64_t>(args.top_k, 1, static_cast<int64_t>(probs.size())));
-    std::partial_sort(order.begin(), order.begin() + static_cast<long>(k), order.end(),
-                      [&](int a, int b) { return probs[a] > probs[b]; });
-    std::cout << image << ":";
-    for (size_t i = 0; i < k; ++i)
-      std::cout << (i ? "," : "") << " " << loaded.class_names[order[i]] << " " << std::fixed
-                << std::setprecision(3) << probs[order[i]];
-    std::cout << "\n";
-  }
+  if (!args.data.empty()) evaluate_split(args, loaded, *backend);
+  if (!args.images.empty()) classify_images(args, loaded, *backend);
   return 0;
 }
 
@@ -112,13 +168,14 @@ void add_infer_command(CLI::App& app, Action& chosen) {
   auto args = std::make_shared<InferArgs>();
   CLI::App* cmd = app.add_subcommand("infer", "Classify images, or measure accuracy on a dataset split");
   cmd->add_option("--model,-m", args->model, "a checkpoint written by convoy train (.safetensors)")->required();
-  cmd->add_option("images", args->images, "PNG/JPEG/... files to classify");
+  cmd->add_option("images", args->images, "JPEG/PNG files or folders of them to classify");
   cmd->add_option("--data", args->data, "evaluate on KIND:SPLIT, e.g. fashion-mnist:test");
   cmd->add_option("--data-path", args->data_path, "directory of the dataset files (default: the Debian package's)");
   cmd->add_option("--predictions", args->predictions, "with --data: write each sample's top-1 class, one per line");
   cmd->add_option("--device", args->device, "auto, cpu, cuda or cuda:N")->capture_default_str();
   cmd->add_option("--top-k,-k", args->top_k, "classes to print per image")->capture_default_str();
-  cmd->add_option("--batch-size", args->batch_size, "batch size for --data")->capture_default_str()->check(CLI::PositiveNumber);
+  cmd->add_option("--batch-size", args->batch_size, "images per forward pass")->capture_default_str()->check(CLI::Range(1, 1 << 16));
+  cmd->add_option("--workers", args->workers, "image decoding threads")->capture_default_str()->check(CLI::Range(1, 256));
   cmd->add_flag("--invert", args->invert, "invert the image (dark object on a light background, as in photos)");
   cmd->callback([args, &chosen] { chosen = [args] { return run_infer(*args); }; });
 }

@@ -1,32 +1,49 @@
 #pragma once
-// DataLoader: shuffled batches of a Dataset, assembled by a background thread.
+// DataLoader: shuffled, preprocessed batches of a Dataset, assembled by worker threads.
 #include <condition_variable>
 #include <cstdint>
-#include <deque>
 #include <exception>
+#include <functional>
+#include <map>
 #include <mutex>
 #include <thread>
 #include <vector>
 
 #include "datasets/dataset.h"
+#include "datasets/preprocess.h"
 #include "engine/core/tensor.h"
 
 namespace convoy {
 
 struct Batch {
-  Tensor images;       // (B, C, H, W) u8 on the CPU
-  Tensor labels;       // (B) i32 on the CPU
+  Tensor images;       // (B, C, H, W) u8 on the host
+  Tensor labels;       // (B) i32 on the host
   int64_t index = -1;  // batch index within the epoch
+  int64_t skipped = 0; // unreadable samples left out of it (on_bad_image: skip)
 };
 
-// The sample order of an epoch is a pure function of (seed, epoch), so a resumed run sees
-// exactly the batches the interrupted one would have. Normalization and augmentation are
-// not done here (a backend op does them on the device). One consumer thread only.
+struct LoaderOptions {
+  int64_t batch_size = 128;
+  bool shuffle = true;
+  bool drop_last = true;  // drop a final partial batch
+  uint64_t seed = 42;
+  SampleMode mode = SampleMode::train;
+  Preprocess preprocess;  // the model's input and the crops to reach it
+  int64_t workers = 1;    // threads assembling batches
+  int64_t prefetch = 0;   // batches ready or in work ahead of the consumer; 0 = 2 per worker
+  bool skip_bad_samples = false;  // leave unreadable samples out (counted) instead of failing
+  // Where batch images live; the default is ordinary host memory. A CUDA run passes pinned
+  // memory so the upload can run asynchronously.
+  std::function<Tensor(Shape, DType)> host_empty;
+};
+
+// The sample order of an epoch and every sample's random crop are pure functions of (seed,
+// epoch, sample), so a resumed run sees exactly the batches the interrupted one would have, and
+// the number of workers changes nothing but the speed. One consumer thread only.
 class DataLoader {
  public:
-  // `dataset` must outlive the loader. batch_size >= 1. drop_last drops a final partial batch.
-  DataLoader(const Dataset& dataset, int64_t batch_size, bool shuffle, bool drop_last,
-             uint64_t seed);
+  // `dataset` must outlive the loader.
+  DataLoader(const Dataset& dataset, LoaderOptions options);
   ~DataLoader();
   DataLoader(const DataLoader&) = delete;
   DataLoader& operator=(const DataLoader&) = delete;
@@ -35,35 +52,46 @@ class DataLoader {
   // `skip_batches` (0 <= skip_batches <= batches_per_epoch()) so a resumed run can start
   // mid-epoch.
   void start_epoch(int64_t epoch, int64_t skip_batches = 0);
-  // The next batch of the epoch; false once the epoch is done.
+  // The next batch of the epoch, in order; false once the epoch is done. Rethrows a worker's
+  // error (a bad sample without skip_bad_samples).
   bool next(Batch& batch);
   int64_t batches_per_epoch() const;
-  int64_t batch_size() const { return batch_size_; }
+  int64_t batch_size() const { return options_.batch_size; }
   // The sample indices of epoch `epoch` in the order they are served.
   std::vector<int64_t> epoch_order(int64_t epoch) const;
+  // Samples loaded and the workers' busy seconds in the current epoch: the loader's own
+  // speed, images/s = samples / busy * workers, apart from how fast they are consumed.
+  struct Stats {
+    int64_t samples = 0;
+    int64_t skipped = 0;
+    double busy_seconds = 0;
+  };
+  Stats stats() const;
+  // What the loader alone could deliver per second with its workers (0 before any batch).
+  double images_per_second() const;
 
  private:
-  static constexpr size_t kQueueDepth = 3;
-  void stop_worker();
-  void worker_main(int64_t first_batch, int64_t end_batch);
-  Batch assemble(int64_t batch_index) const;
+  void stop_workers();
+  void worker_main();
+  Batch assemble(int64_t batch_index, Stats& stats) const;
 
   const Dataset& dataset_;
-  int64_t batch_size_;
-  bool shuffle_;
-  bool drop_last_;
-  uint64_t seed_;
-  std::vector<int64_t> order_;  // the current epoch's order; fixed while the worker runs
+  LoaderOptions options_;
+  uint64_t epoch_seed_ = 0;     // the current epoch's sample seeds derive from it
+  std::vector<int64_t> order_;  // the current epoch's order; fixed while the workers run
   bool started_ = false;
 
-  std::thread worker_;
-  std::mutex mutex_;
-  std::condition_variable ready_;  // a batch was queued, or the worker finished
-  std::condition_variable space_;  // a batch was taken, or stop_ was set
-  std::deque<Batch> queue_;
+  std::vector<std::thread> workers_;
+  mutable std::mutex mutex_;
+  std::condition_variable ready_;  // a batch was finished, or a worker failed
+  std::condition_variable space_;  // the consumer took a batch, or stop_ was set
+  std::map<int64_t, Batch> done_;  // finished batches by index, waiting for their turn
+  int64_t next_to_assemble_ = 0;
+  int64_t next_to_serve_ = 0;
+  int64_t end_batch_ = 0;
   bool stop_ = false;
-  bool finished_ = false;
   std::exception_ptr error_;
+  Stats stats_;
 };
 
 }  // namespace convoy

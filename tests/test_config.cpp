@@ -31,7 +31,11 @@ TEST(Config, MinimalConfigGetsDefaults) {
   EXPECT_EQ(c.model_path, kModels + "/lenet5.yaml");
   EXPECT_EQ(c.optimizer.type, "sgd");
   EXPECT_EQ(c.device, "auto");
-  EXPECT_EQ(c.dataset.path, "/usr/share/datasets/fashion-mnist");
+  EXPECT_EQ(c.dataset.kind, "fashion-mnist");
+  EXPECT_EQ(c.dataset.path, "");  // the kind's default location
+  EXPECT_EQ(c.dataset.workers, 0);
+  EXPECT_FALSE(c.dataset.skip_bad_images);
+  EXPECT_FALSE(c.dataset.random_resized_crop);
   EXPECT_EQ(c.layout, "auto");
   EXPECT_TRUE(c.cudnn_benchmark);
 }

@@ -250,7 +250,7 @@ void write_mnist_dir(const fs::path& dir, const std::string& prefix, uint32_t n,
 std::string load_error(std::string_view kind, const fs::path& dir, std::string_view split,
                        int64_t limit = 0) {
   try {
-    load_dataset(kind, dir, split, limit);
+    load_dataset(DatasetSpec{std::string(kind), dir}, split, limit);
   } catch (const InputError& e) {
     return e.what();
   }
@@ -266,17 +266,18 @@ TEST(IdxDataset, SmallDirectoryRawAndGzip) {
   TempDir dir;
   write_mnist_dir(dir.path(), "train", 5, {0, 1, 2, 9, 4}, /*gzip=*/false);
   write_mnist_dir(dir.path(), "t10k", 4, {3, 3, 7, 0}, /*gzip=*/true);
-  const Dataset train = load_dataset("mnist", dir.path(), "train", 0);
-  EXPECT_EQ(train.name, "mnist:train");
-  EXPECT_EQ(train.images.shape(), (Shape{5, 1, 3, 2}));
-  EXPECT_EQ(train.labels.shape(), (Shape{5}));
-  EXPECT_EQ(train.labels.dtype(), DType::i32);
-  EXPECT_EQ(train.labels.data<int32_t>()[3], 9);
-  EXPECT_EQ(train.class_names.at(9), "9");
-  const Dataset test = load_dataset("fashion-mnist", dir.path(), "test", 3);
-  EXPECT_EQ(test.images.shape(), (Shape{3, 1, 3, 2}));
-  EXPECT_EQ(test.labels.data<int32_t>()[2], 7);
-  EXPECT_EQ(test.class_names.at(9), "Ankle boot");
+  const auto train = load_mnist(dir.path(), "train", 0);
+  EXPECT_EQ(train->name(), "mnist:train");
+  EXPECT_EQ(train->images().shape(), (Shape{5, 1, 3, 2}));
+  EXPECT_EQ(train->labels().shape(), (Shape{5}));
+  EXPECT_EQ(train->labels().dtype(), DType::i32);
+  EXPECT_EQ(train->label(3), 9);
+  EXPECT_EQ(train->class_names().at(9), "9");
+  EXPECT_EQ(train->stored_shape(), (Shape{1, 3, 2}));
+  const auto test = load_dataset(DatasetSpec{"fashion-mnist", dir.path()}, "test", 3);
+  EXPECT_EQ(test->size(), 3);
+  EXPECT_EQ(test->label(2), 7);
+  EXPECT_EQ(test->class_names().at(9), "Ankle boot");
 }
 
 TEST(IdxDataset, Errors) {
@@ -297,40 +298,45 @@ TEST(IdxDataset, Errors) {
 
   m = load_error("cifar-11", dir.path(), "train");
   EXPECT_NE(m.find("unknown dataset kind 'cifar-11'"), std::string::npos) << m;
-  EXPECT_NE(m.find("fashion-mnist, mnist"), std::string::npos) << m;
+  EXPECT_NE(m.find("fashion-mnist, mnist, cifar10"), std::string::npos) << m;
   EXPECT_NE(load_error("mnist", dir.path(), "validation").find("unknown split"), std::string::npos);
   EXPECT_NE(load_error("mnist", dir.path(), "train", -1).find("limit"), std::string::npos);
 }
 
 TEST(IdxDataset, FashionMnistTestSplit) {
   if (!fs::exists(kFashion)) GTEST_SKIP() << kFashion << " is missing (Debian's dataset-fashion-mnist)";
-  const Dataset ds = load_fashion_mnist(kFashion, "test");
-  ASSERT_EQ(ds.images.shape(), (Shape{10000, 1, 28, 28}));
-  ASSERT_EQ(ds.labels.shape(), (Shape{10000}));
-  ASSERT_EQ(ds.class_names.size(), 10u);
-  EXPECT_EQ(ds.class_names[0], "T-shirt/top");
-  EXPECT_EQ(ds.class_names[9], "Ankle boot");
+  const auto loaded = load_fashion_mnist(kFashion, "test");
+  const TensorDataset& ds = *loaded;
+  ASSERT_EQ(ds.images().shape(), (Shape{10000, 1, 28, 28}));
+  ASSERT_EQ(ds.labels().shape(), (Shape{10000}));
+  ASSERT_EQ(ds.class_names().size(), 10u);
+  EXPECT_EQ(ds.class_names()[0], "T-shirt/top");
+  EXPECT_EQ(ds.class_names()[9], "Ankle boot");
   std::vector<int> histogram(10, 0);
-  for (int64_t i = 0; i < ds.size(); ++i) ++histogram.at(static_cast<size_t>(ds.labels.data<int32_t>()[i]));
+  for (int64_t i = 0; i < ds.size(); ++i) ++histogram.at(static_cast<size_t>(ds.label(i)));
   EXPECT_EQ(histogram, std::vector<int>(10, 1000));
   // Real pictures: neither blank nor saturated.
   double mean = 0;
-  for (int64_t i = 0; i < ds.images.numel(); ++i) mean += ds.images.data<uint8_t>()[i];
-  mean /= static_cast<double>(ds.images.numel());
+  for (int64_t i = 0; i < ds.images().numel(); ++i) mean += ds.images().data<uint8_t>()[i];
+  mean /= static_cast<double>(ds.images().numel());
   EXPECT_GT(mean, 40.0);
   EXPECT_LT(mean, 120.0);
 
-  const Dataset first = load_dataset("fashion-mnist", "", "test", 100);  // default path
-  ASSERT_EQ(first.images.shape(), (Shape{100, 1, 28, 28}));
-  EXPECT_EQ(0, std::memcmp(first.images.raw(), ds.images.raw(), 100 * 28 * 28));
-  EXPECT_EQ(0, std::memcmp(first.labels.raw(), ds.labels.raw(), 100 * sizeof(int32_t)));
+  const auto first = load_dataset(DatasetSpec{}, "test", 100);  // the default kind and path
+  ASSERT_EQ(first->size(), 100);
+  std::vector<uint8_t> pixels(28 * 28);
+  for (int64_t i : {0, 57, 99}) {
+    first->load(i, Preprocess{}, SampleMode::eval, 0, pixels.data());  // the default: 1 x 28 x 28, as stored
+    EXPECT_EQ(0, std::memcmp(pixels.data(), ds.images().data<uint8_t>() + i * 28 * 28, 28 * 28)) << i;
+    EXPECT_EQ(first->label(i), ds.label(i));
+  }
 }
 
 TEST(IdxDataset, FashionMnistTrainSplit) {
   if (!fs::exists(kFashion)) GTEST_SKIP() << kFashion << " is missing (Debian's dataset-fashion-mnist)";
-  const Dataset ds = load_dataset("fashion-mnist", kFashion, "train", 0);
-  ASSERT_EQ(ds.images.shape(), (Shape{60000, 1, 28, 28}));
+  const auto ds = load_fashion_mnist(kFashion, "train", 0);
+  ASSERT_EQ(ds->images().shape(), (Shape{60000, 1, 28, 28}));
   std::vector<int> histogram(10, 0);
-  for (int64_t i = 0; i < ds.size(); ++i) ++histogram.at(static_cast<size_t>(ds.labels.data<int32_t>()[i]));
+  for (int64_t i = 0; i < ds->size(); ++i) ++histogram.at(static_cast<size_t>(ds->label(i)));
   EXPECT_EQ(histogram, std::vector<int>(10, 6000));
 }

@@ -70,14 +70,35 @@ RunConfig parse_run_config(const std::string& yaml_text, const std::string& sour
   if (!fs::exists(c.model_path)) top.fail("model", "file not found: " + c.model_path);
 
   const YamlMap data = top.get_map("dataset");
-  c.dataset.kind = data.get_choice("kind", c.dataset.kind, {"fashion-mnist", "mnist"});
-  c.dataset.path = resolve_path(base_dir, data.get_string("path", c.dataset.path));
+  c.dataset.kind = data.get_choice("kind", c.dataset.kind,
+                                   {"fashion-mnist", "mnist", "cifar10", "cifar100", "image-folder", "csv", "synthetic"});
+  if (data.has("path")) c.dataset.path = resolve_path(base_dir, data.get_string("path"));
   c.dataset.train_split = data.get_string("train_split", c.dataset.train_split);
   c.dataset.test_split = data.get_string("test_split", c.dataset.test_split);
   c.dataset.train_limit = data.get_int("train_limit", 0);
   c.dataset.test_limit = data.get_int("test_limit", 0);
   if (c.dataset.train_limit < 0) data.fail("train_limit", "must be 0 (all) or positive");
   if (c.dataset.test_limit < 0) data.fail("test_limit", "must be 0 (all) or positive");
+  if (c.dataset.kind == "synthetic") {
+    const YamlMap syn = data.get_map("synthetic");
+    c.dataset.synthetic_shape = syn.get_ints("shape", 3, c.dataset.synthetic_shape);
+    if (c.dataset.synthetic_shape[0] != 1 && c.dataset.synthetic_shape[0] != 3)
+      syn.fail("shape", "expected [channels, height, width] with 1 or 3 channels");
+    for (int64_t d : c.dataset.synthetic_shape)
+      if (d <= 0 || d > 8192) syn.fail("shape", "dimensions must be in 1 ... 8192");
+    c.dataset.synthetic_classes = syn.get_int("classes", c.dataset.synthetic_classes);
+    if (c.dataset.synthetic_classes < 1 || c.dataset.synthetic_classes > 100000)
+      syn.fail("classes", "must be in 1 ... 100000");
+    c.dataset.synthetic_size = syn.get_int("size", 0);
+    if (c.dataset.synthetic_size < 0 || c.dataset.synthetic_size > (int64_t{1} << 31))
+      syn.fail("size", "must be 0 (the default sizes) or a positive count up to 2^31");
+    syn.finish();
+  }
+  c.dataset.workers = data.get_int("workers", 0);
+  if (c.dataset.workers < 0 || c.dataset.workers > 256) data.fail("workers", "must be 0 (auto) or 1 ... 256");
+  c.dataset.skip_bad_images = data.get_choice("on_bad_image", "fail", {"fail", "skip"}) == "skip";
+  c.dataset.resize = data.get_int("resize", 0);
+  if (c.dataset.resize < 0 || c.dataset.resize > 8192) data.fail("resize", "must be 0 (off) or 1 ... 8192");
   const YamlMap norm = data.get_map("normalize");
   c.dataset.mean = norm.get_doubles("mean", c.dataset.mean);
   c.dataset.std = norm.get_doubles("std", c.dataset.std);
@@ -89,6 +110,21 @@ RunConfig parse_run_config(const std::string& yaml_text, const std::string& sour
   c.dataset.crop_padding = aug.get_int("crop_padding", 0);
   if (c.dataset.crop_padding < 0) aug.fail("crop_padding", "must be 0 (off) or positive");
   c.dataset.horizontal_flip = aug.get_bool("horizontal_flip", false);
+  if (aug.has("random_resized_crop")) {
+    const YamlMap rrc = aug.get_map("random_resized_crop");
+    c.dataset.random_resized_crop = true;
+    const auto scale = rrc.get_doubles("scale", {c.dataset.scale_min, c.dataset.scale_max});
+    const auto ratio = rrc.get_doubles("ratio", {c.dataset.ratio_min, c.dataset.ratio_max});
+    if (scale.size() != 2 || !(scale[0] > 0 && scale[0] <= scale[1] && scale[1] <= 1))
+      rrc.fail("scale", "expected [min, max] with 0 < min <= max <= 1");
+    if (ratio.size() != 2 || !(ratio[0] > 0 && ratio[0] <= ratio[1] && ratio[1] < 1e3))
+      rrc.fail("ratio", "expected [min, max] with 0 < min <= max");
+    c.dataset.scale_min = scale[0];
+    c.dataset.scale_max = scale[1];
+    c.dataset.ratio_min = ratio[0];
+    c.dataset.ratio_max = ratio[1];
+    rrc.finish();
+  }
   aug.finish();
   data.finish();
 

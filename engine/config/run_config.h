@@ -7,14 +7,24 @@
 namespace convoy {
 
 struct DatasetConfig {
-  std::string kind = "fashion-mnist";  // fashion-mnist | mnist
-  std::string path = "/usr/share/datasets/fashion-mnist";
+  // fashion-mnist | mnist | cifar10 | cifar100 | image-folder | csv | synthetic
+  std::string kind = "fashion-mnist";
+  std::string path;  // empty: the kind's default location (Fashion-MNIST's Debian package)
   std::string train_split = "train";
   std::string test_split = "test";
   int64_t train_limit = 0;  // first N samples only; 0 = all
   int64_t test_limit = 0;
-  std::vector<double> mean = {0.2860};  // per channel, on the [0, 1] scale
+  std::vector<int64_t> synthetic_shape = {3, 224, 224};  // synthetic: (C, H, W), classes, size
+  int64_t synthetic_classes = 1000;
+  int64_t synthetic_size = 0;  // per split; 0 = 50,000 train / 10,000 test
+  int64_t workers = 0;         // loader threads; 0 = all cores for image files, 2 for in-memory data
+  bool skip_bad_images = false;  // on_bad_image: fail | skip
+  std::vector<double> mean = {0.2860};  // per channel (one value: every channel), on the [0, 1] scale
   std::vector<double> std = {0.3530};
+  int64_t resize = 0;  // evaluation: shorter side to this, then the centre crop; 0 = straight to the input size
+  bool random_resized_crop = false;  // training: torchvision's RandomResizedCrop(scale, ratio)
+  double scale_min = 0.08, scale_max = 1.0;
+  double ratio_min = 3.0 / 4.0, ratio_max = 4.0 / 3.0;
   int64_t crop_padding = 0;   // random crop with this much zero padding; 0 = off
   bool horizontal_flip = false;
 };

@@ -1,5 +1,7 @@
 #include "engine/train/evaluate.h"
 
+#include <algorithm>
+
 #include "engine/core/error.h"
 
 namespace convoy {
@@ -7,9 +9,11 @@ namespace convoy {
 NormalizeAugment make_normalize(const std::vector<double>& mean, const std::vector<double>& std) {
   NormalizeAugment n;
   CONVOY_CHECK(mean.size() == std.size() && mean.size() <= 4, "mean/std per channel");
-  for (size_t c = 0; c < mean.size(); ++c) {
-    n.mean[c] = static_cast<float>(mean[c]);
-    n.std[c] = static_cast<float>(std[c]);
+  for (size_t c = 0; c < 4; ++c) {  // one value serves every channel
+    const size_t from = mean.size() == 1 ? 0 : c;
+    if (from >= mean.size()) break;
+    n.mean[c] = static_cast<float>(mean[from]);
+    n.std[c] = static_cast<float>(std[from]);
   }
   return n;
 }
@@ -26,38 +30,51 @@ Tensor normalized_input(Model& model, Backend& backend, const Tensor& images,
 
 }  // namespace
 
-EvalResult evaluate(Model& model, Backend& backend, const Dataset& data, int64_t batch_size,
-                    const NormalizeAugment& normalize) {
-  const int64_t n = data.images.dim(0);
+LoaderOptions eval_loader_options(const Preprocess& preprocess, int64_t batch_size, int64_t workers) {
+  LoaderOptions o;
+  o.batch_size = batch_size;
+  o.shuffle = false;
+  o.drop_last = false;
+  o.mode = SampleMode::eval;
+  o.preprocess = preprocess;
+  o.workers = workers;
+  return o;
+}
+
+EvalResult evaluate(Model& model, Backend& backend, DataLoader& loader, const NormalizeAugment& normalize) {
   const int64_t classes = model.num_classes();
   EvalResult r;
-  r.samples = n;
   r.confusion.assign(static_cast<size_t>(classes * classes), 0);
-  r.predictions.resize(static_cast<size_t>(n));
   double loss_sum = 0;
   int64_t correct = 0;
-  for (int64_t begin = 0; begin < n; begin += batch_size) {
-    const int64_t end = std::min(n, begin + batch_size);
-    const Tensor x = normalized_input(model, backend, data.images.slice_rows(begin, end), normalize);
-    const Tensor labels = backend.upload(data.labels.slice_rows(begin, end));
+  loader.start_epoch(0);
+  Batch batch;
+  while (loader.next(batch)) {
+    const int64_t count = batch.labels.dim(0);
+    if (count == 0) continue;  // every sample of it unreadable and skipped
+    const Tensor x = normalized_input(model, backend, batch.images, normalize);
+    const Tensor labels = backend.upload(batch.labels);
     const Tensor logits = model.forward(backend, x, StepInfo{});
     Tensor loss = backend.empty({1}, DType::f32), hits = backend.empty({1}, DType::i32), no_grad;
     backend.ops().softmax_cross_entropy(logits, labels, 0.0f, loss, no_grad, hits);
     const std::vector<float> scores = logits.to_floats();  // (B, classes)
-    loss_sum += static_cast<double>(loss.to_floats()[0]) * static_cast<double>(end - begin);
-    const int32_t* truth = data.labels.data<int32_t>();
-    for (int64_t i = begin; i < end; ++i) {
-      const float* row = scores.data() + (i - begin) * classes;
+    loss_sum += static_cast<double>(loss.to_floats()[0]) * static_cast<double>(count);
+    const int32_t* truth = batch.labels.data<int32_t>();
+    for (int64_t i = 0; i < count; ++i) {
+      const float* row = scores.data() + i * classes;
       int32_t best = 0;
       for (int32_t c = 1; c < classes; ++c)
         if (row[c] > row[best]) best = c;
-      r.predictions[static_cast<size_t>(i)] = best;
+      r.predictions.push_back(best);
       r.confusion[static_cast<size_t>(truth[i] * classes + best)]++;
       correct += best == truth[i];
     }
+    r.samples += count;
   }
-  r.loss = n ? loss_sum / static_cast<double>(n) : 0;
-  r.accuracy = n ? static_cast<double>(correct) / static_cast<double>(n) : 0;
+  r.skipped = loader.stats().skipped;
+  const auto n = static_cast<double>(r.samples);
+  r.loss = r.samples ? loss_sum / n : 0;
+  r.accuracy = r.samples ? static_cast<double>(correct) / n : 0;
   return r;
 }
 

@@ -3,26 +3,29 @@
 #include <cstdint>
 #include <vector>
 
-#include "datasets/dataset.h"
+#include "datasets/loader.h"
 #include "engine/backends/backend.h"
 #include "engine/graph/model.h"
 
 namespace convoy {
 
 struct EvalResult {
-  int64_t samples = 0;
+  int64_t samples = 0;  // evaluated
+  int64_t skipped = 0;  // unreadable, left out (on_bad_image: skip)
   double loss = 0;      // mean cross-entropy (no label smoothing)
   double accuracy = 0;  // top-1, in [0, 1]
   std::vector<int64_t> confusion;  // (classes, classes): row = true class, column = predicted
   std::vector<int32_t> predictions;  // top-1 class per sample
 };
 
-// Normalization applied to every batch fed to the model.
+// Normalization applied to every batch fed to the model; one mean and std serve every channel.
 NormalizeAugment make_normalize(const std::vector<double>& mean, const std::vector<double>& std);
 
-// Runs the model in evaluation mode over the whole dataset.
-EvalResult evaluate(Model& model, Backend& backend, const Dataset& data, int64_t batch_size,
-                    const NormalizeAugment& normalize);
+// Runs the model in evaluation mode over one epoch of `loader` (eval mode, not shuffled):
+// predictions come in the dataset's order, less any samples the loader skipped.
+EvalResult evaluate(Model& model, Backend& backend, DataLoader& loader, const NormalizeAugment& normalize);
+// A loader that serves `data` whole, in order, as the model's input in eval mode.
+LoaderOptions eval_loader_options(const Preprocess& preprocess, int64_t batch_size, int64_t workers);
 
 // Softmax probabilities (N, classes) for a u8 batch (N, C, H, W) on the CPU.
 std::vector<float> predict_probabilities(Model& model, Backend& backend, const Tensor& images,

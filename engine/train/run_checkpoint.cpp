@@ -18,6 +18,7 @@ constexpr const char* kClassNames = "class_names";
 constexpr const char* kInputShape = "input_shape";
 constexpr const char* kMean = "mean";
 constexpr const char* kStd = "std";
+constexpr const char* kPreprocess = "preprocess";
 constexpr const char* kEpoch = "epoch";
 constexpr const char* kBatchInEpoch = "batch_in_epoch";
 constexpr const char* kStep = "step";
@@ -29,8 +30,19 @@ constexpr const char* kBestAccuracy = "best_accuracy";
 
 constexpr const char* kFormatVersion = "convoy-checkpoint-1";
 
+// {"input": [C, H, W], "resize": 256, "random_resized_crop": {"scale": [..], "ratio": [..]} or
+// null, "horizontal_flip": true, "crop_padding": 0}: torchvision's transforms, as data.
+nlohmann::json preprocess_json(const RunCheckpointInfo& info) {
+  const Preprocess& p = *info.preprocess;
+  nlohmann::json rrc = nullptr;
+  if (p.random_resized_crop)
+    rrc = {{"scale", {p.scale_min, p.scale_max}}, {"ratio", {p.ratio_min, p.ratio_max}}};
+  return {{"input", {p.channels, p.height, p.width}}, {"resize", p.resize}, {"random_resized_crop", rrc},
+          {"horizontal_flip", info.horizontal_flip}, {"crop_padding", info.crop_padding}};
+}
+
 std::map<std::string, std::string> metadata_of(const RunCheckpointInfo& info) {
-  return {
+  std::map<std::string, std::string> metadata = {
       {kFormat, kFormatVersion},
       {kModelYaml, info.model_yaml},
       {kConfigYaml, info.config_yaml},
@@ -47,6 +59,8 @@ std::map<std::string, std::string> metadata_of(const RunCheckpointInfo& info) {
       {kTestAccuracy, std::to_string(info.test_accuracy)},
       {kBestAccuracy, std::to_string(info.best_accuracy)},
   };
+  if (info.preprocess) metadata[kPreprocess] = preprocess_json(info).dump();
+  return metadata;
 }
 
 // Typed reads of one file's metadata; every failure names the file and the key.
@@ -87,6 +101,7 @@ class MetadataReader {
       throw InputError(source_ + ": checkpoint metadata '" + key + "' is malformed");
     }
   }
+  bool has(const char* key) const { return metadata_.count(key) != 0; }
   const std::string& source() const { return source_; }
 
  private:
@@ -103,6 +118,39 @@ void read_resume_fields(const MetadataReader& meta, RunCheckpointInfo& info) {
   info.best_accuracy = meta.number_or(kBestAccuracy, 0);
 }
 
+Preprocess read_preprocess(const MetadataReader& meta) {
+  const auto j = meta.json<nlohmann::json>(kPreprocess);
+  const auto bad = [&](const std::string& what) {
+    return InputError(meta.source() + ": checkpoint metadata 'preprocess': " + what);
+  };
+  Preprocess p;
+  try {
+    const auto input = j.at("input").get<std::vector<int64_t>>();
+    if (input.size() != 3 || (input[0] != 1 && input[0] != 3)) throw bad("'input' must be [1 or 3, height, width]");
+    for (int64_t d : input)
+      if (d < 1 || d > 8192) throw bad("'input' sizes must be in 1 ... 8192");
+    p.channels = input[0];
+    p.height = input[1];
+    p.width = input[2];
+    p.resize = j.at("resize").get<int64_t>();
+    if (p.resize < 0 || p.resize > 8192) throw bad("'resize' must be in 0 ... 8192");
+    const auto& rrc = j.at("random_resized_crop");
+    if (!rrc.is_null()) {
+      const auto scale = rrc.at("scale").get<std::vector<double>>();
+      const auto ratio = rrc.at("ratio").get<std::vector<double>>();
+      if (scale.size() != 2 || ratio.size() != 2) throw bad("'scale' and 'ratio' must be [min, max]");
+      p.random_resized_crop = true;
+      p.scale_min = scale[0];
+      p.scale_max = scale[1];
+      p.ratio_min = ratio[0];
+      p.ratio_max = ratio[1];
+    }
+  } catch (const nlohmann::json::exception& e) {
+    throw bad(e.what());
+  }
+  return p;
+}
+
 void read_inference_fields(const MetadataReader& meta, RunCheckpointInfo& info) {
   info.class_names = meta.json<std::vector<std::string>>(kClassNames);
   info.mean = meta.json<std::vector<double>>(kMean);
@@ -111,6 +159,7 @@ void read_inference_fields(const MetadataReader& meta, RunCheckpointInfo& info) 
   if (info.mean.size() != info.std.size() || info.mean.size() > 4)
     throw InputError(meta.source() + ": checkpoint metadata 'mean' and 'std' must give one value per channel, "
                      "at most 4");
+  if (meta.has(kPreprocess)) info.preprocess = read_preprocess(meta);
 }
 
 }  // namespace

@@ -4,9 +4,11 @@
 // the run. The one place that knows the metadata's keys and how each value is written.
 #include <cstdint>
 #include <filesystem>
+#include <optional>
 #include <string>
 #include <vector>
 
+#include "datasets/preprocess.h"
 #include "engine/checkpoint/safetensors.h"
 #include "engine/core/tensor.h"
 #include "engine/graph/model.h"
@@ -22,6 +24,11 @@ struct RunCheckpointInfo {
   std::vector<std::string> class_names;  // index = class id
   Shape input_shape;                      // (C, H, W)
   std::vector<double> mean, std;          // per-channel normalization, on the [0, 1] scale
+  // How images become the model's input; absent in checkpoints from before image datasets,
+  // whose input was the stored 28x28 image as it was.
+  std::optional<Preprocess> preprocess;
+  bool horizontal_flip = false;  // the training augmentation, recorded for the reader
+  int64_t crop_padding = 0;
   int64_t epoch = 0;           // epochs complete; with batch_in_epoch, where a resume starts
   int64_t batch_in_epoch = 0;  // batches of the next epoch already done (a mid-epoch stop)
   int64_t step = 0;            // optimizer steps in total
@@ -39,7 +46,7 @@ void save_run_checkpoint(const std::filesystem::path& path, Model& model, Optimi
 // What a reader does with a checkpoint, which decides the metadata it must find.
 enum class CheckpointUse {
   resume,     // model_yaml, epoch, batch_in_epoch, step; the accuracies when present
-  inference,  // model_yaml, class_names, mean, std (best.safetensors carries no optimizer)
+  inference,  // model_yaml, class_names, mean, std, preprocess (best.safetensors carries no optimizer)
 };
 
 struct RunCheckpoint {

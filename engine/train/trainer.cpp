@@ -11,6 +11,7 @@
 #include <iostream>
 #include <memory>
 #include <sstream>
+#include <thread>
 #include <vector>
 
 #include "datasets/dataset.h"
@@ -48,7 +49,7 @@ class Progress {
       : log_(log), tty_(&log == &std::cout && isatty(STDOUT_FILENO)), log_every_(log_every) {}
 
   void update(int64_t epoch, int64_t epochs, int64_t batch, int64_t batches, double loss,
-              double accuracy, double images_per_second, double eta_seconds) {
+              double accuracy, double images_per_second, double loader_images_per_second, double eta_seconds) {
     const bool last = batch == batches;
     if (tty_) {
       if (!last && seconds_since(last_draw_) < 0.2) return;
@@ -57,11 +58,11 @@ class Progress {
       const int filled = static_cast<int>(width * batch / std::max<int64_t>(1, batches));
       log_ << "\r\033[Kepoch " << epoch << "/" << epochs << " [" << std::string(filled, '=')
            << (filled < width ? ">" : "") << std::string(std::max(0, width - filled - 1), ' ')
-           << "] " << batch << "/" << batches << line(loss, accuracy, images_per_second, eta_seconds)
+           << "] " << batch << "/" << batches << line(loss, accuracy, images_per_second, loader_images_per_second, eta_seconds)
            << std::flush;
     } else if (batch % log_every_ == 0 || last) {
       log_ << "epoch " << epoch << "/" << epochs << " step " << batch << "/" << batches
-           << line(loss, accuracy, images_per_second, eta_seconds) << std::endl;
+           << line(loss, accuracy, images_per_second, loader_images_per_second, eta_seconds) << std::endl;
     }
   }
   void end_epoch() {
@@ -69,11 +70,12 @@ class Progress {
   }
 
  private:
-  static std::string line(double loss, double accuracy, double ips, double eta) {
+  // The loader's own rate beside the training rate: when the two are close, the run is data-bound.
+  static std::string line(double loss, double accuracy, double ips, double loader_ips, double eta) {
     std::ostringstream out;
     out << std::fixed << std::setprecision(4) << "  loss " << loss << std::setprecision(2)
-        << "  acc " << accuracy * 100 << "%  " << std::setprecision(0) << ips << " img/s  ETA "
-        << format_duration(eta);
+        << "  acc " << accuracy * 100 << "%  " << std::setprecision(0) << ips << " img/s (loader "
+        << loader_ips << ")  ETA " << format_duration(eta);
     return out.str();
   }
   std::ostream& log_;
@@ -97,6 +99,8 @@ struct EpochTally {
   int64_t correct = 0;
   int64_t steps = 0;
   int64_t images = 0;
+  double loader_images_per_second = 0;  // what the loader alone could deliver
+  DataLoader::Stats loader;              // the epoch's, once it is done
   // Per-step results stay on the device until they are printed: no sync every step.
   std::vector<TrainStepOutput> pending;
 
@@ -142,22 +146,80 @@ DType training_dtype(const RunConfig& config, const Model& model, Backend& backe
   return DType::f32;
 }
 
-Dataset load_split(const RunConfig& config, const std::string& split, int64_t limit) {
-  return load_dataset(config.dataset.kind, config.dataset.path, split, limit);
+std::unique_ptr<Dataset> load_split(const RunConfig& config, const std::string& split, int64_t limit) {
+  DatasetSpec spec;
+  spec.kind = config.dataset.kind;
+  spec.path = config.dataset.path;
+  spec.synthetic_shape = Shape(config.dataset.synthetic_shape.begin(), config.dataset.synthetic_shape.end());
+  spec.synthetic_classes = config.dataset.synthetic_classes;
+  spec.synthetic_size = config.dataset.synthetic_size;
+  return load_dataset(spec, split, limit);
+}
+
+// Both splits must name the same classes in the same order, or labels mean different things.
+void check_same_classes(const Dataset& train, const Dataset& test) {
+  const auto& a = train.class_names();
+  const auto& b = test.class_names();
+  if (a == b) return;
+  size_t i = 0;
+  while (i < a.size() && i < b.size() && a[i] == b[i]) ++i;
+  const auto name = [](const std::vector<std::string>& v, size_t k) {
+    return k < v.size() ? "'" + v[k] + "'" : std::string("nothing");
+  };
+  throw InputError(train.name() + " and " + test.name() + " have different classes (" +
+                   std::to_string(a.size()) + " and " + std::to_string(b.size()) + "): class " + std::to_string(i) +
+                   " is " + name(a, i) + " in one and " + name(b, i) + " in the other");
+}
+
+// The model's input, and the crops of the config that reach it.
+Preprocess preprocess_of(const RunConfig& config, const Model& model) {
+  const DatasetConfig& d = config.dataset;
+  Preprocess p;
+  p.channels = model.input_shape()[0];
+  p.height = model.input_shape()[1];
+  p.width = model.input_shape()[2];
+  if (p.channels != 1 && p.channels != 3)
+    throw InputError(config.model_path + ": image datasets feed 1 (gray) or 3 (RGB) input channels, the model takes " +
+                     std::to_string(p.channels));
+  p.resize = d.resize;
+  p.random_resized_crop = d.random_resized_crop;
+  p.scale_min = d.scale_min;
+  p.scale_max = d.scale_max;
+  p.ratio_min = d.ratio_min;
+  p.ratio_max = d.ratio_max;
+  return p;
+}
+
+// Decoding image files wants every core; copying in-memory images needs little.
+int64_t loader_workers(const RunConfig& config, const Dataset& data) {
+  if (config.dataset.workers > 0) return config.dataset.workers;
+  if (data.stored_shape()) return 2;
+  return std::max<int64_t>(1, static_cast<int64_t>(std::thread::hardware_concurrency()));
+}
+
+LoaderOptions train_loader_options(const RunConfig& config, const Dataset& data, const Preprocess& preprocess) {
+  LoaderOptions o;
+  o.batch_size = config.batch_size;
+  o.shuffle = true;
+  o.drop_last = true;
+  o.seed = config.seed;
+  o.mode = SampleMode::train;
+  o.preprocess = preprocess;
+  o.workers = loader_workers(config, data);
+  o.skip_bad_samples = config.dataset.skip_bad_images;
+  return o;
 }
 
 // The config's model, checked against the data, on the backend in the training dtype.
 Model build_model(const RunConfig& config, const Dataset& train_data, Backend& backend, std::ostream& log) {
   Model model = Model::from_file(config.model_path, config.seed);
-  if (Shape(train_data.images.shape().begin() + 1, train_data.images.shape().end()) != model.input_shape())
-    throw InputError(config.model_path + ": model input " + shape_str(model.input_shape()) +
-                     " does not match the dataset's images " + shape_str(train_data.images.shape()));
-  if (static_cast<size_t>(model.num_classes()) != train_data.class_names.size())
+  if (static_cast<size_t>(model.num_classes()) != train_data.class_names().size())
     throw InputError(config.model_path + ": model has " + std::to_string(model.num_classes()) +
-                     " outputs but the dataset has " + std::to_string(train_data.class_names.size()) + " classes");
-  if (config.dataset.mean.size() != static_cast<size_t>(model.input_shape()[0]))
+                     " outputs but the dataset has " + std::to_string(train_data.class_names().size()) + " classes");
+  if (config.dataset.mean.size() != 1 && config.dataset.mean.size() != static_cast<size_t>(model.input_shape()[0]))
     throw InputError(config.source + ": dataset.normalize has " + std::to_string(config.dataset.mean.size()) +
-                     " channel(s), the model input has " + std::to_string(model.input_shape()[0]));
+                     " channels, the model input has " + std::to_string(model.input_shape()[0]) +
+                     " (give one value per channel, or one for all)");
   const DType dtype = training_dtype(config, model, backend, log);
   model.to(backend, dtype, choose_layout(config.layout, backend, dtype));
   return model;
@@ -181,9 +243,12 @@ class TrainingRun {
         backend_(open_backend(config, log)),
         train_data_(load_split(config, config.dataset.train_split, config.dataset.train_limit)),
         test_data_(load_split(config, config.dataset.test_split, config.dataset.test_limit)),
-        model_(build_model(config, train_data_, *backend_, log)), dtype_(model_.compute_dtype()),
+        model_(build_model(config, *train_data_, *backend_, log)), dtype_(model_.compute_dtype()),
+        preprocess_(preprocess_of(config, model_)),
         normalize_(make_normalize(config.dataset.mean, config.dataset.std)),
-        step_(*backend_, model_, recipe_of(config, normalize_)), progress_(log, config.log_every) {}
+        step_(*backend_, model_, recipe_of(config, normalize_)), progress_(log, config.log_every) {
+    check_same_classes(*train_data_, *test_data_);
+  }
 
   TrainResult run();
 
@@ -206,9 +271,10 @@ class TrainingRun {
   std::ostream& log_;
   const fs::path run_dir_, last_path_, best_path_;
   std::unique_ptr<Backend> backend_;
-  Dataset train_data_, test_data_;
+  std::unique_ptr<Dataset> train_data_, test_data_;
   Model model_;
   DType dtype_;  // f32, or bf16 for mixed precision where the backend runs the model in it
+  Preprocess preprocess_;
   NormalizeAugment normalize_;  // evaluation's; the training step adds the augmentation
   TrainStep step_;
   Progress progress_;
@@ -218,17 +284,21 @@ class TrainingRun {
   int64_t total_steps_ = 0;
   Clock::time_point run_start_;
   double eval_seconds_ = 0;  // left out of the training time
+  DataLoader* test_loader_ = nullptr;  // run()'s, while it runs
 };
 
 TrainResult TrainingRun::run() {
   resume();
   create_output_directories(run_dir_, "the run directory");
   log_start();
-  DataLoader loader(train_data_, config_.batch_size, /*shuffle=*/true, /*drop_last=*/true, config_.seed);
+  DataLoader loader(*train_data_, train_loader_options(config_, *train_data_, preprocess_));
+  DataLoader test_loader(*test_data_, eval_loader_options(preprocess_, std::max<int64_t>(config_.batch_size, 256),
+                                                          loader_workers(config_, *test_data_)));
+  test_loader_ = &test_loader;
   batches_ = loader.batches_per_epoch();
   if (batches_ == 0)
     throw InputError(config_.source + ": batch_size " + std::to_string(config_.batch_size) +
-                     " is larger than the " + std::to_string(train_data_.images.dim(0)) + " training images");
+                     " is larger than the " + std::to_string(train_data_->size()) + " training images");
   total_steps_ = batches_ * config_.epochs;
   std::ofstream metrics = open_metrics();
 
@@ -239,6 +309,7 @@ TrainResult TrainingRun::run() {
   for (; pos_.epoch < config_.epochs; ++pos_.epoch, pos_.batch = 0) {
     EpochTally tally;
     if (!train_epoch(loader, tally)) return stop_with_checkpoint();
+    tally.loader = loader.stats();
     end_epoch(tally, metrics);
   }
   return result_so_far(/*interrupted=*/false);
@@ -270,7 +341,8 @@ void TrainingRun::log_start() const {
   log_ << "training " << model_.name() << " (" << model_.parameter_count() << " parameters) on "
        << backend_->describe() << ", " << (dtype_ == DType::bf16 ? "bf16 mixed precision" : "fp32")
        << (model_.layout() == Layout::nhwc ? ", channels-last" : "")
-       << ", " << train_data_.images.dim(0) << " training images, batch " << config_.batch_size << std::endl;
+       << ", " << train_data_->size() << " training images (" << train_data_->name() << "), batch "
+       << config_.batch_size << std::endl;
 }
 
 // metrics.csv: a resumed run appends to its rows, a new one starts the file over.
@@ -280,7 +352,8 @@ std::ofstream TrainingRun::open_metrics() const {
   std::ofstream metrics(path, fresh ? std::ios::trunc : std::ios::app);
   if (!metrics) throw InputError(path.string() + ": cannot write the metrics file");
   if (fresh)
-    metrics << "epoch,step,lr,train_loss,train_accuracy,test_loss,test_accuracy,epoch_seconds,images_per_second\n";
+    metrics << "epoch,step,lr,train_loss,train_accuracy,test_loss,test_accuracy,epoch_seconds,images_per_second,"
+               "loader_images_per_second\n";
   return metrics;
 }
 
@@ -296,6 +369,10 @@ bool TrainingRun::train_epoch(DataLoader& loader, EpochTally& tally) {
   bool stopped = false;
   Batch batch;
   while (!stopped && loader.next(batch)) {
+    if (batch.labels.dim(0) == 0) {  // every sample of it unreadable and skipped
+      ++pos_.batch;
+      continue;
+    }
     tally.lr = scheduled_lr(config_.schedule, config_.optimizer.lr, pos_.step, batches_, total_steps_);
     const Tensor images = backend_->upload(batch.images);  // (N, C, H, W) u8
     const Tensor labels = backend_->upload(batch.labels);  // (N) i32
@@ -307,6 +384,7 @@ bool TrainingRun::train_epoch(DataLoader& loader, EpochTally& tally) {
     stopped = stop_requested();
     if (pos_.batch % config_.log_every == 0 || pos_.batch == batches_ || stopped || tally.pending.size() >= 64) {
       tally.read_pending();
+      tally.loader_images_per_second = loader.images_per_second();
       show_progress(tally);
     }
   }
@@ -320,17 +398,16 @@ void TrainingRun::show_progress(const EpochTally& tally) {
   const double ips = static_cast<double>(tally.images) / std::max(1e-9, seconds_since(tally.start));
   const double remaining_images = static_cast<double>((total_steps_ - pos_.step) * config_.batch_size);
   progress_.update(pos_.epoch + 1, config_.epochs, pos_.batch, batches_,
-                   tally.loss_sum / static_cast<double>(tally.steps),
-                   static_cast<double>(tally.correct) / static_cast<double>(tally.steps * config_.batch_size), ips,
-                   remaining_images / std::max(1.0, ips));
+                   tally.loss_sum / static_cast<double>(std::max<int64_t>(1, tally.steps)),
+                   static_cast<double>(tally.correct) / static_cast<double>(std::max<int64_t>(1, tally.images)), ips,
+                   tally.loader_images_per_second, remaining_images / std::max(1.0, ips));
 }
 
 // Evaluation, the metrics row, the epoch's line, and the checkpoints (best when it is).
 void TrainingRun::end_epoch(const EpochTally& tally, std::ostream& metrics) {
   const double epoch_seconds = seconds_since(tally.start);
   const auto eval_start = Clock::now();
-  const EvalResult eval =
-      evaluate(model_, *backend_, test_data_, std::max<int64_t>(config_.batch_size, 256), normalize_);
+  const EvalResult eval = evaluate(model_, *backend_, *test_loader_, normalize_);
   eval_seconds_ += seconds_since(eval_start);
   result_.test_accuracy = eval.accuracy;
   const bool is_best = eval.accuracy > pos_.best_accuracy;
@@ -351,14 +428,21 @@ void TrainingRun::report_epoch(const EpochTally& tally, const EvalResult& eval, 
   const double train_loss = tally.loss_sum / std::max<int64_t>(1, tally.steps);
   const double train_acc = static_cast<double>(tally.correct) / std::max<int64_t>(1, tally.images);
   const double images_per_second = static_cast<double>(tally.images) / epoch_seconds;
+  const double loader_ips = tally.loader.busy_seconds > 0 ? static_cast<double>(tally.loader.samples) /
+                                                                 tally.loader.busy_seconds * loader_workers(config_, *train_data_)
+                                                           : 0;
   metrics << pos_.epoch + 1 << ',' << pos_.step << ',' << tally.lr << ',' << train_loss << ',' << train_acc << ','
-          << eval.loss << ',' << eval.accuracy << ',' << epoch_seconds << ',' << images_per_second << std::endl;
+          << eval.loss << ',' << eval.accuracy << ',' << epoch_seconds << ',' << images_per_second << ','
+          << loader_ips << std::endl;
   log_ << std::fixed << std::setprecision(2) << "epoch " << pos_.epoch + 1 << "/" << config_.epochs
        << ": train loss " << std::setprecision(4) << train_loss << ", test loss " << eval.loss
        << std::setprecision(2) << ", test accuracy " << eval.accuracy * 100 << "% ("
        << std::setprecision(1) << epoch_seconds << " s, "
-       << std::setprecision(0) << images_per_second << " img/s)"
+       << std::setprecision(0) << images_per_second << " img/s, loader " << loader_ips << " img/s)"
        << (is_best ? " *best" : "") << std::defaultfloat << std::endl;
+  if (tally.loader.skipped || eval.skipped)
+    log_ << "skipped unreadable images (on_bad_image: skip): " << tally.loader.skipped << " in training, "
+         << eval.skipped << " in evaluation" << std::endl;
 }
 
 // A mid-epoch checkpoint that --resume continues from exactly.
@@ -381,7 +465,10 @@ RunCheckpointInfo TrainingRun::checkpoint_info(const Position& pos, double test_
   RunCheckpointInfo info;
   info.model_yaml = model_.yaml();
   info.config_yaml = config_.resolved_yaml;
-  info.class_names = train_data_.class_names;
+  info.class_names = train_data_->class_names();
+  info.preprocess = preprocess_;
+  info.horizontal_flip = config_.dataset.horizontal_flip;
+  info.crop_padding = config_.dataset.crop_padding;
   info.input_shape = model_.input_shape();
   info.mean = config_.dataset.mean;
   info.std = config_.dataset.std;
