@@ -18,6 +18,21 @@ struct BackendOptions {
   int threads = 0;             // CPU threads; 0 = all cores
 };
 
+// Host batches to the device for the training loop. On CUDA: pinned host memory, a copy
+// stream of its own, and a ring of device buffers, so each batch's copy overlaps the step
+// before it. Elsewhere: the tensor as it is.
+class BatchUploader {
+ public:
+  virtual ~BatchUploader() = default;
+  // Host memory for a batch that upload() copies fastest (pinned on CUDA). Thread-safe: the
+  // loader's workers call it.
+  virtual Tensor host_empty(Shape shape, DType dtype) = 0;
+  // `host` on the device, ready for work queued after this call; the copy overlaps work queued
+  // before it. The result stays valid until upload() has been called kSlots more times.
+  virtual Tensor upload(const Tensor& host) = 0;
+  static constexpr int kSlots = 4;  // two steps of (images, labels)
+};
+
 class Backend {
  public:
   virtual ~Backend() = default;
@@ -41,6 +56,8 @@ class Backend {
   }
   // The tensor on this backend's device (shared, not copied, when already there).
   Tensor upload(const Tensor& t) const { return t.device() == device() ? t : t.to(allocator()); }
+  // The training loop's batch uploads (see BatchUploader); the default hands tensors through upload().
+  virtual std::unique_ptr<BatchUploader> make_batch_uploader();
 };
 
 // The activation layout for a config's choice: "auto" (the backend's preferred layout at

@@ -246,7 +246,8 @@ class TrainingRun {
         model_(build_model(config, *train_data_, *backend_, log)), dtype_(model_.compute_dtype()),
         preprocess_(preprocess_of(config, model_)),
         normalize_(make_normalize(config.dataset.mean, config.dataset.std)),
-        step_(*backend_, model_, recipe_of(config, normalize_)), progress_(log, config.log_every) {
+        step_(*backend_, model_, recipe_of(config, normalize_)), uploader_(backend_->make_batch_uploader()),
+        progress_(log, config.log_every) {
     check_same_classes(*train_data_, *test_data_);
   }
 
@@ -277,6 +278,7 @@ class TrainingRun {
   Preprocess preprocess_;
   NormalizeAugment normalize_;  // evaluation's; the training step adds the augmentation
   TrainStep step_;
+  std::unique_ptr<BatchUploader> uploader_;  // the training batches' way to the device
   Progress progress_;
   Position pos_;
   TrainResult result_;
@@ -291,7 +293,9 @@ TrainResult TrainingRun::run() {
   resume();
   create_output_directories(run_dir_, "the run directory");
   log_start();
-  DataLoader loader(*train_data_, train_loader_options(config_, *train_data_, preprocess_));
+  LoaderOptions train_options = train_loader_options(config_, *train_data_, preprocess_);
+  train_options.host_empty = [this](Shape shape, DType dtype) { return uploader_->host_empty(std::move(shape), dtype); };
+  DataLoader loader(*train_data_, train_options);
   DataLoader test_loader(*test_data_, eval_loader_options(preprocess_, std::max<int64_t>(config_.batch_size, 256),
                                                           loader_workers(config_, *test_data_)));
   test_loader_ = &test_loader;
@@ -374,8 +378,8 @@ bool TrainingRun::train_epoch(DataLoader& loader, EpochTally& tally) {
       continue;
     }
     tally.lr = scheduled_lr(config_.schedule, config_.optimizer.lr, pos_.step, batches_, total_steps_);
-    const Tensor images = backend_->upload(batch.images);  // (N, C, H, W) u8
-    const Tensor labels = backend_->upload(batch.labels);  // (N) i32
+    const Tensor images = uploader_->upload(batch.images);  // (N, C, H, W) u8
+    const Tensor labels = uploader_->upload(batch.labels);  // (N) i32
     tally.pending.push_back(step_.run(images, labels, pos_.step, tally.lr));
     ++pos_.step;
     ++pos_.batch;

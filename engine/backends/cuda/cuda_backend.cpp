@@ -7,6 +7,7 @@
 #include <string>
 #include <vector>
 
+#include "engine/backends/cuda/cuda_uploader.h"
 #include "engine/backends/cuda/cuda_allocator.h"
 #include "engine/backends/cuda/cuda_check.h"
 #include "engine/backends/cuda/cuda_context.h"
@@ -179,6 +180,9 @@ class CudaBackend final : public Backend {
     CONVOY_CUDA_CHECK(cudaStreamSynchronize(ctx_.stream));
   }
   std::string describe() const override { return describe_; }
+  std::unique_ptr<BatchUploader> make_batch_uploader() override {
+    return cuda::make_cuda_batch_uploader(allocator_, ctx_.device, ctx_.stream);
+  }
   // cuDNN's tensor-core convolutions read and write channels-last; given bf16 NCHW it picks
   // legacy kernels and transposes (measured on the H200: most of an fmnet step's time).
   Layout preferred_layout(DType compute) const override {
