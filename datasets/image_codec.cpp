@@ -83,6 +83,9 @@ JpegHeader jpeg_header(tjhandle tj, std::span<const uint8_t> bytes, std::string_
 }
 
 // The smallest DCT scale, at most 1, at which the hinted box still covers the minimum size.
+// Only 1/2, 1/4 and 1/8: libjpeg-turbo 2.1 has SIMD code for those reduced IDCTs, and its
+// generic 3/8, 5/8, 3/4 and 7/8 ones decode slower than the full image (measured on a 500x375
+// photo: full 0.43 ms, 1/2 0.23 ms, 3/8 0.44 ms, 3/4 1.2 ms, 7/8 1.8 ms).
 tjscalingfactor jpeg_scale(const ScaleHint* hint) {
   tjscalingfactor best{1, 1};
   if (!hint || hint->min_width < 1 || hint->min_height < 1) return best;
@@ -92,7 +95,7 @@ tjscalingfactor jpeg_scale(const ScaleHint* hint) {
   double best_value = 1.0;
   for (int i = 0; i < count; ++i) {
     const double f = static_cast<double>(factors[i].num) / factors[i].denom;
-    if (f > 1.0 || f >= best_value) continue;
+    if (factors[i].num != 1 || f > 1.0 || f >= best_value) continue;
     if (hint->box_width * f >= static_cast<double>(hint->min_width) &&
         hint->box_height * f >= static_cast<double>(hint->min_height)) {
       best = factors[i];

@@ -41,8 +41,8 @@ struct ScaleHint {
   int64_t min_width = 0, min_height = 0;
 };
 
-// JPEG through TurboJPEG, at the smallest DCT scale (1/8, 1/4, 3/8, ... 1) that `hint` allows
-// (full size without one). Gray JPEGs decode to 1 channel, colour ones to 3 (CMYK inverted
+// JPEG through TurboJPEG, at the smallest DCT scale of 1/8, 1/4, 1/2 and 1 that `hint` allows
+// (full size without one; TurboJPEG's other scales, 3/8 to 7/8, decode slower than 1). Gray JPEGs decode to 1 channel, colour ones to 3 (CMYK inverted
 // as Adobe writes it). Warnings (a truncated file, corrupt data) are errors: an InputError
 // naming `name`.
 DecodedImage decode_jpeg(std::span<const uint8_t> bytes, std::string_view name, const ScaleHint* hint = nullptr);
