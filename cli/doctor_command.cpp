@@ -13,7 +13,7 @@ namespace {
 
 int run_doctor() {
   std::cout << "convoy " CONVOY_VERSION "\n";
-  std::cout << "image decoding: " << (image_decode_available() ? "OpenCV" : "not built in (CONVOY_OPENCV=OFF)") << "\n";
+  std::cout << "image decoding: " << (image_decode_available() ? "JPEG (libjpeg-turbo), PNG (libpng)" : "not built in") << "\n";
   for (const std::string& line : cpu_doctor_lines()) std::cout << line << "\n";
   for (const std::string& line : cuda_doctor_lines()) std::cout << line << "\n";
   const std::string why = cuda_unavailable_reason();

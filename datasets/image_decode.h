@@ -1,5 +1,5 @@
 #pragma once
-// Decoding image files (PNG, JPEG, BMP, ... through OpenCV) into tensors.
+// Decoding one image file (JPEG or PNG) into a tensor, for `convoy infer IMAGE`.
 #include <cstdint>
 #include <filesystem>
 
@@ -7,14 +7,16 @@
 
 namespace convoy {
 
-// False when Convoy was built without OpenCV (CONVOY_OPENCV=OFF or not found).
+// Always true: JPEG (libjpeg-turbo) and PNG (libpng) decoding is built in. Kept for
+// `convoy doctor`, which reports it.
 bool image_decode_available();
 
-// Decodes an image file into a (channels, height, width) u8 tensor on the CPU.
-// channels: 1 (gray), 3 (RGB order) or 4 (RGBA); gray, BGR, BGRA and 16-bit sources are
-// converted. The image is resized to height x width (INTER_AREA when shrinking, else
-// INTER_LINEAR). A missing, corrupt or non-image file is an InputError naming the file;
-// so is any call in a build without OpenCV.
+// Decodes a JPEG or PNG file (told apart by content, not by name) into a (channels, height,
+// width) u8 tensor on the CPU. channels: 1 (gray) or 3 (RGB); gray sources are repeated,
+// colour ones become gray as OpenCV computes it (0.299 R + 0.587 G + 0.114 B), alpha is
+// dropped and 16-bit samples are reduced to 8. The whole image is resized to height x width
+// with PIL's antialiased bilinear filter (datasets/resample.h). A missing, empty, corrupt,
+// truncated or non-image file is an InputError naming the file.
 Tensor decode_image(const std::filesystem::path& path, int64_t channels, int64_t height,
                     int64_t width);
 

@@ -2,8 +2,8 @@
 # Usage: runtime-packages.sh BINARY
 # Prints, one a line, the Debian/Ubuntu packages that hold the shared libraries BINARY links
 # directly (its DT_NEEDED entries); apt brings what those need in turn. The image builds use it so
-# that one Dockerfile serves Debian 12 (libdnnl2, libyaml-cpp0.7, libopencv-core406) and Ubuntu 24.04
-# (libdnnl3, libyaml-cpp0.8, libopencv-core406t64) without a list of names per release.
+# that one Dockerfile serves Debian 12 (libdnnl2, libyaml-cpp0.7, libpng16-16) and Ubuntu 24.04
+# (libdnnl3, libyaml-cpp0.8, libpng16-16t64) without a list of names per release.
 # A library that no package holds (the CUDA toolkit copied into a stand-in base) is named on stderr:
 # the runtime base has to bring it. A library that does not resolve at all is an error.
 set -eu

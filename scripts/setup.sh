@@ -7,7 +7,8 @@ packages=(
   build-essential cmake ninja-build pkg-config
   libdnnl-dev            # oneDNN: CPU convolution, pooling, batch norm, eltwise, inner product
   libyaml-cpp-dev        # model and run configs (with line numbers for errors)
-  libopencv-dev          # image decoding and resizing for `convoy infer IMAGE`
+  libturbojpeg0-dev      # JPEG decoding (libjpeg-turbo's SIMD decoder, DCT-scaled decodes)
+  libpng-dev             # PNG decoding: two small codecs instead of OpenCV's ~200 packages
   nlohmann-json3-dev     # safetensors headers, bench JSON
   libcli11-dev           # the command line
   zlib1g-dev             # gzip IDX files

@@ -13,6 +13,7 @@
 
 #include "run_command.h"
 #include "temp_dir.h"
+#include "datasets/image_codec.h"
 #include "engine/checkpoint/safetensors.h"
 #include "engine/backends/backend.h"
 
@@ -83,17 +84,18 @@ TEST_F(CliE2E, TrainsLenetOnASubsetAndBeatsChance) {
   EXPECT_NE(eval.output.find("fashion-mnist:test: 10000 images, accuracy"), std::string::npos) << eval.output;
   EXPECT_NE(eval.output.find("confusion matrix"), std::string::npos) << eval.output;
 
-  // A 28x28 gray image (PGM, which OpenCV decodes like PNG): a bright block.
-  const fs::path image = dir_ / "block.pgm";
+  // A 28x28 gray PNG: a bright block.
+  const fs::path image = dir_ / "block.png";
   {
-    std::ofstream pgm(image, std::ios::binary);
-    pgm << "P5\n28 28\n255\n";
-    for (int i = 0; i < 28 * 28; ++i) pgm.put(static_cast<char>((i / 28 > 4 && i / 28 < 24) ? 200 : 0));
+    std::vector<uint8_t> px(28 * 28);
+    for (int i = 0; i < 28 * 28; ++i) px[i] = (i / 28 > 4 && i / 28 < 24) ? 200 : 0;
+    const std::vector<uint8_t> png = convoy::encode_png(px.data(), 28, 28, 1);
+    std::ofstream(image, std::ios::binary).write(reinterpret_cast<const char*>(png.data()), png.size());
   }
   const Result one = run("infer --device cpu -k 2 --model " + (dir_ / "subset/best.safetensors").string() + " " +
                          image.string());
   ASSERT_EQ(one.status, 0) << one.output;
-  EXPECT_TRUE(std::regex_search(one.output, std::regex("block.pgm: [A-Za-z/ -]+ [01]\\.[0-9]{3}, [A-Za-z/ -]+ [01]\\.[0-9]{3}")))
+  EXPECT_TRUE(std::regex_search(one.output, std::regex("block.png: [A-Za-z/ -]+ [01]\\.[0-9]{3}, [A-Za-z/ -]+ [01]\\.[0-9]{3}")))
       << one.output;
 }
 

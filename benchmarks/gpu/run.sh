@@ -56,7 +56,7 @@ else
 fi
 
 say "configure"
-cmake -S . -B "$build" -G Ninja -DCONVOY_CUDA=ON -DCONVOY_OPENCV=OFF \
+cmake -S . -B "$build" -G Ninja -DCONVOY_CUDA=ON \
   -DCMAKE_CUDA_ARCHITECTURES=90 -DCMAKE_CUDA_STANDARD=17 -DCMAKE_BUILD_TYPE=Release "${extra[@]}" \
   > "$out/configure.log" 2>&1 || fail "configure" configure.log
 
