@@ -2,10 +2,12 @@
 
 #include <algorithm>
 #include <cstdlib>
+#include <cstring>
 
 #include "datasets/idx.h"
-#include "engine/core/file_io.h"
+#include "engine/core/counter_rng.h"
 #include "engine/core/error.h"
+#include "engine/core/file_io.h"
 
 namespace convoy {
 namespace {
@@ -35,7 +37,7 @@ std::filesystem::path find_idx_file(const std::filesystem::path& dir, const std:
 }
 
 // The MNIST file layout, shared by MNIST and Fashion-MNIST.
-Dataset load_mnist_format(std::string_view kind, const std::filesystem::path& dir,
+std::unique_ptr<TensorDataset> load_mnist_format(std::string_view kind, const std::filesystem::path& dir,
                           std::string_view split, int64_t limit,
                           const std::vector<std::string>& classes, std::string_view hint) {
   if (split != "train" && split != "test")
@@ -68,12 +70,9 @@ Dataset load_mnist_format(std::string_view kind, const std::filesystem::path& di
   const int64_t count = limit == 0 ? n : std::min(limit, n);
   const int64_t num_classes = static_cast<int64_t>(classes.size());
 
-  Dataset ds;
-  ds.name = std::string(kind) + ":" + std::string(split);
-  ds.class_names = classes;
-  ds.labels = Tensor::empty({count}, DType::i32);
+  Tensor labels = Tensor::empty({count}, DType::i32);  // (N)
   const uint8_t* src = labels_u8.data<uint8_t>();
-  int32_t* dst = ds.labels.data<int32_t>();
+  int32_t* dst = labels.data<int32_t>();
   for (int64_t i = 0; i < count; ++i) {
     if (src[i] >= num_classes)
       throw InputError(file_message(labels_path, "label " + std::to_string(src[i]) + " at index " +
@@ -83,8 +82,8 @@ Dataset load_mnist_format(std::string_view kind, const std::filesystem::path& di
   }
   // A limited load copies its rows so the full file's buffer is freed.
   Tensor kept = count == n ? images : images.slice_rows(0, count).clone();
-  ds.images = kept.reshape({count, 1, images.dim(1), images.dim(2)});
-  return ds;
+  return std::make_unique<TensorDataset>(std::string(kind) + ":" + std::string(split), classes,
+                                         kept.reshape({count, 1, images.dim(1), images.dim(2)}), labels);
 }
 
 // Our images set CONVOY_DATA_VOLUME to the mount point of the datasets volume (/data): inside
@@ -100,30 +99,86 @@ std::string missing_data_hint(std::string_view outside_container) {
 
 }  // namespace
 
-Dataset load_fashion_mnist(const std::filesystem::path& dir, std::string_view split, int64_t limit) {
+TensorDataset::TensorDataset(std::string name, std::vector<std::string> class_names, Tensor images, Tensor labels)
+    : Dataset(std::move(name), std::move(class_names)), images_(std::move(images)), labels_(std::move(labels)) {
+  CONVOY_CHECK(images_.ndim() == 4 && images_.dtype() == DType::u8 && images_.device().is_cpu(),
+               "dataset images must be (N, C, H, W) u8 on the CPU");
+  CONVOY_CHECK(labels_.ndim() == 1 && labels_.dtype() == DType::i32 && labels_.device().is_cpu(),
+               "dataset labels must be (N) i32 on the CPU");
+  CONVOY_CHECK(images_.dim(0) == labels_.dim(0), "dataset images and labels differ in count");
+}
+
+std::optional<Shape> TensorDataset::stored_shape() const {
+  return Shape{images_.dim(1), images_.dim(2), images_.dim(3)};
+}
+
+void TensorDataset::load(int64_t index, const Preprocess& p, SampleMode mode, uint64_t seed, uint8_t* out) const {
+  const int64_t c = images_.dim(1), h = images_.dim(2), w = images_.dim(3);
+  const uint8_t* src = images_.data<uint8_t>() + index * c * h * w;
+  const bool crops = p.resize > 0 || (mode == SampleMode::train && p.random_resized_crop);
+  if (!crops && p.channels == c && p.height == h && p.width == w) {
+    std::memcpy(out, src, static_cast<size_t>(c * h * w));  // the common case: stored as the model wants
+    return;
+  }
+  preprocess_pixels(src, c, h, w, p, mode, seed, out);
+}
+
+FileDataset::FileDataset(std::string name, std::vector<std::string> class_names, std::vector<Sample> samples)
+    : Dataset(std::move(name), std::move(class_names)), samples_(std::move(samples)) {}
+
+void FileDataset::load(int64_t index, const Preprocess& p, SampleMode mode, uint64_t seed, uint8_t* out) const {
+  const Sample& sample = samples_[static_cast<size_t>(index)];
+  // No image a loader should decode is this large; a bigger file is a mistake, not a photo.
+  constexpr uint64_t kMaxImageBytes = uint64_t{256} << 20;
+  try {
+    InputFile file(sample.path);
+    if (file.size() > kMaxImageBytes)
+      file.fail("is " + std::to_string(file.size() >> 20) + " MiB, more than an image file may be (256 MiB)");
+    std::vector<uint8_t> bytes(file.size());
+    file.read_exact(bytes.data(), bytes.size(), "the image");
+    decode_preprocess(bytes, sample.path.string(), p, mode, seed, out);
+  } catch (const BadSampleError&) {
+    throw;
+  } catch (const InputError& e) {
+    throw BadSampleError(e.what());
+  }
+}
+
+std::unique_ptr<TensorDataset> load_fashion_mnist(const std::filesystem::path& dir, std::string_view split,
+                                                  int64_t limit) {
   return load_mnist_format("fashion-mnist", dir, split, limit, fashion_mnist_classes(),
                            missing_data_hint("; install Debian's dataset-fashion-mnist or set dataset.path"));
 }
 
-Dataset load_mnist(const std::filesystem::path& dir, std::string_view split, int64_t limit) {
+std::unique_ptr<TensorDataset> load_mnist(const std::filesystem::path& dir, std::string_view split,
+                                          int64_t limit) {
   return load_mnist_format("mnist", dir, split, limit, digit_classes(),
                            missing_data_hint("; set dataset.path to the directory holding the MNIST files"));
 }
 
-std::vector<std::string> dataset_kinds() { return {"fashion-mnist", "mnist"}; }
+std::vector<std::string> dataset_kinds() {
+  return {"fashion-mnist", "mnist", "cifar10", "cifar100", "image-folder", "csv", "synthetic"};
+}
 
-Dataset load_dataset(std::string_view kind, const std::filesystem::path& path,
-                     std::string_view split, int64_t limit) {
+std::unique_ptr<Dataset> load_dataset(const DatasetSpec& spec, std::string_view split, int64_t limit) {
+  const std::string& kind = spec.kind;
   if (kind == "fashion-mnist")
-    return load_fashion_mnist(path.empty() ? std::filesystem::path(kFashionMnistDefaultPath) : path,
+    return load_fashion_mnist(spec.path.empty() ? std::filesystem::path(kFashionMnistDefaultPath) : spec.path,
                               split, limit);
-  if (kind == "mnist") {
-    if (path.empty()) throw InputError("mnist: no default location; set dataset.path");
-    return load_mnist(path, split, limit);
+  if (kind == "synthetic") {
+    const int64_t size = spec.synthetic_size > 0 ? spec.synthetic_size : split == "train" ? 50000 : 10000;
+    // Different splits draw different images from one seed.
+    return make_synthetic(spec.synthetic_shape, spec.synthetic_classes, limit > 0 ? std::min(limit, size) : size,
+                          counter_hash(0x5EED, split == "train" ? 0 : 1));
   }
+  if (spec.path.empty()) throw InputError(kind + ": no default location; set dataset.path");
+  if (kind == "mnist") return load_mnist(spec.path, split, limit);
+  if (kind == "cifar10" || kind == "cifar100") return load_cifar(kind, spec.path, split, limit);
+  if (kind == "image-folder") return load_image_folder(spec.path, split, limit);
+  if (kind == "csv") return load_csv_manifest(spec.path, split, limit);
   std::string known;
   for (const auto& k : dataset_kinds()) known += (known.empty() ? "" : ", ") + k;
-  throw InputError("unknown dataset kind '" + std::string(kind) + "' (known: " + known + ")");
+  throw InputError("unknown dataset kind '" + kind + "' (known: " + known + ")");
 }
 
 }  // namespace convoy
