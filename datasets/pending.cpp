@@ -5,18 +5,11 @@
 
 namespace convoy {
 
-std::unique_ptr<TensorDataset> load_cifar(std::string_view kind, const std::filesystem::path&, std::string_view,
-                                          int64_t) {
-  throw InputError(std::string(kind) + ": not built yet");
-}
 std::unique_ptr<FileDataset> load_image_folder(const std::filesystem::path&, std::string_view, int64_t) {
   throw InputError("image-folder: not built yet");
 }
 std::unique_ptr<FileDataset> load_csv_manifest(const std::filesystem::path&, std::string_view, int64_t) {
   throw InputError("csv: not built yet");
-}
-std::unique_ptr<Dataset> make_synthetic(Shape, int64_t, int64_t, uint64_t) {
-  throw InputError("synthetic: not built yet");
 }
 
 }  // namespace convoy
