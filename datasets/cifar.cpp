@@ -18,8 +18,8 @@ constexpr uint64_t kMaxNamesBytes = 1 << 20;
 
 struct CifarFormat {
   std::string kind;
-  std::string subdir;           // what the official archive unpacks to
-  int64_t label_bytes = 1;      // cifar100: coarse then fine, the fine one used
+  std::string subdir;       // what the official archive unpacks to
+  int64_t label_bytes = 1;  // cifar100: coarse then fine, the fine one used
   int64_t num_classes = 10;
   std::string names_file;
   std::vector<std::string> default_names;
@@ -34,7 +34,8 @@ CifarFormat cifar_format(std::string_view kind) {
   if (kind == "cifar10") {
     f.subdir = "cifar-10-batches-bin";
     f.names_file = "batches.meta.txt";
-    f.default_names = {"airplane", "automobile", "bird", "cat", "deer", "dog", "frog", "horse", "ship", "truck"};
+    f.default_names = {"airplane", "automobile", "bird",  "cat",  "deer",
+                       "dog",      "frog",       "horse", "ship", "truck"};
     for (int i = 1; i <= 5; ++i) f.train_files.push_back("data_batch_" + std::to_string(i) + ".bin");
     f.test_files = {"test_batch.bin"};
   } else if (kind == "cifar100") {
@@ -83,13 +84,14 @@ std::vector<std::string> read_class_names(const std::filesystem::path& dir, cons
     size_t end = text.find('\n', start);
     if (end == std::string::npos) end = text.size();
     std::string line = text.substr(start, end - start);
-    while (!line.empty() && (line.back() == '\r' || line.back() == ' ' || line.back() == '\t')) line.pop_back();
+    while (!line.empty() && (line.back() == '\r' || line.back() == ' ' || line.back() == '\t'))
+      line.pop_back();
     if (!line.empty()) names.push_back(std::move(line));
     start = end + 1;
   }
   if (static_cast<int64_t>(names.size()) != f.num_classes)
-    file.fail("has " + std::to_string(names.size()) + " class names, expected " + std::to_string(f.num_classes) +
-              " (one a line)");
+    file.fail("has " + std::to_string(names.size()) + " class names, expected " +
+              std::to_string(f.num_classes) + " (one a line)");
   return names;
 }
 
@@ -131,7 +133,8 @@ std::unique_ptr<TensorDataset> load_cifar(std::string_view kind, const std::file
     total += counts.back();
   }
   if (total == 0)
-    throw InputError(file_message(base / files.front(), "the " + std::string(split) + " split has no records"));
+    throw InputError(
+        file_message(base / files.front(), "the " + std::string(split) + " split has no records"));
   const int64_t n = limit == 0 ? total : std::min(limit, total);
   std::vector<std::string> names = read_class_names(base, f);
 
@@ -162,8 +165,8 @@ std::unique_ptr<TensorDataset> load_cifar(std::string_view kind, const std::file
       }
     }
   }
-  return std::make_unique<TensorDataset>(f.kind + ":" + std::string(split), std::move(names), std::move(images),
-                                         std::move(labels));
+  return std::make_unique<TensorDataset>(f.kind + ":" + std::string(split), std::move(names),
+                                         std::move(images), std::move(labels));
 }
 
 }  // namespace convoy

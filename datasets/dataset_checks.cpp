@@ -17,12 +17,14 @@ void check_same_classes(const Dataset& train, const Dataset& test) {
   std::string message = both + " have different classes (" + std::to_string(a.size()) + " and " +
                         std::to_string(b.size()) + "): ";
   if (i < common)
-    message += "class " + std::to_string(i) + " is '" + a[i] + "' in " + train.name() + " but '" + b[i] + "' in " +
-               test.name();
+    message += "class " + std::to_string(i) + " is '" + a[i] + "' in " + train.name() + " but '" + b[i] +
+               "' in " + test.name();
   else if (a.size() > b.size())
-    message += "class " + std::to_string(i) + " '" + a[i] + "' of " + train.name() + " is missing from " + test.name();
+    message += "class " + std::to_string(i) + " '" + a[i] + "' of " + train.name() + " is missing from " +
+               test.name();
   else
-    message += "class " + std::to_string(i) + " '" + b[i] + "' of " + test.name() + " is missing from " + train.name();
+    message += "class " + std::to_string(i) + " '" + b[i] + "' of " + test.name() + " is missing from " +
+               train.name();
   throw InputError(message + "; both splits need the same class names in the same order");
 }
 

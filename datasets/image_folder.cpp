@@ -102,8 +102,10 @@ std::vector<int64_t> round_robin_counts(const std::vector<int64_t>& class_sizes,
   int64_t lo = 0, hi = largest;
   while (lo < hi) {
     const int64_t mid = lo + (hi - lo + 1) / 2;
-    if (kept_after(mid) <= limit) lo = mid;
-    else hi = mid - 1;
+    if (kept_after(mid) <= limit)
+      lo = mid;
+    else
+      hi = mid - 1;
   }
   std::vector<int64_t> counts(class_sizes.size());
   int64_t left = limit - kept_after(lo);
@@ -116,7 +118,8 @@ std::vector<int64_t> round_robin_counts(const std::vector<int64_t>& class_sizes,
 
 void check_limit(std::string_view kind, int64_t limit) {
   if (limit < 0)
-    throw InputError(std::string(kind) + ": limit must be >= 0 (0 = all samples), got " + std::to_string(limit));
+    throw InputError(std::string(kind) + ": limit must be >= 0 (0 = all samples), got " +
+                     std::to_string(limit));
 }
 
 // ---- CSV ----------------------------------------------------------------------------------------
@@ -154,11 +157,14 @@ std::vector<CsvRecord> parse_csv(const std::string& text, const fs::path& file) 
       if (j < n && text[j] == '"') {
         i = j + 1;
         for (;;) {
-          if (i >= n) throw InputError(file_message(at_line(file, record.line), "a quoted field is never closed"));
+          if (i >= n)
+            throw InputError(file_message(at_line(file, record.line), "a quoted field is never closed"));
           const char ch = text[i++];
           if (ch == '"') {
-            if (i < n && text[i] == '"') field += '"', ++i;
-            else break;
+            if (i < n && text[i] == '"')
+              field += '"', ++i;
+            else
+              break;
           } else {
             line += ch == '\n';
             field += ch;
@@ -206,17 +212,19 @@ fs::path find_manifest(const fs::path& manifest, std::string_view split) {
   std::error_code ec;
   if (fs::is_regular_file(manifest, ec)) return manifest;
   if (!fs::is_directory(manifest, ec))
-    throw InputError(file_message(manifest, "no such file or directory (csv expects a manifest file, or a "
-                                            "directory holding <split>.csv)"));
+    throw InputError(file_message(manifest,
+                                  "no such file or directory (csv expects a manifest file, or a "
+                                  "directory holding <split>.csv)"));
   const fs::path file = manifest / (std::string(split) + ".csv");
   if (fs::exists(file, ec)) return file;
   std::vector<std::string> found;
   for (const auto& name : list_directory(manifest).files)
     if (name.size() > 4 && name.ends_with(".csv")) found.push_back(name);
-  throw InputError(file_message(file, "no such file (" +
-                                          (found.empty() ? "no .csv manifests in " + manifest.string()
-                                                         : "the manifests in " + manifest.string() + ": " + join(found)) +
-                                          ")"));
+  throw InputError(
+      file_message(file, "no such file (" +
+                             (found.empty() ? "no .csv manifests in " + manifest.string()
+                                            : "the manifests in " + manifest.string() + ": " + join(found)) +
+                             ")"));
 }
 
 }  // namespace
@@ -225,28 +233,31 @@ std::unique_ptr<FileDataset> load_image_folder(const std::filesystem::path& root
                                                int64_t limit) {
   check_limit("image-folder", limit);
   std::error_code ec;
-  if (!fs::exists(root, ec)) throw InputError(file_message(root, "no such directory (the image-folder root)"));
-  if (!fs::is_directory(root, ec)) throw InputError(file_message(root, "is not a directory (the image-folder root)"));
+  if (!fs::exists(root, ec))
+    throw InputError(file_message(root, "no such directory (the image-folder root)"));
+  if (!fs::is_directory(root, ec))
+    throw InputError(file_message(root, "is not a directory (the image-folder root)"));
   const fs::path split_dir = root / std::string(split);
   if (!fs::is_directory(split_dir, ec)) {
     const auto splits = list_directory(root).dirs;
-    throw InputError(file_message(split_dir, (fs::exists(split_dir, ec) ? "is not a directory" : "no such directory") +
-                                                 std::string(splits.empty() ? "; " + root.string() +
-                                                                                  " has no split directories"
-                                                                            : "; the splits in " + root.string() +
-                                                                                  ": " + join(splits))));
+    throw InputError(file_message(
+        split_dir,
+        (fs::exists(split_dir, ec) ? "is not a directory" : "no such directory") +
+            std::string(splits.empty() ? "; " + root.string() + " has no split directories"
+                                       : "; the splits in " + root.string() + ": " + join(splits))));
   }
   std::vector<std::string> classes = list_directory(split_dir).dirs;
   if (classes.empty())
-    throw InputError(file_message(split_dir, "no class directories (image-folder expects " +
-                                                 std::string(split) + "/<class>/<image>)"));
+    throw InputError(file_message(
+        split_dir, "no class directories (image-folder expects " + std::string(split) + "/<class>/<image>)"));
 
   std::vector<std::vector<fs::path>> per_class;
   std::vector<int64_t> sizes;
   for (const auto& name : classes) {
     per_class.push_back(list_class_images(split_dir / name));
     if (per_class.back().empty())
-      throw InputError(file_message(split_dir / name, "class '" + name + "' has no images (.jpg, .jpeg, .png)"));
+      throw InputError(
+          file_message(split_dir / name, "class '" + name + "' has no images (.jpg, .jpeg, .png)"));
     sizes.push_back(static_cast<int64_t>(per_class.back().size()));
   }
   // A limit keeps the first samples of the class-interleaved order, so that a small subset holds
@@ -256,7 +267,8 @@ std::unique_ptr<FileDataset> load_image_folder(const std::filesystem::path& root
   for (size_t c = 0; c < classes.size(); ++c)
     for (int64_t k = 0; k < counts[c]; ++k)
       samples.push_back({std::move(per_class[c][static_cast<size_t>(k)]), static_cast<int32_t>(c)});
-  return std::make_unique<FileDataset>("image-folder:" + std::string(split), std::move(classes), std::move(samples));
+  return std::make_unique<FileDataset>("image-folder:" + std::string(split), std::move(classes),
+                                       std::move(samples));
 }
 
 std::unique_ptr<FileDataset> load_csv_manifest(const std::filesystem::path& manifest, std::string_view split,
@@ -276,8 +288,8 @@ std::unique_ptr<FileDataset> load_csv_manifest(const std::filesystem::path& mani
   bool all_indices = true;
   for (const auto& r : records) {
     if (r.fields.size() != 2)
-      throw InputError(file_message(at_line(file, r.line), "expected 2 fields (path,label), found " +
-                                                               std::to_string(r.fields.size())));
+      throw InputError(file_message(
+          at_line(file, r.line), "expected 2 fields (path,label), found " + std::to_string(r.fields.size())));
     if (r.fields[0].empty()) throw InputError(file_message(at_line(file, r.line), "empty path"));
     if (r.fields[1].empty()) throw InputError(file_message(at_line(file, r.line), "empty label"));
     all_indices = all_indices && is_index_label(r.fields[1]);
@@ -323,7 +335,8 @@ std::unique_ptr<FileDataset> load_csv_manifest(const std::filesystem::path& mani
     if (st.type() != fs::file_type::regular) {
       if (!first_bad) {
         first_bad = &records[k];
-        first_problem = fs::exists(st) ? path.string() + " is not a regular file" : "no such file " + path.string();
+        first_problem =
+            fs::exists(st) ? path.string() + " is not a regular file" : "no such file " + path.string();
       }
       ++bad;
       continue;

@@ -72,14 +72,14 @@ class SyntheticDataset : public Dataset {
 }  // namespace
 
 std::unique_ptr<Dataset> make_synthetic(Shape shape, int64_t classes, int64_t size, uint64_t seed) {
-  if (shape.size() != 3)
-    throw InputError("synthetic: shape must be (C, H, W), got " + shape_str(shape));
+  if (shape.size() != 3) throw InputError("synthetic: shape must be (C, H, W), got " + shape_str(shape));
   if (shape[0] != 1 && shape[0] != 3)
     throw InputError("synthetic: channels must be 1 or 3, got " + std::to_string(shape[0]));
   if (shape[1] <= 0 || shape[2] <= 0)
     throw InputError("synthetic: height and width must be positive, got " + shape_str(shape));
   if (classes <= 0 || classes > std::numeric_limits<int32_t>::max())
-    throw InputError("synthetic: classes must be positive (and fit in 32 bits), got " + std::to_string(classes));
+    throw InputError("synthetic: classes must be positive (and fit in 32 bits), got " +
+                     std::to_string(classes));
   if (size <= 0) throw InputError("synthetic: size must be positive, got " + std::to_string(size));
   return std::make_unique<SyntheticDataset>(std::move(shape), classes, size, seed);
 }
