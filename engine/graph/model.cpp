@@ -227,33 +227,60 @@ void Model::load_state(const std::vector<NamedTensor>& tensors, const std::strin
   }
 }
 
+std::vector<LayerInfo> Model::layer_infos() const {
+  std::vector<LayerInfo> infos;
+  infos.reserve(nodes_.size());
+  for (size_t i = 0; i < nodes_.size(); ++i) {
+    const Node& node = nodes_[i];
+    LayerInfo info;
+    info.name = node.layer->name();
+    info.type = std::string(node.layer->type());
+    std::vector<Shape> in;
+    for (int src : node.inputs) {
+      info.inputs.push_back(src < 0 ? "input" : nodes_[src].layer->name());
+      in.push_back(src < 0 ? input_shape_ : nodes_[src].shape);
+    }
+    info.reads_previous = node.inputs.size() == 1 && node.inputs[0] == static_cast<int>(i) - 1;
+    info.output = node.shape;
+    for (Parameter* p : node.layer->parameters()) info.parameters += p->value.numel();
+    for (Buffer* b : node.layer->buffers()) info.buffers += b->value.numel();
+    info.flops = node.layer->forward_flops(in, node.shape);
+    infos.push_back(std::move(info));
+  }
+  return infos;
+}
+
 int64_t Model::parameter_count() const {
   int64_t n = 0;
-  for (const Node& node : nodes_)
-    for (Parameter* p : node.layer->parameters()) n += p->value.numel();
+  for (const LayerInfo& info : layer_infos()) n += info.parameters;
+  return n;
+}
+
+int64_t Model::buffer_count() const {
+  int64_t n = 0;
+  for (const LayerInfo& info : layer_infos()) n += info.buffers;
   return n;
 }
 
 int64_t Model::forward_flops() const {
   int64_t flops = 0;
-  for (const Node& node : nodes_) {
-    std::vector<Shape> in;
-    for (int src : node.inputs) in.push_back(src < 0 ? input_shape_ : nodes_[src].shape);
-    flops += node.layer->forward_flops(in, node.shape);
-  }
+  for (const LayerInfo& info : layer_infos()) flops += info.flops;
   return flops;
+}
+
+int64_t Model::activation_count() const {
+  int64_t n = 0;
+  for (const Node& node : nodes_) n += shape_numel(node.shape);
+  return n;
 }
 
 std::string Model::summary() const {
   std::ostringstream out;
   out << "model " << name_ << ": input " << shape_str(input_shape_) << ", "
       << parameter_count() << " parameters, " << forward_flops() / 1e6 << " MFLOP per image\n";
-  for (const Node& node : nodes_) {
-    int64_t params = 0;
-    for (Parameter* p : node.layer->parameters()) params += p->value.numel();
-    out << "  " << node.layer->name() << " (" << node.layer->type() << ") -> "
-        << shape_str(node.shape) << (params ? ", " + std::to_string(params) + " params" : "") << "\n";
-  }
+  for (const LayerInfo& info : layer_infos())
+    out << "  " << info.name << " (" << info.type << ") -> " << shape_str(info.output)
+        << (info.parameters ? ", " + std::to_string(info.parameters) + " params" : "") << "\n";
   return out.str();
 }
 

@@ -13,6 +13,18 @@
 
 namespace convoy {
 
+// One layer as `convoy info` and Model::summary() describe it.
+struct LayerInfo {
+  std::string name;
+  std::string type;                 // "conv2d", "add", ...
+  std::vector<std::string> inputs;  // layer names, "input" for the image batch
+  bool reads_previous = false;      // inputs is just the layer above (or the input, for the first)
+  Shape output;                     // per sample, e.g. (C, H, W)
+  int64_t parameters = 0;           // trainable elements
+  int64_t buffers = 0;              // non-trainable state elements (batch-norm running statistics)
+  int64_t flops = 0;                // 2 x multiply-adds of one forward pass for one sample
+};
+
 class Model {
  public:
   // Parses and builds the model (parameters initialized on the CPU from `seed`).
@@ -58,8 +70,15 @@ class Model {
   void load_state(const std::vector<NamedTensor>& tensors, const std::string& source);
 
   int64_t parameter_count() const;
+  // Elements of the buffers (batch-norm running statistics), which checkpoints also hold.
+  int64_t buffer_count() const;
   // 2 x multiply-adds of one forward pass for one sample.
   int64_t forward_flops() const;
+  // Every layer in file (= forward) order: what it reads, its output shape and its costs.
+  std::vector<LayerInfo> layer_infos() const;
+  // Elements of every layer's output for one sample: what a training forward keeps for
+  // backward (x 4 bytes in f32).
+  int64_t activation_count() const;
   // One line per layer: name, type, output shape, parameter count.
   std::string summary() const;
 
