@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "datasets/dataset.h"
+#include "datasets/dataset_checks.h"
 #include "datasets/loader.h"
 #include "engine/core/error.h"
 #include "engine/core/file_io.h"
@@ -154,21 +155,6 @@ std::unique_ptr<Dataset> load_split(const RunConfig& config, const std::string& 
   spec.synthetic_classes = config.dataset.synthetic_classes;
   spec.synthetic_size = config.dataset.synthetic_size;
   return load_dataset(spec, split, limit);
-}
-
-// Both splits must name the same classes in the same order, or labels mean different things.
-void check_same_classes(const Dataset& train, const Dataset& test) {
-  const auto& a = train.class_names();
-  const auto& b = test.class_names();
-  if (a == b) return;
-  size_t i = 0;
-  while (i < a.size() && i < b.size() && a[i] == b[i]) ++i;
-  const auto name = [](const std::vector<std::string>& v, size_t k) {
-    return k < v.size() ? "'" + v[k] + "'" : std::string("nothing");
-  };
-  throw InputError(train.name() + " and " + test.name() + " have different classes (" +
-                   std::to_string(a.size()) + " and " + std::to_string(b.size()) + "): class " + std::to_string(i) +
-                   " is " + name(a, i) + " in one and " + name(b, i) + " in the other");
 }
 
 // The model's input, and the crops of the config that reach it.
