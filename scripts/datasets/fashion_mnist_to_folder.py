@@ -64,7 +64,7 @@ def _write_chunk(task):
     ext = args["format"]
     total = 0
     for i in range(n):
-        img = Image.fromarray(pixels[i], "L" if args["gray"] else "RGB")
+        img = Image.fromarray(np.ascontiguousarray(pixels[i]))  # uint8: L or RGB by shape
         if args["size"] != img.width:
             img = img.resize((args["size"], args["size"]), BICUBIC)
         path = os.path.join(out_dir, _fmnist.CLASS_DIRS[labels[i]], "%05d.%s" % (start + i, ext))

@@ -69,7 +69,7 @@ def to_planes(images, seed, split_id, gray):
         rgb = _fmnist.colourize(images, seed, split_id, np.arange(n))
     out = np.empty((n, 3, 32, 32), dtype=np.uint8)
     for i in range(n):
-        img = Image.fromarray(rgb[i], "RGB").resize((32, 32), BICUBIC)
+        img = Image.fromarray(rgb[i]).resize((32, 32), BICUBIC)
         out[i] = np.asarray(img).transpose(2, 0, 1)
     return out.reshape(n, 3072)
 

@@ -101,8 +101,8 @@ def _noise_layer(rng, w, h, factor, sigma, channels):
     sw, sh = w // factor + 2, h // factor + 2
     n = rng.standard_normal((sh, sw, channels), dtype=np.float32) * np.float32(sigma / 2.0)
     small = np.clip(n + np.float32(128.0), 0, 255).astype(np.uint8)
-    mode = "RGB" if channels == 3 else "L"
-    big = Image.fromarray(small if channels == 3 else small[..., 0], mode).resize((w, h), BICUBIC)
+    small = small if channels == 3 else np.ascontiguousarray(small[..., 0])
+    big = Image.fromarray(small).resize((w, h), BICUBIC)  # uint8: L or RGB by shape
     out = np.asarray(big, dtype=np.float32) - np.float32(128.0)
     out *= np.float32(2.0)
     return out if channels == 3 else out[..., None]
@@ -113,7 +113,7 @@ def make_image(rng, palette, w, h):
     gw, gh = int(rng.integers(2, 6)), int(rng.integers(2, 6))
     picks = palette[rng.integers(0, len(palette), size=gh * gw)]
     grid = np.clip(picks + rng.normal(0.0, 35.0, size=picks.shape), 0, 255)
-    img = Image.fromarray(grid.reshape(gh, gw, 3).astype(np.uint8), "RGB").resize((w, h), BICUBIC)
+    img = Image.fromarray(grid.reshape(gh, gw, 3).astype(np.uint8)).resize((w, h), BICUBIC)
 
     draw = ImageDraw.Draw(img)
     for _ in range(int(rng.integers(3, 10))):
@@ -139,7 +139,7 @@ def make_image(rng, palette, w, h):
     a += _noise_layer(rng, w, h, 2, NOISE_HALF * strength, 1)
     a += _noise_layer(rng, w, h, 2, NOISE_COLOUR * strength, 3)
     a += rng.standard_normal((h, w, 1), dtype=np.float32) * np.float32(NOISE_FULL * strength)
-    return Image.fromarray(np.clip(a, 0, 255).astype(np.uint8), "RGB")
+    return Image.fromarray(np.clip(a, 0, 255).astype(np.uint8))
 
 
 def _class_palette(seed, c):
