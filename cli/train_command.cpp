@@ -21,10 +21,15 @@ struct TrainArgs {
   std::vector<std::string> overrides;
   bool resume = false;
   int64_t max_steps = 0;
+  int64_t data_only = -1;  // >= 0: measure the loader over this many batches (0 = one epoch)
 };
 
 int run_train(const TrainArgs& args) {
   const RunConfig config = load_run_config(args.config, args.overrides);
+  if (args.data_only >= 0) {
+    measure_loader(config, args.data_only, std::cout);
+    return 0;
+  }
   std::signal(SIGTERM, request_stop);
   std::signal(SIGINT, request_stop);
   TrainOptions options;
@@ -53,6 +58,9 @@ void add_train_command(CLI::App& app, Action& chosen) {
   cmd->add_option("--set", args->overrides, "override a config key: --set optimizer.lr=0.05 (repeatable)");
   cmd->add_flag("--resume", args->resume, "continue from <output>/<name>/last.safetensors if it exists");
   cmd->add_option("--max-steps", args->max_steps, "stop with a checkpoint after this many steps in total");
+  cmd->add_option("--data-only", args->data_only,
+                  "measure the data loader alone over N batches (0 = one epoch): images/s, no training")
+      ->expected(0, 1)->default_str("0")->check(CLI::NonNegativeNumber);
   cmd->callback([args, &chosen] { chosen = [args] { return run_train(*args); }; });
 }
 

@@ -28,4 +28,9 @@ struct TrainResult {
 
 TrainResult train(const RunConfig& config, const TrainOptions& options, std::ostream& log);
 
+// The training data path alone (`convoy train --data-only`): `batches` batches (0 = one epoch)
+// read, decoded, cropped and copied to the device as training would, with no model step.
+// Returns the images per second delivered.
+double measure_loader(const RunConfig& config, int64_t batches, std::ostream& log);
+
 }  // namespace convoy
