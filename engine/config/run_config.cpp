@@ -68,6 +68,8 @@ RunConfig parse_run_config(const std::string& yaml_text, const std::string& sour
     top.fail("name", "must be a plain directory name");
   c.model_path = resolve_path(base_dir, top.get_string("model"));
   if (!fs::exists(c.model_path)) top.fail("model", "file not found: " + c.model_path);
+  c.num_classes = top.get_int("num_classes", 0);
+  if (c.num_classes < 0 || c.num_classes > 1000000) top.fail("num_classes", "must be 0 (the model's) or 1 ... 1000000");
 
   const YamlMap data = top.get_map("dataset");
   c.dataset.kind = data.get_choice("kind", c.dataset.kind,

@@ -54,6 +54,7 @@ struct RunConfig {
   std::string source;       // the config file (for messages)
   std::string name = "run"; // runs/<name>/
   std::string model_path;   // resolved model YAML path
+  int64_t num_classes = 0;  // resize the model's classifier to this many classes; 0 = as the model says
   DatasetConfig dataset;
   int64_t batch_size = 128;
   int64_t epochs = 1;

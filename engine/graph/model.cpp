@@ -17,12 +17,36 @@ Model::Model(Model&&) noexcept = default;
 Model& Model::operator=(Model&&) noexcept = default;
 Model::~Model() = default;
 
-Model Model::from_file(const std::string& path, uint64_t seed) {
+std::string Model::read_file(const std::string& path) {
   std::ifstream in(path);
   if (!in) throw InputError(path + ": cannot open the model file (does it exist?)");
   std::stringstream text;
   text << in.rdbuf();
-  return from_yaml(text.str(), path, seed);
+  return text.str();
+}
+
+Model Model::from_file(const std::string& path, uint64_t seed) { return from_yaml(read_file(path), path, seed); }
+
+std::string Model::with_classes(const std::string& yaml_text, const std::string& source, int64_t classes) {
+  YAML::Node root = yaml_load_string(yaml_text, source);
+  YAML::Node layers = root["layers"];
+  if (!root.IsMap() || !layers || !layers.IsSequence() || layers.size() == 0)
+    throw InputError(source + ": no 'layers' list to find the classifier in");
+  YAML::Node classifier = layers[layers.size() - 1];
+  if (root["output"]) {
+    const auto wanted = root["output"].as<std::string>();
+    for (size_t i = 0; i < layers.size(); ++i)
+      if (layers[i]["name"] && layers[i]["name"].as<std::string>() == wanted) classifier = layers[i];
+  }
+  const std::string type = classifier["type"] ? classifier["type"].as<std::string>() : "";
+  const char* key = type == "linear" ? "out_features" : type == "conv2d" ? "out_channels" : nullptr;
+  if (!key)
+    throw InputError(source + ": num_classes needs the output layer to be linear or conv2d, found '" + type + "'");
+  classifier[key] = classes;
+  if (root["classes"]) root["classes"] = classes;
+  YAML::Emitter out;
+  out << root;
+  return std::string("# ") + source + " with num_classes " + std::to_string(classes) + "\n" + out.c_str() + "\n";
 }
 
 Model Model::from_yaml(const std::string& yaml_text, const std::string& source, uint64_t seed) {

@@ -31,6 +31,11 @@ class Model {
   // `source` names the YAML in messages.
   static Model from_yaml(const std::string& yaml_text, const std::string& source, uint64_t seed);
   static Model from_file(const std::string& path, uint64_t seed);
+  // The model YAML with its classifier (the output layer: a linear layer's out_features or a
+  // convolution's out_channels) resized to `classes`, as torchvision's num_classes does; the
+  // rest of the network is unchanged. An output layer of another type is an InputError.
+  static std::string with_classes(const std::string& yaml_text, const std::string& source, int64_t classes);
+  static std::string read_file(const std::string& path);
 
   Model(Model&&) noexcept;
   Model& operator=(Model&&) noexcept;

@@ -196,9 +196,16 @@ LoaderOptions train_loader_options(const RunConfig& config, const Dataset& data,
   return o;
 }
 
+// The config's model file, with its classifier resized when the config says num_classes.
+Model load_config_model(const RunConfig& config) {
+  if (config.num_classes == 0) return Model::from_file(config.model_path, config.seed);
+  const std::string yaml = Model::with_classes(Model::read_file(config.model_path), config.model_path, config.num_classes);
+  return Model::from_yaml(yaml, config.model_path, config.seed);
+}
+
 // The config's model, checked against the data, on the backend in the training dtype.
 Model build_model(const RunConfig& config, const Dataset& train_data, Backend& backend, std::ostream& log) {
-  Model model = Model::from_file(config.model_path, config.seed);
+  Model model = load_config_model(config);
   if (static_cast<size_t>(model.num_classes()) != train_data.class_names().size())
     throw InputError(config.model_path + ": model has " + std::to_string(model.num_classes()) +
                      " outputs but the dataset has " + std::to_string(train_data.class_names().size()) + " classes");
@@ -482,7 +489,7 @@ TrainResult train(const RunConfig& config, const TrainOptions& options, std::ost
 double measure_loader(const RunConfig& config, int64_t batches, std::ostream& log) {
   const std::unique_ptr<Backend> backend = open_backend(config, log);
   const std::unique_ptr<Dataset> data = load_split(config, config.dataset.train_split, config.dataset.train_limit);
-  const Model model = Model::from_file(config.model_path, config.seed);  // for its input shape only
+  const Model model = load_config_model(config);  // for its input shape only
   const Preprocess preprocess = preprocess_of(config, model);
   const std::unique_ptr<BatchUploader> uploader = backend->make_batch_uploader();
   LoaderOptions options = train_loader_options(config, *data, preprocess);
