@@ -34,7 +34,7 @@ say "loader alone"
   --set dataset.workers=8 > "$out/loader-8.log" 2>&1
 
 r50=(--config configs/resnet50.yaml --set output.dir="$out/runs" --set epochs=3 --set dataset.test_limit=1000
-     --set schedule.warmup_epochs=0 --set log_every=10)
+     --set schedule.warmup_epochs=0 --set output.log_every=10)
 say "ResNet-50 from synthetic data"
 "$convoy" train "${r50[@]}" --set name=r50_synthetic --set dataset.kind=synthetic \
   --set dataset.synthetic.size=12000 > "$out/r50_synthetic.log" 2>&1
