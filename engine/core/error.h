@@ -22,6 +22,13 @@ class DeviceError : public Error {
   using Error::Error;
 };
 
+// The device has no memory left for an allocation; the training loop adds the batch size and
+// what to try.
+class OutOfMemoryError : public DeviceError {
+ public:
+  using DeviceError::DeviceError;
+};
+
 // An internal invariant failed: a bug in Convoy, not the user's fault.
 class InternalError : public Error {
  public:

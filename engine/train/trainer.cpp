@@ -250,6 +250,7 @@ class TrainingRun {
   TrainResult run();
 
  private:
+  TrainResult run_epochs();
   void resume();
   void log_start() const;
   std::ofstream open_metrics() const;
@@ -286,6 +287,19 @@ class TrainingRun {
 };
 
 TrainResult TrainingRun::run() {
+  try {
+    return run_epochs();
+  } catch (const OutOfMemoryError& e) {
+    // The allocator knows the bytes; the user needs the knobs that shrink them.
+    throw OutOfMemoryError(std::string(e.what()) + " while training with batch_size " +
+                           std::to_string(config_.batch_size) + " in " +
+                           (dtype_ == DType::bf16 ? "bf16" : "fp32") + ": try a smaller batch_size" +
+                           (dtype_ == DType::bf16 ? "" : " or precision: bf16") +
+                           "; the last checkpoint is intact");
+  }
+}
+
+TrainResult TrainingRun::run_epochs() {
   resume();
   create_output_directories(run_dir_, "the run directory");
   log_start();

@@ -66,7 +66,7 @@ void* CudaAllocator::allocate(size_t bytes) {
       cudaGetLastError();
       size_t free_b = 0, total_b = 0;
       cudaMemGetInfo(&free_b, &total_b);
-      throw DeviceError("cuda:" + std::to_string(device_index_) + ": out of memory allocating " +
+      throw OutOfMemoryError("cuda:" + std::to_string(device_index_) + ": out of memory allocating " +
                         std::to_string(size) + " bytes (" + cudaGetErrorString(err) + "; " +
                         std::to_string(stats_.bytes_in_use >> 20) + " MiB in use by Convoy, " +
                         std::to_string(free_b >> 20) + " of " + std::to_string(total_b >> 20) +
