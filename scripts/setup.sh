@@ -15,6 +15,7 @@ packages=(
   libgtest-dev libgmock-dev libbenchmark-dev
   dataset-fashion-mnist  # the real Fashion-MNIST
   python3-numpy python3-torch python3-matplotlib   # golden tests, peers, charts
+  python3-pil            # scripts/datasets/*.py: the image-folder fixtures (JPEG/PNG through Pillow)
 )
 [ "${CONVOY_SETUP_MINIMAL:-0}" = 1 ] && packages=("${packages[@]/python3-torch/}")
 

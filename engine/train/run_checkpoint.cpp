@@ -118,7 +118,9 @@ void read_resume_fields(const MetadataReader& meta, RunCheckpointInfo& info) {
   info.best_accuracy = meta.number_or(kBestAccuracy, 0);
 }
 
-Preprocess read_preprocess(const MetadataReader& meta) {
+// The preprocessing, and the training augmentation recorded beside it (horizontal_flip and
+// crop_padding, absent in the first checkpoints that had the key: off).
+Preprocess read_preprocess(const MetadataReader& meta, RunCheckpointInfo& info) {
   const auto j = meta.json<nlohmann::json>(kPreprocess);
   const auto bad = [&](const std::string& what) {
     return InputError(meta.source() + ": checkpoint metadata 'preprocess': " + what);
@@ -145,6 +147,9 @@ Preprocess read_preprocess(const MetadataReader& meta) {
       p.ratio_min = ratio[0];
       p.ratio_max = ratio[1];
     }
+    info.horizontal_flip = j.value("horizontal_flip", false);
+    info.crop_padding = j.value("crop_padding", int64_t{0});
+    if (info.crop_padding < 0) throw bad("'crop_padding' must be 0 (off) or positive");
   } catch (const nlohmann::json::exception& e) {
     throw bad(e.what());
   }
@@ -159,7 +164,7 @@ void read_inference_fields(const MetadataReader& meta, RunCheckpointInfo& info) 
   if (info.mean.size() != info.std.size() || info.mean.size() > 4)
     throw InputError(meta.source() + ": checkpoint metadata 'mean' and 'std' must give one value per channel, "
                      "at most 4");
-  if (meta.has(kPreprocess)) info.preprocess = read_preprocess(meta);
+  if (meta.has(kPreprocess)) info.preprocess = read_preprocess(meta, info);
 }
 
 }  // namespace

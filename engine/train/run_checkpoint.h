@@ -46,7 +46,8 @@ void save_run_checkpoint(const std::filesystem::path& path, Model& model, Optimi
 // What a reader does with a checkpoint, which decides the metadata it must find.
 enum class CheckpointUse {
   resume,     // model_yaml, epoch, batch_in_epoch, step; the accuracies when present
-  inference,  // model_yaml, class_names, mean, std, preprocess (best.safetensors carries no optimizer)
+  inference,  // model_yaml, class_names, mean, std, preprocess (with horizontal_flip and crop_padding;
+              // best.safetensors carries no optimizer)
 };
 
 struct RunCheckpoint {

@@ -306,8 +306,10 @@ TrainResult TrainingRun::run_epochs() {
   LoaderOptions train_options = train_loader_options(config_, *train_data_, preprocess_);
   train_options.host_empty = [this](Shape shape, DType dtype) { return uploader_->host_empty(std::move(shape), dtype); };
   DataLoader loader(*train_data_, train_options);
-  DataLoader test_loader(*test_data_, eval_loader_options(preprocess_, std::max<int64_t>(config_.batch_size, 256),
-                                                          loader_workers(config_, *test_data_)));
+  LoaderOptions test_options = eval_loader_options(preprocess_, std::max<int64_t>(config_.batch_size, 256),
+                                                   loader_workers(config_, *test_data_));
+  test_options.skip_bad_samples = config_.dataset.skip_bad_images;  // on_bad_image covers both splits
+  DataLoader test_loader(*test_data_, test_options);
   test_loader_ = &test_loader;
   batches_ = loader.batches_per_epoch();
   if (batches_ == 0)
