@@ -331,7 +331,7 @@ JpegRegion decode_jpeg_region(std::span<const uint8_t> bytes, std::string_view n
   r.pixel_bytes = gray ? 1 : 4;
   r.scale = static_cast<double>(sf.num) / sf.denom;
   JDIMENSION x0 = 0, cols = 0;
-  int64_t y0 = 0, y1 = 0;
+  int64_t y0 = 0, y1 = 0, trim_left = 0, trim_right = 0;
   if (!jpeg_phase(d, [&] {
         cinfo->out_color_space = gray ? JCS_GRAYSCALE : cmyk ? JCS_CMYK : JCS_EXT_RGBX;
         cinfo->scale_num = static_cast<unsigned int>(sf.num);
@@ -342,9 +342,15 @@ JpegRegion decode_jpeg_region(std::span<const uint8_t> bytes, std::string_view n
         const int64_t wx1 = std::clamp<int64_t>(static_cast<int64_t>(std::ceil((x + width) * r.scale)) + margin, wx0 + 1, fw);
         y0 = std::clamp<int64_t>(static_cast<int64_t>(std::floor(y * r.scale)) - margin, 0, fh - 1);
         y1 = std::clamp<int64_t>(static_cast<int64_t>(std::ceil((y + height) * r.scale)) + margin, y0 + 1, fh);
-        x0 = static_cast<JDIMENSION>(wx0);
-        cols = static_cast<JDIMENSION>(wx1 - wx0);
+        // Colour: libjpeg's fancy chroma upsampling treats the crop's edges as the image's, so
+        // the outermost columns of an inner edge differ from a full decode; two more columns
+        // each side are decoded and dropped below.
+        const int64_t extra = gray ? 0 : 2;
+        x0 = static_cast<JDIMENSION>(std::max<int64_t>(wx0 - extra, 0));
+        cols = static_cast<JDIMENSION>(std::min<int64_t>(wx1 + extra, fw) - x0);
         if (cols < cinfo->output_width) jpeg_crop_scanline(cinfo, &x0, &cols);
+        trim_left = x0 > 0 ? std::min<int64_t>(extra, wx0 - x0) : 0;
+        trim_right = x0 + cols < fw ? std::min<int64_t>(extra, x0 + cols - wx1) : 0;
         r.full_width = fw;
         r.full_height = fh;
       }))
@@ -401,7 +407,9 @@ JpegRegion decode_jpeg_region(std::span<const uint8_t> bytes, std::string_view n
       }
     }
   }
-  r.pixels = out;
+  r.pixels = out + trim_left * r.pixel_bytes;
+  r.x += trim_left;
+  r.width -= trim_left + trim_right;
   return r;
 }
 
