@@ -134,9 +134,11 @@ void FileDataset::load(int64_t index, const Preprocess& p, SampleMode mode, uint
     InputFile file(sample.path);
     if (file.size() > kMaxImageBytes)
       file.fail("is " + std::to_string(file.size() >> 20) + " MiB, more than an image file may be (256 MiB)");
-    std::vector<uint8_t> bytes(file.size());
-    file.read_exact(bytes.data(), bytes.size(), "the image");
-    decode_preprocess(bytes, sample.path.string(), p, mode, seed, out);
+    // One buffer per worker thread, grown to the largest file: no allocation per image.
+    thread_local std::vector<uint8_t> buffer;
+    if (buffer.size() < file.size()) buffer.resize(file.size());
+    file.read_exact(buffer.data(), file.size(), "the image");
+    decode_preprocess(std::span<const uint8_t>(buffer.data(), file.size()), sample.path.string(), p, mode, seed, out);
   } catch (const BadSampleError&) {
     throw;
   } catch (const InputError& e) {

@@ -5,11 +5,17 @@
 #include <png.h>
 #include <turbojpeg.h>
 
+#include <algorithm>
+#include <cmath>
 #include <csetjmp>
 #include <cstdio>
 #include <cstring>
 #include <memory>
 #include <string>
+#include <vector>
+
+// After <cstdio>: jpeglib.h uses FILE and size_t without including their headers.
+#include <jpeglib.h>
 
 #include "engine/core/error.h"
 
@@ -103,6 +109,86 @@ tjscalingfactor jpeg_scale(const ScaleHint* hint) {
     }
   }
   return best;
+}
+
+// --- JPEG through the libjpeg API (cropped decoding) --------------------------------------
+
+// One decompressor per thread, reused image after image. libjpeg's error_exit and warnings
+// (emit_message at level -1) longjmp back into jpeg_phase(), over libjpeg's own C frames only.
+struct JpegDecoder {
+  jpeg_decompress_struct cinfo;
+  jpeg_error_mgr err;
+  jpeg_progress_mgr progress;
+  std::jmp_buf jump;
+  char message[JMSG_LENGTH_MAX] = {};
+  bool created = false;
+  ~JpegDecoder() {
+    if (created) jpeg_destroy_decompress(&cinfo);
+  }
+};
+
+JpegDecoder* decoder_of(j_common_ptr cinfo) { return static_cast<JpegDecoder*>(cinfo->client_data); }
+
+[[noreturn]] void jpeg_on_error(j_common_ptr cinfo) {
+  JpegDecoder* d = decoder_of(cinfo);
+  (*cinfo->err->format_message)(cinfo, d->message);
+  std::longjmp(d->jump, 1);
+}
+
+void jpeg_on_message(j_common_ptr cinfo, int level) {
+  if (level < 0) jpeg_on_error(cinfo);  // a warning (truncated, corrupt data): an error here
+}
+
+// TurboJPEG's TJFLAG_LIMITSCANS: a crafted progressive file cannot spin for minutes.
+void jpeg_on_progress(j_common_ptr cinfo) {
+  auto* dinfo = reinterpret_cast<j_decompress_ptr>(cinfo);
+  if (dinfo->progressive_mode && dinfo->input_scan_number > 500) {
+    std::snprintf(decoder_of(cinfo)->message, JMSG_LENGTH_MAX, "progressive JPEG with more than 500 scans");
+    std::longjmp(decoder_of(cinfo)->jump, 1);
+  }
+}
+
+JpegDecoder& jpeg_decoder() {
+  thread_local JpegDecoder d;
+  if (!d.created) {
+    d.cinfo.err = jpeg_std_error(&d.err);
+    d.err.error_exit = jpeg_on_error;
+    d.err.emit_message = jpeg_on_message;
+    d.cinfo.client_data = &d;  // kept by jpeg_create_decompress, as err is
+    if (setjmp(d.jump)) throw Error(std::string("libjpeg: cannot create a decompressor: ") + d.message);
+    jpeg_create_decompress(&d.cinfo);
+    d.progress.progress_monitor = jpeg_on_progress;
+    d.cinfo.progress = &d.progress;
+    d.created = true;
+  }
+  return d;
+}
+
+// Runs `step` under setjmp: false (with d.message) when libjpeg reported an error or a
+// warning, and the decompressor is then dropped, to be created afresh. `step` must hold
+// nothing with a destructor.
+template <class Step>
+bool jpeg_phase(JpegDecoder& d, Step step) {
+  if (setjmp(d.jump)) {
+    jpeg_destroy_decompress(&d.cinfo);
+    d.created = false;
+    return false;
+  }
+  step();
+  return true;
+}
+
+// Whether bytes [from, end) hold an end-of-image marker. In entropy-coded data every FF byte
+// is followed by 00 or a restart marker, so FF D9 there is the real end of the image.
+bool has_eoi(const uint8_t* from, const uint8_t* end) {
+  while (from + 1 < end) {
+    const void* ff = std::memchr(from, 0xFF, static_cast<size_t>(end - from - 1));
+    if (!ff) return false;
+    const auto* p = static_cast<const uint8_t*>(ff);
+    if (p[1] == 0xD9) return true;
+    from = p + 1;
+  }
+  return false;
 }
 
 // --- PNG --------------------------------------------------------------------------------------
@@ -217,6 +303,114 @@ DecodedImage decode_jpeg(std::span<const uint8_t> bytes, std::string_view name, 
     img.pixels = std::move(decoded);
   }
   return img;
+}
+
+JpegRegion decode_jpeg_region(std::span<const uint8_t> bytes, std::string_view name, const ScaleHint* hint,
+                              double x, double y, double width, double height, int64_t margin) {
+  if (bytes.size() > 0xFFFFFFFFu) fail(name, "JPEG file too large");
+  JpegDecoder& d = jpeg_decoder();
+  j_decompress_ptr cinfo = &d.cinfo;
+  const tjscalingfactor sf = jpeg_scale(hint);
+  if (!jpeg_phase(d, [&] {
+        jpeg_mem_src(cinfo, bytes.data(), static_cast<unsigned long>(bytes.size()));
+        jpeg_read_header(cinfo, TRUE);
+      }))
+    fail(name, std::string("not a readable JPEG (") + d.message + ")");
+  if (cinfo->image_width < 1 || cinfo->image_height < 1 || cinfo->image_width > kMaxImageSide ||
+      cinfo->image_height > kMaxImageSide ||
+      int64_t{cinfo->image_width} * cinfo->image_height > kMaxImagePixels) {
+    const int64_t w = cinfo->image_width, h = cinfo->image_height;
+    jpeg_abort_decompress(cinfo);
+    check_size(name, "JPEG", w, h);
+  }
+  const J_COLOR_SPACE in_space = cinfo->jpeg_color_space;
+  const bool gray = in_space == JCS_GRAYSCALE;
+  const bool cmyk = in_space == JCS_CMYK || in_space == JCS_YCCK;
+  JpegRegion r;
+  r.channels = gray ? 1 : 3;
+  r.pixel_bytes = gray ? 1 : 4;
+  r.scale = static_cast<double>(sf.num) / sf.denom;
+  JDIMENSION x0 = 0, cols = 0;
+  int64_t y0 = 0, y1 = 0, trim_left = 0, trim_right = 0;
+  if (!jpeg_phase(d, [&] {
+        cinfo->out_color_space = gray ? JCS_GRAYSCALE : cmyk ? JCS_CMYK : JCS_EXT_RGBX;
+        cinfo->scale_num = static_cast<unsigned int>(sf.num);
+        cinfo->scale_denom = static_cast<unsigned int>(sf.denom);
+        jpeg_start_decompress(cinfo);
+        const int64_t fw = cinfo->output_width, fh = cinfo->output_height;
+        const int64_t wx0 = std::clamp<int64_t>(static_cast<int64_t>(std::floor(x * r.scale)) - margin, 0, fw - 1);
+        const int64_t wx1 = std::clamp<int64_t>(static_cast<int64_t>(std::ceil((x + width) * r.scale)) + margin, wx0 + 1, fw);
+        y0 = std::clamp<int64_t>(static_cast<int64_t>(std::floor(y * r.scale)) - margin, 0, fh - 1);
+        y1 = std::clamp<int64_t>(static_cast<int64_t>(std::ceil((y + height) * r.scale)) + margin, y0 + 1, fh);
+        // Colour: libjpeg's fancy chroma upsampling treats the crop's edges as the image's, so
+        // the outermost columns of an inner edge differ from a full decode; two more columns
+        // each side are decoded and dropped below.
+        const int64_t extra = gray ? 0 : 2;
+        x0 = static_cast<JDIMENSION>(std::max<int64_t>(wx0 - extra, 0));
+        cols = static_cast<JDIMENSION>(std::min<int64_t>(wx1 + extra, fw) - x0);
+        if (cols < cinfo->output_width) jpeg_crop_scanline(cinfo, &x0, &cols);
+        trim_left = x0 > 0 ? std::min<int64_t>(extra, wx0 - x0) : 0;
+        trim_right = x0 + cols < fw ? std::min<int64_t>(extra, x0 + cols - wx1) : 0;
+        r.full_width = fw;
+        r.full_height = fh;
+      }))
+    fail(name, std::string("corrupt or truncated JPEG (") + d.message + ")");
+  r.x = x0;
+  r.y = y0;
+  r.width = cols;
+  r.height = y1 - y0;
+  r.stride = r.width * (cmyk ? 4 : r.pixel_bytes);
+  thread_local std::vector<uint8_t> store;
+  const size_t need = static_cast<size_t>(r.stride * r.height);
+  if (store.size() < need) {
+    try {
+      store.resize(need);
+    } catch (...) {
+      jpeg_abort_decompress(cinfo);
+      throw;
+    }
+  }
+  uint8_t* out = store.data();
+  const int64_t stride = r.stride, rows = r.height;
+  bool complete = false;
+  if (!jpeg_phase(d, [&] {
+        if (y0 > 0) jpeg_skip_scanlines(cinfo, static_cast<JDIMENSION>(y0));
+        JSAMPROW row_ptrs[16];
+        int64_t done = 0;
+        while (done < rows) {
+          const int64_t n = std::min<int64_t>(16, rows - done);
+          for (int64_t i = 0; i < n; ++i) row_ptrs[i] = out + (done + i) * stride;
+          done += jpeg_read_scanlines(cinfo, row_ptrs, static_cast<JDIMENSION>(n));
+        }
+        if (cinfo->output_scanline >= cinfo->output_height) {
+          jpeg_finish_decompress(cinfo);  // reads on to the end-of-image marker
+          complete = true;
+        }
+      }))
+    fail(name, std::string("corrupt or truncated JPEG (") + d.message + ")");
+  if (!complete) {
+    // The rows below the window are never decoded; the file must still end.
+    // The marker may be read already: by the input side, which runs ahead of the output, or
+    // by the entropy decoder, which stops at a marker and keeps it in unread_marker.
+    const bool ended = jpeg_input_complete(cinfo) || cinfo->unread_marker == 0xD9 ||
+                       has_eoi(cinfo->src->next_input_byte, bytes.data() + bytes.size());
+    jpeg_abort_decompress(cinfo);
+    if (!ended)
+      fail(name, "corrupt or truncated JPEG (no end-of-image marker)");
+  }
+  if (cmyk) {
+    for (int64_t yy = 0; yy < r.height; ++yy) {
+      uint8_t* p = out + yy * stride;
+      for (int64_t i = 0; i < r.width; ++i) {
+        const int k = p[4 * i + 3];
+        for (int c = 0; c < 3; ++c) p[4 * i + c] = static_cast<uint8_t>((p[4 * i + c] * k + 127) / 255);
+      }
+    }
+  }
+  r.pixels = out + trim_left * r.pixel_bytes;
+  r.x += trim_left;
+  r.width -= trim_left + trim_right;
+  return r;
 }
 
 DecodedImage decode_png(std::span<const uint8_t> bytes, std::string_view name) {

@@ -46,6 +46,30 @@ struct ScaleHint {
 // as Adobe writes it). Warnings (a truncated file, corrupt data) are errors: an InputError
 // naming `name`.
 DecodedImage decode_jpeg(std::span<const uint8_t> bytes, std::string_view name, const ScaleHint* hint = nullptr);
+// A JPEG decoded only where a crop needs it, at a DCT scale as decode_jpeg picks it.
+struct JpegRegion {
+  // The decoded rectangle, in pixels of the (scaled) full image: columns [x, x + width) and
+  // rows [y, y + height). It holds the asked window and may be wider (libjpeg crops columns
+  // at iMCU boundaries).
+  int64_t x = 0, y = 0, width = 0, height = 0;
+  int64_t full_width = 0, full_height = 0;  // the scaled image
+  double scale = 1.0;                       // decoded size / stored size
+  int64_t channels = 0;     // 1 (gray) or 3 (colour)
+  int64_t pixel_bytes = 0;  // 1 (gray) or 4 (colour as RGBX, the fourth byte undefined)
+  int64_t stride = 0;       // bytes between rows
+  // Thread-local storage of the decoder: valid until this thread's next call.
+  const uint8_t* pixels = nullptr;
+};
+
+// The stored-pixel window [x, x + width) x [y, y + height) of a JPEG, plus `margin` decoded
+// pixels on every side (clamped to the image), decoded through libjpeg's cropped decoding:
+// jpeg_crop_scanline for the columns (the entropy decoding still runs over whole rows, the
+// IDCT and colour conversion only over the window), jpeg_skip_scanlines above the window,
+// and no decoding at all below it. Warnings are errors, as in decode_jpeg; a file whose
+// undecoded rest holds no end-of-image marker is refused as truncated.
+JpegRegion decode_jpeg_region(std::span<const uint8_t> bytes, std::string_view name, const ScaleHint* hint,
+                              double x, double y, double width, double height, int64_t margin);
+
 // PNG through libpng: 1, 2, 4, 8 and 16 bits, gray, gray+alpha, RGB, RGBA and palette; to 1
 // channel (gray sources) or 3. Gamma chunks are ignored (as PIL and OpenCV do).
 DecodedImage decode_png(std::span<const uint8_t> bytes, std::string_view name);

@@ -158,6 +158,46 @@ void decode_preprocess(std::span<const uint8_t> bytes, std::string_view name, co
   const ImageHeader header = read_image_header(bytes, name);
   CropBox box = sample_box(header.width, header.height, p, mode, seed);
   const ScaleHint hint{box.width, box.height, p.width, p.height};
+  if (header.format == ImageFormat::jpeg) {
+    // Only the box, plus the filter's reach around it (the support of the antialiasing
+    // triangle, at most box/out decoded pixels, and one for rounding), so that the resampler
+    // sees every pixel it would weigh in the full image.
+    const int64_t margin =
+        static_cast<int64_t>(std::ceil(std::max({box.width / static_cast<double>(p.width),
+                                                 box.height / static_cast<double>(p.height), 1.0}))) + 2;
+    const JpegRegion r = decode_jpeg_region(bytes, name, &hint, box.x, box.y, box.width, box.height, margin);
+    const CropBox rbox{box.x * r.scale - static_cast<double>(r.x), box.y * r.scale - static_cast<double>(r.y),
+                       box.width * r.scale, box.height * r.scale};
+    const int64_t plane = p.height * p.width;
+    if (r.channels == 3 && p.channels == 3) {
+      resample_rgbx_to_planar(r.pixels, r.width, r.height, r.stride, rbox, p.width, p.height, out);
+      return;
+    }
+    if (r.channels == 3) {  // to gray first, then one channel to resample
+      thread_local std::vector<uint8_t> gray;
+      if (gray.size() < static_cast<size_t>(r.width * r.height)) gray.resize(static_cast<size_t>(r.width * r.height));
+      for (int64_t yy = 0; yy < r.height; ++yy) {
+        const uint8_t* row = r.pixels + yy * r.stride;
+        rgb_to_gray(row, row + 1, row + 2, 4, r.width, gray.data() + yy * r.width);
+      }
+      resample_bilinear(gray.data(), r.width, r.height, 1, PixelLayout::interleaved, rbox, p.width, p.height, out,
+                        PixelLayout::planar);
+      return;
+    }
+    if (r.stride != r.width) {  // gray rows are packed already; this is for safety
+      thread_local std::vector<uint8_t> packed;
+      if (packed.size() < static_cast<size_t>(r.width * r.height)) packed.resize(static_cast<size_t>(r.width * r.height));
+      for (int64_t yy = 0; yy < r.height; ++yy)
+        std::memcpy(packed.data() + yy * r.width, r.pixels + yy * r.stride, static_cast<size_t>(r.width));
+      resample_bilinear(packed.data(), r.width, r.height, 1, PixelLayout::interleaved, rbox, p.width, p.height, out,
+                        PixelLayout::planar);
+    } else {
+      resample_bilinear(r.pixels, r.width, r.height, 1, PixelLayout::interleaved, rbox, p.width, p.height, out,
+                        PixelLayout::planar);
+    }
+    for (int64_t c = 1; c < p.channels; ++c) std::memcpy(out + c * plane, out, static_cast<size_t>(plane));
+    return;
+  }
   const DecodedImage img = decode_image_bytes(bytes, name, &hint);
   if (img.scale != 1.0) {
     // libjpeg's scaled decode: decoded pixel i covers stored pixels [i / s, (i + 1) / s).

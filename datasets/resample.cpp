@@ -76,93 +76,164 @@ bool identity_axis(double box0, double box_size, int64_t in_size, int64_t out_si
   return box0 == 0.0 && box_size == static_cast<double>(in_size) && in_size == out_size;
 }
 
-// Horizontal pass over `rows` rows of C-channel interleaved pixels (row stride in bytes).
-template <int C>
-void horizontal(const uint8_t* src, int64_t src_row_stride, int64_t rows, const AxisWeights& wx,
-                int64_t out_width, uint8_t* dst) {  // dst: (rows, out_width, C) u8
-  for (int64_t y = 0; y < rows; ++y) {
-    const uint8_t* s = src + y * src_row_stride;
-    uint8_t* d = dst + y * out_width * C;
-    for (int64_t xx = 0; xx < out_width; ++xx) {
-      const int32_t* k = wx.weight.data() + xx * wx.taps;
-      const uint8_t* p = s + static_cast<int64_t>(wx.start[xx]) * C;
-      const int n = wx.count[xx];
-      int32_t acc[C];
-      for (int c = 0; c < C; ++c) acc[c] = 1 << (kPrecisionBits - 1);
-      for (int x = 0; x < n; ++x)
-        for (int c = 0; c < C; ++c) acc[c] += p[x * C + c] * k[x];
-      for (int c = 0; c < C; ++c) d[xx * C + c] = clip8(acc[c]);
-    }
+// Scratch that lives as long as its worker thread: no allocation (or page fault) per image.
+template <class T>
+T* scratch(std::vector<T>& v, int64_t n) {
+  if (v.size() < static_cast<size_t>(n)) v.resize(static_cast<size_t>(n));
+  return v.data();
+}
+
+// The kernels. Each is instantiated twice, for plain x86-64 and for AVX2 (picked at run time),
+// and written so that GCC vectorizes them: the vertical pass runs along whole rows, the
+// horizontal pass over all P samples of a pixel at once (P = 4, RGBX, is one vector lane each).
+#define CONVOY_KERNEL static inline __attribute__((always_inline))
+
+// Vertical: out[i] = clip(sum_y k[y] * rows[y][i]) for i < len.
+CONVOY_KERNEL void vertical_row(const uint8_t* first, int64_t stride, const int32_t* k, int n, int64_t len,
+                                int32_t* acc, uint8_t* out) {
+  for (int64_t i = 0; i < len; ++i) acc[i] = 1 << (kPrecisionBits - 1);
+  for (int y = 0; y < n; ++y) {
+    const uint8_t* __restrict r = first + y * stride;
+    const int32_t ky = k[y];
+    int32_t* __restrict a = acc;
+    for (int64_t i = 0; i < len; ++i) a[i] += r[i] * ky;
+  }
+  for (int64_t i = 0; i < len; ++i) {
+    const int32_t v = acc[i] >> kPrecisionBits;
+    out[i] = static_cast<uint8_t>(v < 0 ? 0 : v > 255 ? 255 : v);
   }
 }
 
-// Resamples one C-channel interleaved image (or one plane, C = 1); the output sample
-// (y, x, c) goes to dst[y * row_step + x * px_step + c * ch_step].
-template <int C>
-void resample_interleaved(const uint8_t* src, int64_t src_width, int64_t src_height, const CropBox& box,
-                          int64_t out_width, int64_t out_height, uint8_t* dst, int64_t row_step,
-                          int64_t px_step, int64_t ch_step) {
-  const bool h_identity = identity_axis(box.x, box.width, src_width, out_width);
-  const bool v_identity = identity_axis(box.y, box.height, src_height, out_height);
-  const int64_t row_len = out_width * C;
+// Horizontal over one row of P-sample pixels: output pixel xx's first O samples go to
+// out[xx * px_step + c * ch_step].
+template <int P, int O>
+CONVOY_KERNEL void horizontal_row(const uint8_t* src, const AxisWeights& wx, int64_t out_width, uint8_t* out,
+                                  int64_t px_step, int64_t ch_step) {
+  const int32_t* weights = wx.weight.data();
+  for (int64_t xx = 0; xx < out_width; ++xx) {
+    const int32_t* k = weights + xx * wx.taps;
+    const uint8_t* p = src + static_cast<int64_t>(wx.start[xx]) * P;
+    const int n = wx.count[xx];
+    int32_t acc[P];
+    for (int c = 0; c < P; ++c) acc[c] = 1 << (kPrecisionBits - 1);
+    for (int x = 0; x < n; ++x)
+      for (int c = 0; c < P; ++c) acc[c] += p[x * P + c] * k[x];
+    for (int c = 0; c < O; ++c) out[xx * px_step + c * ch_step] = clip8(acc[c]);
+  }
+}
 
-  // The rows the vertical pass reads: the horizontal pass only runs over those.
-  AxisWeights wy;
-  int64_t first_row = 0, rows = src_height;
+struct Job {
+  const uint8_t* src;
+  int64_t src_width, src_height, src_stride;  // stride in bytes between rows
+  CropBox box;
+  int64_t out_width, out_height;
+  uint8_t* dst;
+  int64_t row_step, px_step, ch_step;
+};
+
+// Resamples one image of P-sample interleaved pixels (P = 1: one plane), keeping the first O
+// samples; the output sample (y, x, c) goes to dst[y * row_step + x * px_step + c * ch_step].
+// The order of the passes follows the work: the vertical one first when it removes more than
+// the horizontal one would (it is the cheaper, contiguous one), else PIL's horizontal first.
+// Both orders round once per pass, so each stays within 1 of the exact float result.
+template <int P, int O>
+CONVOY_KERNEL void resample_impl(const Job& j) {
+  thread_local AxisWeights wx, wy;
+  thread_local std::vector<uint8_t> tmp_store, line_store;
+  thread_local std::vector<int32_t> acc_store;
+  const bool h_identity = identity_axis(j.box.x, j.box.width, j.src_width, j.out_width);
+  const bool v_identity = identity_axis(j.box.y, j.box.height, j.src_height, j.out_height);
+  if (!h_identity) wx = axis_weights(j.src_width, j.box.x, j.box.x + j.box.width, j.out_width);
+  if (!v_identity) wy = axis_weights(j.src_height, j.box.y, j.box.y + j.box.height, j.out_height);
+
+  // The source rows (vertical) and columns (horizontal) that contribute at all.
+  int64_t first_row = 0, rows = j.src_height, first_col = 0, cols = j.src_width;
   if (!v_identity) {
-    wy = axis_weights(src_height, box.y, box.y + box.height, out_height);
-    first_row = wy.start[0];
     int64_t last = 0;
-    for (int64_t yy = 0; yy < out_height; ++yy) {
+    first_row = wy.start[0];
+    for (int64_t yy = 0; yy < j.out_height; ++yy) {
       first_row = std::min<int64_t>(first_row, wy.start[yy]);
       last = std::max<int64_t>(last, wy.start[yy] + wy.count[yy]);
     }
     rows = last - first_row;
-  } else {
-    rows = out_height;
+  }
+  if (!h_identity) {
+    int64_t last = 0;
+    first_col = wx.start[0];
+    for (int64_t xx = 0; xx < j.out_width; ++xx) {
+      first_col = std::min<int64_t>(first_col, wx.start[xx]);
+      last = std::max<int64_t>(last, wx.start[xx] + wx.count[xx]);
+    }
+    cols = last - first_col;
   }
 
-  std::vector<uint8_t> tmp;  // (rows, out_width, C) u8: the horizontal pass's output
-  const uint8_t* hrows;
-  int64_t hstride;
-  if (h_identity) {
-    hrows = src + first_row * src_width * C;
-    hstride = src_width * C;
-  } else {
-    const AxisWeights wx = axis_weights(src_width, box.x, box.x + box.width, out_width);
-    tmp.resize(static_cast<size_t>(rows * row_len));
-    horizontal<C>(src + first_row * src_width * C, src_width * C, rows, wx, out_width, tmp.data());
-    hrows = tmp.data();
-    hstride = row_len;
+  if (v_identity && h_identity) {
+    for (int64_t yy = 0; yy < j.out_height; ++yy) {
+      const uint8_t* r = j.src + yy * j.src_stride;
+      uint8_t* d = j.dst + yy * j.row_step;
+      for (int64_t x = 0; x < j.out_width; ++x)
+        for (int c = 0; c < O; ++c) d[x * j.px_step + c * j.ch_step] = r[x * P + c];
+    }
+    return;
   }
-
-  std::vector<int32_t> acc(static_cast<size_t>(row_len));
-  std::vector<uint8_t> line(static_cast<size_t>(row_len));
-  for (int64_t yy = 0; yy < out_height; ++yy) {
-    const uint8_t* out_row;
-    if (v_identity) {
-      out_row = hrows + yy * hstride;
-    } else {
-      std::fill(acc.begin(), acc.end(), 1 << (kPrecisionBits - 1));
+  if (v_identity) {  // horizontal only
+    for (int64_t yy = 0; yy < j.out_height; ++yy)
+      horizontal_row<P, O>(j.src + yy * j.src_stride, wx, j.out_width, j.dst + yy * j.row_step, j.px_step, j.ch_step);
+    return;
+  }
+  int32_t* acc = scratch(acc_store, std::max(cols, j.out_width) * P);
+  // Multiply-adds per pixel of each order, the horizontal ones weighted as costlier (gathers,
+  // where the vertical pass runs along contiguous rows). Independent of P, so that planar and
+  // interleaved sources of one image take the same order and give the same bytes.
+  const double h_cost = 3.0 * static_cast<double>(j.out_width) * static_cast<double>(h_identity ? 0 : wx.taps);
+  const double v_cost = static_cast<double>(wy.taps);
+  const double v_first = static_cast<double>(j.out_height) * (static_cast<double>(cols) * v_cost + h_cost);
+  const double h_first = static_cast<double>(rows) * h_cost + static_cast<double>(j.out_height * j.out_width) * v_cost;
+  if (h_identity || v_first < h_first) {
+    // Vertical first, over the contributing columns only, then each row horizontally.
+    uint8_t* line = scratch(line_store, cols * P);
+    const uint8_t* base = j.src + first_col * P;
+    for (int64_t yy = 0; yy < j.out_height; ++yy) {
+      const uint8_t* first = base + static_cast<int64_t>(wy.start[yy]) * j.src_stride;
       const int32_t* k = wy.weight.data() + yy * wy.taps;
-      const int64_t y0 = wy.start[yy] - first_row;
-      for (int y = 0; y < wy.count[yy]; ++y) {
-        const uint8_t* r = hrows + (y0 + y) * hstride;
-        const int32_t ky = k[y];
-        int32_t* a = acc.data();
-        for (int64_t i = 0; i < row_len; ++i) a[i] += r[i] * ky;
+      uint8_t* d = j.dst + yy * j.row_step;
+      if (h_identity) {
+        vertical_row(first, j.src_stride, k, wy.count[yy], cols * P, acc, line);
+        for (int64_t x = 0; x < j.out_width; ++x)
+          for (int c = 0; c < O; ++c) d[x * j.px_step + c * j.ch_step] = line[x * P + c];
+      } else {
+        vertical_row(first, j.src_stride, k, wy.count[yy], cols * P, acc, line);
+        // The weights index source columns: shift the row back by first_col.
+        horizontal_row<P, O>(line - first_col * P, wx, j.out_width, d, j.px_step, j.ch_step);
       }
-      for (int64_t i = 0; i < row_len; ++i) line[i] = clip8(acc[i]);
-      out_row = line.data();
     }
-    uint8_t* d = dst + yy * row_step;
-    if (px_step == C && ch_step == 1) {
-      std::memcpy(d, out_row, static_cast<size_t>(row_len));
-    } else {
-      for (int64_t x = 0; x < out_width; ++x)
-        for (int c = 0; c < C; ++c) d[x * px_step + c * ch_step] = out_row[x * C + c];
-    }
+    return;
   }
+  // Horizontal first over the contributing rows into (rows, out_width, P), then vertical.
+  const int64_t row_len = j.out_width * P;
+  uint8_t* tmp = scratch(tmp_store, rows * row_len);
+  for (int64_t y = 0; y < rows; ++y)
+    horizontal_row<P, P>(j.src + (first_row + y) * j.src_stride, wx, j.out_width, tmp + y * row_len, P, 1);
+  uint8_t* line = scratch(line_store, row_len);
+  for (int64_t yy = 0; yy < j.out_height; ++yy) {
+    const int32_t* k = wy.weight.data() + yy * wy.taps;
+    vertical_row(tmp + (wy.start[yy] - first_row) * row_len, row_len, k, wy.count[yy], row_len, acc, line);
+    uint8_t* d = j.dst + yy * j.row_step;
+    for (int64_t x = 0; x < j.out_width; ++x)
+      for (int c = 0; c < O; ++c) d[x * j.px_step + c * j.ch_step] = line[x * P + c];
+  }
+}
+
+template <int P, int O>
+void resample_default(const Job& j) { resample_impl<P, O>(j); }
+template <int P, int O>
+__attribute__((target("avx2"))) void resample_avx2(const Job& j) { resample_impl<P, O>(j); }
+
+template <int P, int O>
+void resample_dispatch(const Job& j) {
+  static const bool avx2 = __builtin_cpu_supports("avx2");
+  if (avx2) resample_avx2<P, O>(j);
+  else resample_default<P, O>(j);
 }
 
 }  // namespace
@@ -177,27 +248,27 @@ void resample_bilinear(const uint8_t* src, int64_t src_width, int64_t src_height
     // Each plane on its own, as a one-channel image.
     CONVOY_CHECK(out_layout == PixelLayout::planar || channels == 1, "resample: planar to interleaved");
     for (int64_t c = 0; c < channels; ++c)
-      resample_interleaved<1>(src + c * src_width * src_height, src_width, src_height, box, out_width,
-                              out_height, dst + c * plane, out_width, 1, 0);
+      resample_dispatch<1, 1>({src + c * src_width * src_height, src_width, src_height, src_width, box, out_width,
+                               out_height, dst + c * plane, out_width, 1, 0});
     return;
   }
   const bool planar_out = out_layout == PixelLayout::planar;
-  const int64_t row_step = planar_out ? out_width : out_width * channels;
-  const int64_t px_step = planar_out ? 1 : channels;
-  const int64_t ch_step = planar_out ? plane : 1;
+  const Job j{src, src_width, src_height, src_width * channels, box, out_width, out_height, dst,
+              planar_out ? out_width : out_width * channels, planar_out ? 1 : channels, planar_out ? plane : 1};
   switch (channels) {
-    case 3:
-      resample_interleaved<3>(src, src_width, src_height, box, out_width, out_height, dst, row_step, px_step, ch_step);
-      return;
-    case 4:
-      resample_interleaved<4>(src, src_width, src_height, box, out_width, out_height, dst, row_step, px_step, ch_step);
-      return;
-    case 2:
-      resample_interleaved<2>(src, src_width, src_height, box, out_width, out_height, dst, row_step, px_step, ch_step);
-      return;
-    default:
-      CONVOY_CHECK(false, "resample: channels must be 1 to 4");
+    case 3: return resample_dispatch<3, 3>(j);
+    case 4: return resample_dispatch<4, 4>(j);
+    case 2: return resample_dispatch<2, 2>(j);
+    default: CONVOY_CHECK(false, "resample: channels must be 1 to 4");
   }
+}
+
+void resample_rgbx_to_planar(const uint8_t* src, int64_t src_width, int64_t src_height, int64_t src_stride,
+                             const CropBox& box, int64_t out_width, int64_t out_height, uint8_t* dst) {
+  CONVOY_CHECK(src_width > 0 && src_height > 0 && out_width > 0 && out_height > 0, "resample: empty image");
+  CONVOY_CHECK(box.width > 0 && box.height > 0, "resample: empty box");
+  resample_dispatch<4, 3>({src, src_width, src_height, src_stride, box, out_width, out_height, dst, out_width, 1,
+                           out_width * out_height});
 }
 
 void rgb_to_gray(const uint8_t* r, const uint8_t* g, const uint8_t* b, int64_t src_stride, int64_t pixels,

@@ -20,6 +20,12 @@ void resample_bilinear(const uint8_t* src, int64_t src_width, int64_t src_height
                        PixelLayout in_layout, const CropBox& box, int64_t out_width, int64_t out_height,
                        uint8_t* dst, PixelLayout out_layout);
 
+// The same resampling of RGBX pixels (4 bytes each, the fourth ignored; rows src_stride bytes
+// apart) into (3, out_height, out_width) planar RGB: what the JPEG path decodes to, one vector
+// lane per pixel.
+void resample_rgbx_to_planar(const uint8_t* src, int64_t src_width, int64_t src_height, int64_t src_stride,
+                             const CropBox& box, int64_t out_width, int64_t out_height, uint8_t* dst);
+
 // OpenCV's RGB to gray, (R*4899 + G*9617 + B*1868 + 8192) >> 14 (0.299 R + 0.587 G + 0.114 B),
 // over `pixels` pixels whose samples are `src_stride` bytes apart in each of the three
 // channel runs starting at r, g, b; one gray byte per pixel into `gray`.

@@ -8,6 +8,7 @@ packages=(
   libdnnl-dev            # oneDNN: CPU convolution, pooling, batch norm, eltwise, inner product
   libyaml-cpp-dev        # model and run configs (with line numbers for errors)
   libturbojpeg0-dev      # JPEG decoding (libjpeg-turbo's SIMD decoder, DCT-scaled decodes)
+  libjpeg62-turbo-dev    # libjpeg API of the same library: decodes only the crop window (jpeg_crop_scanline, jpeg_skip_scanlines)
   libpng-dev             # PNG decoding: two small codecs instead of OpenCV's ~200 packages
   nlohmann-json3-dev     # safetensors headers, bench JSON
   libcli11-dev           # the command line

@@ -301,3 +301,84 @@ TEST(ImageDecode, BadFilesRejected) {
   EXPECT_MESSAGE(error(dir / "ok.png", 3, 0, 4), dir / "ok.png", "size");
   EXPECT_TRUE(image_decode_available());
 }
+
+namespace convoy {
+namespace {
+
+// A photo-like picture with detail everywhere: (h, w, channels) u8.
+std::vector<uint8_t> photo(int64_t w, int64_t h, int64_t channels) {
+  std::vector<uint8_t> px(static_cast<size_t>(w * h * channels));
+  uint32_t s = 7;
+  for (int64_t i = 0; i < w * h * channels; ++i) {
+    s = s * 1664525u + 1013904223u;
+    const int64_t x = (i / channels) % w, y = (i / channels) / w, c = i % channels;
+    px[static_cast<size_t>(i)] =
+        static_cast<uint8_t>((x * 3 + y * 5 + c * 70 + static_cast<int64_t>(s >> 28) * 4 + ((x / 7 + y / 5) % 2) * 60) & 255);
+  }
+  return px;
+}
+
+// The window decode equals the full decode cut to the same rectangle, within 1 per sample.
+void expect_region_matches_full(const std::vector<uint8_t>& jpeg, const ScaleHint* hint, double x, double y,
+                                double w, double h, int64_t margin) {
+  SCOPED_TRACE("window " + std::to_string(x) + "," + std::to_string(y) + " " + std::to_string(w) + "x" +
+               std::to_string(h) + (hint ? " scaled" : ""));
+  const DecodedImage full = decode_jpeg(jpeg, "full.jpg", hint);
+  const JpegRegion r = decode_jpeg_region(jpeg, "region.jpg", hint, x, y, w, h, margin);
+  EXPECT_EQ(r.full_width, full.width);
+  EXPECT_EQ(r.full_height, full.height);
+  EXPECT_EQ(r.scale, full.scale);
+  EXPECT_EQ(r.channels, full.channels);
+  // It holds the asked window plus the margin, clamped to the image.
+  EXPECT_LE(r.x, std::max<int64_t>(0, static_cast<int64_t>(std::floor(x * r.scale)) - margin));
+  EXPECT_LE(r.y, std::max<int64_t>(0, static_cast<int64_t>(std::floor(y * r.scale)) - margin));
+  EXPECT_GE(r.x + r.width, std::min<int64_t>(full.width, static_cast<int64_t>(std::ceil((x + w) * r.scale)) + margin));
+  EXPECT_GE(r.y + r.height, std::min<int64_t>(full.height, static_cast<int64_t>(std::ceil((y + h) * r.scale)) + margin));
+  ASSERT_LE(r.x + r.width, full.width);
+  ASSERT_LE(r.y + r.height, full.height);
+  int worst = 0;
+  for (int64_t yy = 0; yy < r.height; ++yy)
+    for (int64_t xx = 0; xx < r.width; ++xx)
+      for (int64_t c = 0; c < full.channels; ++c) {
+        const int a = r.pixels[yy * r.stride + xx * r.pixel_bytes + c];
+        const int b = full.pixels[static_cast<size_t>(((r.y + yy) * full.width + r.x + xx) * full.channels + c)];
+        worst = std::max(worst, std::abs(a - b));
+      }
+  EXPECT_LE(worst, 1);
+}
+
+TEST(ImageDecode, JpegWindowEqualsTheFullDecodeCut) {
+  for (int64_t channels : {3, 1}) {  // 4:2:0 colour and gray
+    // Odd sizes: neither side a multiple of the 16-pixel MCU.
+    const int64_t w = 203, h = 157;
+    const std::vector<uint8_t> jpeg = encode_jpeg(photo(w, h, channels).data(), w, h, channels, 92);
+    SCOPED_TRACE(channels);
+    expect_region_matches_full(jpeg, nullptr, 37.0, 21.0, 90.0, 70.0, 3);      // inside, unaligned
+    expect_region_matches_full(jpeg, nullptr, 0.0, 0.0, 40.0, 30.0, 3);        // top-left corner
+    expect_region_matches_full(jpeg, nullptr, 150.0, 120.0, 53.0, 37.0, 3);    // bottom-right corner
+    expect_region_matches_full(jpeg, nullptr, 17.0, 33.0, 1.0, 1.0, 2);        // one pixel
+    expect_region_matches_full(jpeg, nullptr, 0.0, 0.0, 203.0, 157.0, 3);      // all of it
+    expect_region_matches_full(jpeg, nullptr, 101.0, 0.0, 60.0, 157.0, 2);     // a column strip
+    // DCT-scaled decodes: 1/2 and 1/4.
+    const ScaleHint half{180.0, 140.0, 80, 60}, quarter{200.0, 150.0, 40, 30};
+    expect_region_matches_full(jpeg, &half, 20.0, 10.0, 180.0, 140.0, 3);
+    expect_region_matches_full(jpeg, &quarter, 3.0, 7.0, 200.0, 150.0, 3);
+    expect_region_matches_full(jpeg, &half, 63.0, 45.0, 100.0, 90.0, 3);
+  }
+}
+
+TEST(ImageDecode, JpegWindowRefusesTruncatedFiles) {
+  const int64_t w = 160, h = 120;
+  const std::vector<uint8_t> jpeg = encode_jpeg(photo(w, h, 3).data(), w, h, 3, 90);
+  // A window at the top: the missing rows lie below it and are never decoded.
+  for (size_t cut : {size_t{20}, jpeg.size() / 2, jpeg.size() - 3, jpeg.size() - 1}) {
+    const std::vector<uint8_t> t(jpeg.begin(), jpeg.begin() + cut);
+    SCOPED_TRACE(cut);
+    for (double y : {0.0, 80.0})
+      EXPECT_THROW(decode_jpeg_region(t, "cut.jpg", nullptr, 10.0, y, 30.0, 20.0, 2), InputError);
+  }
+  EXPECT_NO_THROW(decode_jpeg_region(jpeg, "whole.jpg", nullptr, 10.0, 0.0, 30.0, 20.0, 2));
+}
+
+}  // namespace
+}  // namespace convoy

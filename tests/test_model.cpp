@@ -60,6 +60,14 @@ TEST(Model, ShippedModelsBuildWithTheirDocumentedShapes) {
   EXPECT_GT(le.forward_flops(), 1'000'000);
 }
 
+// input_shape_of reads the input without building layers, and checks it as from_yaml does.
+TEST(Model, InputShapeOfReadsTheYamlWithoutBuilding) {
+  const std::string path = std::string(CONVOY_SOURCE_DIR) + "/models/fmnet.yaml";
+  EXPECT_EQ(Model::input_shape_of(Model::read_file(path), path), Model::from_file(path, 1).input_shape());
+  EXPECT_THROW(Model::input_shape_of("name: m\ninput: [1, 0, 28]\nlayers: []\n", "m.yaml"), InputError);
+  EXPECT_THROW(Model::input_shape_of("name: m\nlayers: []\n", "m.yaml"), InputError);
+}
+
 TEST(Model, StateNamesFollowPyTorch) {
   Model m = Model::from_yaml(R"(
 name: t

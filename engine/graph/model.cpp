@@ -49,16 +49,29 @@ std::string Model::with_classes(const std::string& yaml_text, const std::string&
   return std::string("# ") + source + " with num_classes " + std::to_string(classes) + "\n" + out.c_str() + "\n";
 }
 
+namespace {
+
+Shape parse_input_shape(const YamlMap& top) {
+  const auto input = top.get_ints("input", 3, {});
+  if (input.size() != 3) top.fail("input", "missing (expected [channels, height, width])");
+  for (int64_t d : input)
+    if (d <= 0) top.fail("input", "dimensions must be positive");
+  return Shape(input.begin(), input.end());
+}
+
+}  // namespace
+
+Shape Model::input_shape_of(const std::string& yaml_text, const std::string& source) {
+  const YamlMap top(yaml_load_string(yaml_text, source), source, "");
+  return parse_input_shape(top);
+}
+
 Model Model::from_yaml(const std::string& yaml_text, const std::string& source, uint64_t seed) {
   Model m;
   m.yaml_ = yaml_text;
   const YamlMap top(yaml_load_string(yaml_text, source), source, "");
   m.name_ = top.get_string("name");
-  const auto input = top.get_ints("input", 3, {});
-  if (input.size() != 3) top.fail("input", "missing (expected [channels, height, width])");
-  for (int64_t d : input)
-    if (d <= 0) top.fail("input", "dimensions must be positive");
-  m.input_shape_ = Shape(input.begin(), input.end());
+  m.input_shape_ = parse_input_shape(top);
   const int64_t classes = top.get_int("classes", 0);
   const YAML::Node layers = top.raw("layers");
   if (!layers.IsSequence() || layers.size() == 0) top.fail("layers", "expected a non-empty list of layers");

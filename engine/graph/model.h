@@ -36,6 +36,9 @@ class Model {
   // rest of the network is unchanged. An output layer of another type is an InputError.
   static std::string with_classes(const std::string& yaml_text, const std::string& source, int64_t classes);
   static std::string read_file(const std::string& path);
+  // The YAML's `input` (C, H, W), checked as from_yaml checks it, without building any layer
+  // or initializing parameters: for callers that need only the input shape (the loader alone).
+  static Shape input_shape_of(const std::string& yaml_text, const std::string& source);
 
   Model(Model&&) noexcept;
   Model& operator=(Model&&) noexcept;

@@ -158,12 +158,12 @@ std::unique_ptr<Dataset> load_split(const RunConfig& config, const std::string& 
 }
 
 // The model's input, and the crops of the config that reach it.
-Preprocess preprocess_of(const RunConfig& config, const Model& model) {
+Preprocess preprocess_of(const RunConfig& config, const Shape& input) {  // input: (C, H, W)
   const DatasetConfig& d = config.dataset;
   Preprocess p;
-  p.channels = model.input_shape()[0];
-  p.height = model.input_shape()[1];
-  p.width = model.input_shape()[2];
+  p.channels = input[0];
+  p.height = input[1];
+  p.width = input[2];
   if (p.channels != 1 && p.channels != 3)
     throw InputError(config.model_path + ": image datasets feed 1 (gray) or 3 (RGB) input channels, the model takes " +
                      std::to_string(p.channels));
@@ -175,6 +175,8 @@ Preprocess preprocess_of(const RunConfig& config, const Model& model) {
   p.ratio_max = d.ratio_max;
   return p;
 }
+
+Preprocess preprocess_of(const RunConfig& config, const Model& model) { return preprocess_of(config, model.input_shape()); }
 
 // Decoding image files wants every core but one: the training thread that launches the
 // device's work must not queue behind the decoders (measured on the H200 host, 16 cores:
@@ -508,8 +510,11 @@ TrainResult train(const RunConfig& config, const TrainOptions& options, std::ost
 double measure_loader(const RunConfig& config, int64_t batches, std::ostream& log) {
   const std::unique_ptr<Backend> backend = open_backend(config, log);
   const std::unique_ptr<Dataset> data = load_split(config, config.dataset.train_split, config.dataset.train_limit);
-  const Model model = load_config_model(config);  // for its input shape only
-  const Preprocess preprocess = preprocess_of(config, model);
+  // The input shape only, read from the YAML: building the model would initialize all its
+  // weights (a quarter of a second for ResNet-50) for nothing. num_classes changes only the
+  // classifier, never the input.
+  const Preprocess preprocess =
+      preprocess_of(config, Model::input_shape_of(Model::read_file(config.model_path), config.model_path));
   const std::unique_ptr<BatchUploader> uploader = backend->make_batch_uploader();
   LoaderOptions options = train_loader_options(config, *data, preprocess);
   options.host_empty = [&](Shape shape, DType dtype) { return uploader->host_empty(std::move(shape), dtype); };
