@@ -1,10 +1,10 @@
 #include "engine/config/yaml_map.h"
 
 #include <algorithm>
-#include <fstream>
-#include <sstream>
+#include <cmath>
 
 #include "engine/core/error.h"
+#include "engine/core/file_io.h"
 
 namespace convoy {
 
@@ -33,11 +33,11 @@ YAML::Node yaml_load_string(const std::string& text, const std::string& source) 
 }
 
 YAML::Node yaml_load_file(const std::string& path) {
-  std::ifstream in(path);
-  if (!in) throw InputError(path + ": cannot open the file (does it exist?)");
-  std::stringstream text;
-  text << in.rdbuf();
-  return yaml_load_string(text.str(), path);
+  return yaml_load_string(read_yaml_text(path, "YAML file"), path);
+}
+
+std::string read_yaml_text(const std::string& path, std::string_view what) {
+  return read_text_file(path, what, kMaxYamlBytes);
 }
 
 std::string yaml_where(const std::string& file, const YAML::Node& node) {
@@ -49,7 +49,7 @@ std::string yaml_where(const std::string& file, const YAML::Node& node) {
 
 YamlMap::YamlMap(YAML::Node node, std::string file, std::string path)
     : node_(std::move(node)), file_(std::move(file)), path_(std::move(path)) {
-  if (node_.IsNull() || !node_.IsDefined()) {
+  if (!node_.IsDefined() || node_.IsNull()) {  // IsNull() throws on an undefined node
     node_ = YAML::Node(YAML::NodeType::Map);
   } else if (!node_.IsMap()) {
     throw InputError(yaml_where(file_, node_) + ": " + (path_.empty() ? "the file" : path_) +
@@ -117,12 +117,15 @@ int64_t YamlMap::get_int(std::string_view key, int64_t fallback) const {
 double YamlMap::get_double(std::string_view key) const {
   const YAML::Node n = lookup(key);
   if (!n.IsDefined() || n.IsNull()) fail(key, "missing (expected a number)");
+  double value = 0;
   try {
     if (!n.IsScalar()) throw YAML::Exception(YAML::Mark::null_mark(), "");
-    return n.as<double>();
+    value = n.as<double>();
   } catch (const YAML::Exception&) {
     fail(key, "expected a number, found " + scalar_kind(n));
   }
+  if (!std::isfinite(value)) fail(key, "expected a finite number, found " + scalar_kind(n));
+  return value;
 }
 
 double YamlMap::get_double(std::string_view key, double fallback) const {
@@ -161,16 +164,22 @@ std::vector<int64_t> YamlMap::get_ints(std::string_view key, size_t n,
 std::vector<double> YamlMap::get_doubles(std::string_view key, std::vector<double> fallback) const {
   const YAML::Node node = lookup(key);
   if (!node.IsDefined() || node.IsNull()) return fallback;
+  std::vector<double> out;
   try {
-    if (node.IsScalar()) return {node.as<double>()};
-    if (node.IsSequence()) {
-      std::vector<double> out;
+    if (node.IsScalar()) {
+      out.push_back(node.as<double>());
+    } else if (node.IsSequence()) {
       for (const auto& item : node) out.push_back(item.as<double>());
-      return out;
+    } else {
+      throw YAML::Exception(YAML::Mark::null_mark(), "");
     }
   } catch (const YAML::Exception&) {
+    fail(key, "expected a number or a list of numbers, found " + scalar_kind(node));
   }
-  fail(key, "expected a number or a list of numbers, found " + scalar_kind(node));
+  for (double v : out)
+    if (!std::isfinite(v))
+      fail(key, "expected finite numbers, found " + std::string(std::isnan(v) ? "nan" : v > 0 ? "inf" : "-inf"));
+  return out;
 }
 
 std::vector<std::string> YamlMap::get_strings(std::string_view key,
