@@ -315,7 +315,8 @@ TrainResult TrainingRun::run() {
 // Continues from last.safetensors when --resume asks for it and it is there.
 void TrainingRun::resume() {
   if (!options_.resume) return;
-  if (!fs::exists(last_path_)) {
+  std::error_code ec;  // a run directory we may not search is reported where it is created
+  if (!fs::exists(last_path_, ec)) {
     log_ << "no checkpoint at " << last_path_.string() << "; starting a new run" << std::endl;
     return;
   }
@@ -345,7 +346,8 @@ void TrainingRun::log_start() const {
 // metrics.csv: a resumed run appends to its rows, a new one starts the file over.
 std::ofstream TrainingRun::open_metrics() const {
   const fs::path path = run_dir_ / "metrics.csv";
-  const bool fresh = !fs::exists(path) || pos_.step == 0;
+  std::error_code ec;
+  const bool fresh = !fs::exists(path, ec) || pos_.step == 0;
   std::ofstream metrics(path, fresh ? std::ios::trunc : std::ios::app);
   if (!metrics) throw InputError(path.string() + ": cannot write the metrics file");
   if (fresh)
