@@ -10,6 +10,7 @@
 #include <fstream>
 #include <limits>
 
+#include "datasets/image_codec.h"
 #include "engine/checkpoint/safetensors.h"
 #include "engine/config/run_config.h"
 #include "engine/config/yaml_map.h"
@@ -258,6 +259,18 @@ TEST(ReliabilityInputs, DevicesAndHugeFilesAreNotReadAsYaml) {
   // A config whose model is a device names the key.
   EXPECT_HAS(config_error("model: /dev/zero\n"), "run.yaml:1: model: /dev/zero is not a regular file");
   EXPECT_HAS(config_error("model: /\n"), "model: / is not a regular file");
+}
+
+TEST(ReliabilityInputs, YamlThatIsNotUtf8IsRefusedUpFront) {
+  // Checkpoint metadata is JSON: a model YAML in Latin-1 would fail the first save after an
+  // epoch of training. It fails when read, naming the line.
+  EXPECT_HAS(model_error("name: n\n# caf\xe9\ninput: [1, 8, 8]\nlayers: [{type: flatten}]\n"),
+             "net.yaml:2: not UTF-8 text");
+  EXPECT_HAS(config_error("model: lenet5.yaml\nname: \xff\n"), "run.yaml:2: not UTF-8 text");
+  EXPECT_EQ(invalid_utf8_at("caf\xc3\xa9 \xe2\x82\xac \xf0\x9f\x98\x80"), std::string::npos);
+  EXPECT_EQ(invalid_utf8_at("ab\xc0\xaf"), 2u);      // overlong '/'
+  EXPECT_EQ(invalid_utf8_at("\xed\xa0\x80"), 0u);    // a surrogate
+  EXPECT_EQ(invalid_utf8_at("x\xe2\x82"), 1u);        // cut short
 }
 
 // ---- checkpoints: metadata ranges and non-finite tensors ----
@@ -510,6 +523,28 @@ TEST_F(ReliabilityCli, ReadOnlyOutputDirIsAnInputError) {
                                        fs::perms::others_exec);
   expect_input_error(train("--set output.dir=" + (dir_ / "ro").string()), {(dir_ / "ro/run").string()});
   fs::permissions(dir_ / "ro/run", fs::perms::all);
+}
+
+TEST_F(ReliabilityCli, ClassNameThatIsNotUtf8IsRefusedBeforeTraining) {
+  // An image folder whose class directory is named in Latin-1: refused before the first step,
+  // not when the first checkpoint's JSON header is written an epoch later.
+  const std::vector<uint8_t> pixels(8 * 8, 128);
+  const std::vector<uint8_t> png = encode_png(pixels.data(), 8, 8, 1);
+  for (const char* split : {"train", "test"})
+    for (const std::string cls : {"caf\xe9", "tea"}) {
+      fs::create_directories(dir_ / "images" / split / cls);
+      for (int i = 0; i < 4; ++i)
+        std::ofstream(dir_ / "images" / split / cls / (std::to_string(i) + ".png"), std::ios::binary)
+            .write(reinterpret_cast<const char*>(png.data()), static_cast<std::streamsize>(png.size()));
+    }
+  write("folder_config.yaml", "model: small.yaml\n"
+                              "dataset: {kind: image-folder, path: " + (dir_ / "images").string() + ",\n"
+                              "          normalize: {mean: [0.5], std: [0.5]}}\n"
+                              "batch_size: 4\nepochs: 1\ndevice: cpu\nthreads: 1\n"
+                              "output: {dir: " + (dir_ / "runs").string() + "}\n");
+  const auto r = convoy("train -c " + (dir_ / "folder_config.yaml").string());
+  expect_input_error(r, {"is not UTF-8 text"});
+  EXPECT_EQ(r.output.find("epoch 1/1"), std::string::npos) << r.output;
 }
 
 TEST_F(ReliabilityCli, BadCheckpointMetadataOnResumeIsAnInputError) {

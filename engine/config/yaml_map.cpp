@@ -23,7 +23,38 @@ std::string scalar_kind(const YAML::Node& node) {
 
 }  // namespace
 
+size_t invalid_utf8_at(std::string_view text) {
+  const auto* p = reinterpret_cast<const unsigned char*>(text.data());
+  const size_t n = text.size();
+  for (size_t i = 0; i < n;) {
+    const unsigned char c = p[i];
+    size_t len = 0;
+    uint32_t cp = 0;
+    if (c < 0x80) { ++i; continue; }
+    if ((c & 0xE0) == 0xC0) len = 2, cp = c & 0x1F;
+    else if ((c & 0xF0) == 0xE0) len = 3, cp = c & 0x0F;
+    else if ((c & 0xF8) == 0xF0) len = 4, cp = c & 0x07;
+    else return i;
+    if (i + len > n) return i;
+    for (size_t k = 1; k < len; ++k) {
+      if ((p[i + k] & 0xC0) != 0x80) return i;
+      cp = (cp << 6) | (p[i + k] & 0x3F);
+    }
+    // Overlong forms, surrogates and code points past U+10FFFF.
+    if ((len == 2 && cp < 0x80) || (len == 3 && cp < 0x800) || (len == 4 && cp < 0x10000) ||
+        (cp >= 0xD800 && cp <= 0xDFFF) || cp > 0x10FFFF)
+      return i;
+    i += len;
+  }
+  return std::string::npos;
+}
+
 YAML::Node yaml_load_string(const std::string& text, const std::string& source) {
+  if (const size_t bad = invalid_utf8_at(text); bad != std::string::npos) {
+    const size_t line = static_cast<size_t>(std::count(text.begin(), text.begin() + static_cast<long>(bad), '\n')) + 1;
+    throw InputError(source + ":" + std::to_string(line) + ": not UTF-8 text (byte " + std::to_string(bad) +
+                     " is not valid UTF-8)");
+  }
   try {
     return YAML::Load(text);
   } catch (const YAML::Exception& e) {

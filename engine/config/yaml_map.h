@@ -19,6 +19,10 @@ std::string read_yaml_text(const std::string& path, std::string_view what);
 inline constexpr uint64_t kMaxYamlBytes = uint64_t{16} << 20;
 YAML::Node yaml_load_string(const std::string& text, const std::string& source);
 
+// The offset of the first byte that is not valid UTF-8, or std::string::npos. Checkpoint
+// metadata is JSON, which holds UTF-8 only: text bound for it is checked on the way in.
+size_t invalid_utf8_at(std::string_view text);
+
 // "file:line" of a node (1-based), or just "file" when the node has no mark.
 std::string yaml_where(const std::string& file, const YAML::Node& node);
 

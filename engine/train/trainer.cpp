@@ -17,6 +17,7 @@
 #include "datasets/dataset.h"
 #include "datasets/dataset_checks.h"
 #include "datasets/loader.h"
+#include "engine/config/yaml_map.h"
 #include "engine/core/error.h"
 #include "engine/core/file_io.h"
 #include "engine/graph/model.h"
@@ -242,6 +243,11 @@ class TrainingRun {
         step_(*backend_, model_, recipe_of(config, normalize_)), uploader_(backend_->make_batch_uploader()),
         progress_(log, config.log_every) {
     check_same_classes(*train_data_, *test_data_);
+    // The checkpoints' metadata is JSON: a class name that is not UTF-8 (a folder name in
+    // another encoding) would fail the first save, after an epoch of training.
+    for (const std::string& name : train_data_->class_names())
+      if (invalid_utf8_at(name) != std::string::npos)
+        throw InputError(train_data_->name() + ": class name '" + name + "' is not UTF-8 text (rename it)");
   }
 
   TrainResult run();
