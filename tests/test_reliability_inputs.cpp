@@ -470,6 +470,13 @@ TEST_F(ReliabilityCli, ThreadsBeyondTheBoundIsAnInputError) {
                      {(dir_ / "config.yaml").string(), "threads: 100000 is out of range"});
 }
 
+TEST_F(ReliabilityCli, DeviceNumberBeyondAnIntIsAnInputError) {
+  const fs::path run = train_small();
+  expect_input_error(convoy("infer --device cuda:99999999999 --model " + (run / "best.safetensors").string() + " " +
+                            (dir_ / "x.png").string()),
+                     {"device 'cuda:99999999999'"});
+}
+
 TEST_F(ReliabilityCli, NanLearningRateIsAnInputError) {
   expect_input_error(convoy("train -c " + (dir_ / "config.yaml").string() + " --set optimizer.lr=.inf"),
                      {"optimizer.lr: expected a finite number"});
