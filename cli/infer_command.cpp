@@ -42,8 +42,9 @@ struct LoadedModel {
 
 LoadedModel load_model(const std::string& path, Backend& backend) {
   RunCheckpoint ckpt = read_run_checkpoint(path, CheckpointUse::inference);
-  LoadedModel loaded{Model::from_yaml(ckpt.info.model_yaml, path + " (model_yaml)", 0),
-                     std::move(ckpt.info.class_names), make_normalize(ckpt.info.mean, ckpt.info.std)};
+  Model model = Model::from_yaml(ckpt.info.model_yaml, path + " (model_yaml)", 0);
+  check_checkpoint_fits_model(ckpt.info, model, path);
+  LoadedModel loaded{std::move(model), std::move(ckpt.info.class_names), make_normalize(ckpt.info.mean, ckpt.info.std)};
   loaded.model.load_state(ckpt.tensors, path);
   const Shape& in = loaded.model.input_shape();  // (C, H, W)
   if (ckpt.info.preprocess) {

@@ -57,7 +57,8 @@ void add_train_command(CLI::App& app, Action& chosen) {
   cmd->add_option("--config,-c", args->config, "run config YAML, e.g. configs/fashion_mnist.yaml")->required();
   cmd->add_option("--set", args->overrides, "override a config key: --set optimizer.lr=0.05 (repeatable)");
   cmd->add_flag("--resume", args->resume, "continue from <output>/<name>/last.safetensors if it exists");
-  cmd->add_option("--max-steps", args->max_steps, "stop with a checkpoint after this many steps in total");
+  cmd->add_option("--max-steps", args->max_steps, "stop with a checkpoint after this many steps in total")
+      ->check(CLI::NonNegativeNumber);
   cmd->add_option("--data-only", args->data_only,
                   "measure the data loader alone over N batches (0 = one epoch): images/s, no training")
       ->expected(0, 1)->default_str("0")->check(CLI::NonNegativeNumber);

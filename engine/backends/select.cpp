@@ -18,7 +18,7 @@ std::unique_ptr<Backend> select_backend(std::string_view device, const BackendOp
   int index = 0;
   if (device.rfind("cuda:", 0) == 0) {
     const std::string digits(device.substr(5));
-    if (digits.empty() || digits.find_first_not_of("0123456789") != std::string::npos)
+    if (digits.empty() || digits.size() > 3 || digits.find_first_not_of("0123456789") != std::string::npos)
       throw InputError("device '" + std::string(device) + "': expected cuda:N with a device number");
     index = std::stoi(digits);
   } else if (device != "cuda") {

@@ -1,7 +1,6 @@
 #include "engine/config/run_config.h"
 
 #include <filesystem>
-#include <fstream>
 #include <sstream>
 
 #include "engine/config/yaml_map.h"
@@ -51,6 +50,21 @@ void check_positive(const YamlMap& map, std::string_view key, double value) {
   if (!(value > 0)) map.fail(key, "must be greater than 0");
 }
 
+// An integer key in lo ... hi; `what` says what the range means when it is not plain.
+int64_t get_int_in(const YamlMap& map, std::string_view key, int64_t fallback, int64_t lo, int64_t hi,
+                   const std::string& what = "") {
+  const int64_t value = map.get_int(key, fallback);
+  if (value < lo || value > hi)
+    map.fail(key, std::to_string(value) + " is out of range (expected " +
+                      (what.empty() ? std::to_string(lo) + " ... " + std::to_string(hi) : what) + ")");
+  return value;
+}
+
+bool file_exists(const std::string& path) {
+  std::error_code ec;  // a path through a file, or an unreadable directory: not there
+  return fs::exists(path, ec);
+}
+
 }  // namespace
 
 RunConfig parse_run_config(const std::string& yaml_text, const std::string& source,
@@ -67,7 +81,10 @@ RunConfig parse_run_config(const std::string& yaml_text, const std::string& sour
   if (c.name.empty() || c.name.find('/') != std::string::npos || c.name == "." || c.name == "..")
     top.fail("name", "must be a plain directory name");
   c.model_path = resolve_path(base_dir, top.get_string("model"));
-  if (!fs::exists(c.model_path)) top.fail("model", "file not found: " + c.model_path);
+  if (!file_exists(c.model_path)) top.fail("model", "file not found: " + c.model_path);
+  std::error_code ec;
+  if (!fs::is_regular_file(c.model_path, ec))
+    top.fail("model", c.model_path + " is not a regular file (a model YAML was expected)");
   c.num_classes = top.get_int("num_classes", 0);
   if (c.num_classes < 0 || c.num_classes > 1000000) top.fail("num_classes", "must be 0 (the model's) or 1 ... 1000000");
 
@@ -107,10 +124,11 @@ RunConfig parse_run_config(const std::string& yaml_text, const std::string& sour
   if (c.dataset.mean.size() != c.dataset.std.size() || c.dataset.mean.empty() || c.dataset.mean.size() > 4)
     norm.fail("std", "mean and std need one value per channel (1 to 4 channels)");
   for (double s : c.dataset.std) check_positive(norm, "std", s);
+  for (double m : c.dataset.mean)
+    if (m < -1e6 || m > 1e6) norm.fail("mean", "values must be in -1e6 ... 1e6 (on the [0, 1] scale)");
   norm.finish();
   const YamlMap aug = data.get_map("augment");
-  c.dataset.crop_padding = aug.get_int("crop_padding", 0);
-  if (c.dataset.crop_padding < 0) aug.fail("crop_padding", "must be 0 (off) or positive");
+  c.dataset.crop_padding = get_int_in(aug, "crop_padding", 0, 0, 1024, "0 (off) ... 1024");
   c.dataset.horizontal_flip = aug.get_bool("horizontal_flip", false);
   if (aug.has("random_resized_crop")) {
     const YamlMap rrc = aug.get_map("random_resized_crop");
@@ -132,8 +150,10 @@ RunConfig parse_run_config(const std::string& yaml_text, const std::string& sour
 
   c.batch_size = top.get_int("batch_size", c.batch_size);
   check_positive(top, "batch_size", static_cast<double>(c.batch_size));
+  c.batch_size = get_int_in(top, "batch_size", c.batch_size, 1, kMaxBatchSize);
   c.epochs = top.get_int("epochs", c.epochs);
   check_positive(top, "epochs", static_cast<double>(c.epochs));
+  c.epochs = get_int_in(top, "epochs", c.epochs, 1, kMaxEpochs);
 
   const YamlMap opt = top.get_map("optimizer");
   c.optimizer.type = opt.get_choice("type", c.optimizer.type, {"sgd", "adamw"});
@@ -160,19 +180,29 @@ RunConfig parse_run_config(const std::string& yaml_text, const std::string& sour
   c.schedule.type = sched.get_choice("type", "constant", {"constant", "step", "cosine", "onecycle"});
   c.schedule.warmup_epochs = sched.get_double("warmup_epochs", 0.0);
   c.schedule.warmup_start_factor = sched.get_double("warmup_start_factor", 0.1);
-  if (c.schedule.warmup_epochs < 0) sched.fail("warmup_epochs", "must not be negative");
+  if (c.schedule.warmup_epochs < 0 || c.schedule.warmup_epochs > static_cast<double>(kMaxEpochs))
+    sched.fail("warmup_epochs", "must be in 0 ... " + std::to_string(kMaxEpochs));
+  if (c.schedule.warmup_start_factor < 0 || c.schedule.warmup_start_factor > 1)
+    sched.fail("warmup_start_factor", "must be in [0, 1]");
   if (c.schedule.type == "step") {
-    for (double m : sched.get_doubles("milestones", {}))
+    for (double m : sched.get_doubles("milestones", {})) {
+      if (m < 0 || m > static_cast<double>(kMaxEpochs))
+        sched.fail("milestones", "epochs must be in 0 ... " + std::to_string(kMaxEpochs));
       c.schedule.milestones.push_back(static_cast<int64_t>(m));
+    }
     if (c.schedule.milestones.empty()) sched.fail("milestones", "a step schedule needs milestones (epochs)");
     c.schedule.gamma = sched.get_double("gamma", 0.1);
+    check_positive(sched, "gamma", c.schedule.gamma);
   } else if (c.schedule.type == "cosine") {
     c.schedule.min_lr = sched.get_double("min_lr", 0.0);
+    if (c.schedule.min_lr < 0) sched.fail("min_lr", "must not be negative");
   } else if (c.schedule.type == "onecycle") {
     c.schedule.pct_start = sched.get_double("pct_start", 0.3);
     c.schedule.div_factor = sched.get_double("div_factor", 25.0);
     c.schedule.final_div_factor = sched.get_double("final_div_factor", 1e4);
     if (c.schedule.pct_start <= 0 || c.schedule.pct_start >= 1) sched.fail("pct_start", "must be in (0, 1)");
+    check_positive(sched, "div_factor", c.schedule.div_factor);
+    check_positive(sched, "final_div_factor", c.schedule.final_div_factor);
     if (c.schedule.warmup_epochs > 0) sched.fail("warmup_epochs", "onecycle has its own warm-up");
   }
   sched.finish();
@@ -183,19 +213,21 @@ RunConfig parse_run_config(const std::string& yaml_text, const std::string& sour
   if (seed < 0) top.fail("seed", "must not be negative");
   c.seed = static_cast<uint64_t>(seed);
   c.device = top.get_string("device", "auto");
-  if (c.device != "auto" && c.device != "cpu" && c.device != "cuda" && c.device.rfind("cuda:", 0) != 0)
+  const bool cuda_n = c.device.rfind("cuda:", 0) == 0 && c.device.size() > 5 && c.device.size() <= 8 &&
+                      c.device.find_first_not_of("0123456789", 5) == std::string::npos;
+  if (c.device != "auto" && c.device != "cpu" && c.device != "cuda" && !cuda_n)
     top.fail("device", "'" + c.device + "' is not one of: auto, cpu, cuda, cuda:N");
   c.precision = top.get_choice("precision", "fp32", {"fp32", "bf16"});
   c.layout = top.get_choice("layout", "auto", {"auto", "nchw", "nhwc"});
   c.deterministic = top.get_bool("deterministic", false);
   c.cudnn_benchmark = top.get_bool("cudnn_benchmark", true);
-  c.threads = top.get_int("threads", 0);
-  if (c.threads < 0) top.fail("threads", "must be 0 (all cores) or positive");
+  c.threads = get_int_in(top, "threads", 0, 0, kMaxThreads, "0 (all cores) or 1 ... " + std::to_string(kMaxThreads));
 
   const YamlMap out = top.get_map("output");
   c.output_dir = out.get_string("dir", c.output_dir);
   c.log_every = out.get_int("log_every", c.log_every);
   check_positive(out, "log_every", static_cast<double>(c.log_every));
+  c.log_every = get_int_in(out, "log_every", c.log_every, 1, int64_t{1} << 40);
   out.finish();
   top.finish();
 
@@ -206,12 +238,9 @@ RunConfig parse_run_config(const std::string& yaml_text, const std::string& sour
 }
 
 RunConfig load_run_config(const std::string& path, const std::vector<std::string>& overrides) {
-  std::ifstream in(path);
-  if (!in) throw InputError(path + ": cannot open the config file (does it exist?)");
-  std::stringstream text;
-  text << in.rdbuf();
+  const std::string text = read_yaml_text(path, "the config file");
   const std::string base = fs::path(path).parent_path().string();
-  return parse_run_config(text.str(), path, base.empty() ? "." : base, overrides);
+  return parse_run_config(text, path, base.empty() ? "." : base, overrides);
 }
 
 }  // namespace convoy

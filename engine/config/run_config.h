@@ -6,6 +6,11 @@
 
 namespace convoy {
 
+// Bounds of the config's sizes: a value beyond them is a typo, never a run.
+inline constexpr int64_t kMaxThreads = 1024;            // threads, and what reaches OpenMP
+inline constexpr int64_t kMaxBatchSize = int64_t{1} << 20;
+inline constexpr int64_t kMaxEpochs = 1000000;
+
 struct DatasetConfig {
   // fashion-mnist | mnist | cifar10 | cifar100 | image-folder | csv | synthetic
   std::string kind = "fashion-mnist";

@@ -1,10 +1,10 @@
 #include "engine/config/yaml_map.h"
 
 #include <algorithm>
-#include <fstream>
-#include <sstream>
+#include <cmath>
 
 #include "engine/core/error.h"
+#include "engine/core/file_io.h"
 
 namespace convoy {
 
@@ -23,7 +23,38 @@ std::string scalar_kind(const YAML::Node& node) {
 
 }  // namespace
 
+size_t invalid_utf8_at(std::string_view text) {
+  const auto* p = reinterpret_cast<const unsigned char*>(text.data());
+  const size_t n = text.size();
+  for (size_t i = 0; i < n;) {
+    const unsigned char c = p[i];
+    size_t len = 0;
+    uint32_t cp = 0;
+    if (c < 0x80) { ++i; continue; }
+    if ((c & 0xE0) == 0xC0) len = 2, cp = c & 0x1F;
+    else if ((c & 0xF0) == 0xE0) len = 3, cp = c & 0x0F;
+    else if ((c & 0xF8) == 0xF0) len = 4, cp = c & 0x07;
+    else return i;
+    if (i + len > n) return i;
+    for (size_t k = 1; k < len; ++k) {
+      if ((p[i + k] & 0xC0) != 0x80) return i;
+      cp = (cp << 6) | (p[i + k] & 0x3F);
+    }
+    // Overlong forms, surrogates and code points past U+10FFFF.
+    if ((len == 2 && cp < 0x80) || (len == 3 && cp < 0x800) || (len == 4 && cp < 0x10000) ||
+        (cp >= 0xD800 && cp <= 0xDFFF) || cp > 0x10FFFF)
+      return i;
+    i += len;
+  }
+  return std::string::npos;
+}
+
 YAML::Node yaml_load_string(const std::string& text, const std::string& source) {
+  if (const size_t bad = invalid_utf8_at(text); bad != std::string::npos) {
+    const size_t line = static_cast<size_t>(std::count(text.begin(), text.begin() + static_cast<long>(bad), '\n')) + 1;
+    throw InputError(source + ":" + std::to_string(line) + ": not UTF-8 text (byte " + std::to_string(bad) +
+                     " is not valid UTF-8)");
+  }
   try {
     return YAML::Load(text);
   } catch (const YAML::Exception& e) {
@@ -33,11 +64,11 @@ YAML::Node yaml_load_string(const std::string& text, const std::string& source) 
 }
 
 YAML::Node yaml_load_file(const std::string& path) {
-  std::ifstream in(path);
-  if (!in) throw InputError(path + ": cannot open the file (does it exist?)");
-  std::stringstream text;
-  text << in.rdbuf();
-  return yaml_load_string(text.str(), path);
+  return yaml_load_string(read_yaml_text(path, "YAML file"), path);
+}
+
+std::string read_yaml_text(const std::string& path, std::string_view what) {
+  return read_text_file(path, what, kMaxYamlBytes);
 }
 
 std::string yaml_where(const std::string& file, const YAML::Node& node) {
@@ -49,7 +80,7 @@ std::string yaml_where(const std::string& file, const YAML::Node& node) {
 
 YamlMap::YamlMap(YAML::Node node, std::string file, std::string path)
     : node_(std::move(node)), file_(std::move(file)), path_(std::move(path)) {
-  if (node_.IsNull() || !node_.IsDefined()) {
+  if (!node_.IsDefined() || node_.IsNull()) {  // IsNull() throws on an undefined node
     node_ = YAML::Node(YAML::NodeType::Map);
   } else if (!node_.IsMap()) {
     throw InputError(yaml_where(file_, node_) + ": " + (path_.empty() ? "the file" : path_) +
@@ -117,12 +148,15 @@ int64_t YamlMap::get_int(std::string_view key, int64_t fallback) const {
 double YamlMap::get_double(std::string_view key) const {
   const YAML::Node n = lookup(key);
   if (!n.IsDefined() || n.IsNull()) fail(key, "missing (expected a number)");
+  double value = 0;
   try {
     if (!n.IsScalar()) throw YAML::Exception(YAML::Mark::null_mark(), "");
-    return n.as<double>();
+    value = n.as<double>();
   } catch (const YAML::Exception&) {
     fail(key, "expected a number, found " + scalar_kind(n));
   }
+  if (!std::isfinite(value)) fail(key, "expected a finite number, found " + scalar_kind(n));
+  return value;
 }
 
 double YamlMap::get_double(std::string_view key, double fallback) const {
@@ -161,16 +195,22 @@ std::vector<int64_t> YamlMap::get_ints(std::string_view key, size_t n,
 std::vector<double> YamlMap::get_doubles(std::string_view key, std::vector<double> fallback) const {
   const YAML::Node node = lookup(key);
   if (!node.IsDefined() || node.IsNull()) return fallback;
+  std::vector<double> out;
   try {
-    if (node.IsScalar()) return {node.as<double>()};
-    if (node.IsSequence()) {
-      std::vector<double> out;
+    if (node.IsScalar()) {
+      out.push_back(node.as<double>());
+    } else if (node.IsSequence()) {
       for (const auto& item : node) out.push_back(item.as<double>());
-      return out;
+    } else {
+      throw YAML::Exception(YAML::Mark::null_mark(), "");
     }
   } catch (const YAML::Exception&) {
+    fail(key, "expected a number or a list of numbers, found " + scalar_kind(node));
   }
-  fail(key, "expected a number or a list of numbers, found " + scalar_kind(node));
+  for (double v : out)
+    if (!std::isfinite(v))
+      fail(key, "expected finite numbers, found " + std::string(std::isnan(v) ? "nan" : v > 0 ? "inf" : "-inf"));
+  return out;
 }
 
 std::vector<std::string> YamlMap::get_strings(std::string_view key,

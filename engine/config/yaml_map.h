@@ -12,8 +12,16 @@
 namespace convoy {
 
 // Parses a YAML file or string; syntax errors become InputError "file:line:col: ...".
+// Files are read through InputFile (no devices or FIFOs), at most kMaxYamlBytes.
 YAML::Node yaml_load_file(const std::string& path);
+// The text of a YAML file (a config, a model), with the same checks; `what` names it in messages.
+std::string read_yaml_text(const std::string& path, std::string_view what);
+inline constexpr uint64_t kMaxYamlBytes = uint64_t{16} << 20;
 YAML::Node yaml_load_string(const std::string& text, const std::string& source);
+
+// The offset of the first byte that is not valid UTF-8, or std::string::npos. Checkpoint
+// metadata is JSON, which holds UTF-8 only: text bound for it is checked on the way in.
+size_t invalid_utf8_at(std::string_view text);
 
 // "file:line" of a node (1-based), or just "file" when the node has no mark.
 std::string yaml_where(const std::string& file, const YAML::Node& node);
@@ -29,6 +37,7 @@ class YamlMap {
   std::string get_string(std::string_view key, const std::string& fallback) const;
   int64_t get_int(std::string_view key) const;
   int64_t get_int(std::string_view key, int64_t fallback) const;
+  // Numbers must be finite: .nan and .inf are refused, naming the key.
   double get_double(std::string_view key) const;
   double get_double(std::string_view key, double fallback) const;
   bool get_bool(std::string_view key, bool fallback) const;

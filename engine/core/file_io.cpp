@@ -19,6 +19,17 @@ void create_output_directories(const std::filesystem::path& dir, std::string_vie
   if (error) throw InputError(file_message(dir, "cannot create " + std::string(what) + ": " + error.message()));
 }
 
+std::string read_text_file(const std::filesystem::path& path, std::string_view what, uint64_t max_bytes) {
+  InputFile file(path);
+  if (file.size() > max_bytes)
+    file.fail(std::string(what) + " of " + std::to_string(file.size()) + " bytes is too large (at most " +
+              std::to_string(max_bytes) + " bytes)");
+  std::string text(static_cast<size_t>(file.size()), '\0');
+  // The size stat() gave; a file that grew since is cut there, one that shrank is shorter.
+  text.resize(file.read_some(text.data(), text.size()));
+  return text;
+}
+
 InputFile::InputFile(const std::filesystem::path& path, std::string_view missing_hint)
     : path_(path) {
   struct stat st {};

@@ -36,6 +36,10 @@ class InputFile {
   uint64_t size_ = 0;
 };
 
+// The whole of a small text file (a config, a model YAML) through InputFile: a device, a FIFO
+// or a file over `max_bytes` is "<path>: <what> is ... (at most N bytes)", never an endless read.
+std::string read_text_file(const std::filesystem::path& path, std::string_view what, uint64_t max_bytes);
+
 // "<path>: <message>", the one shape of every file error.
 std::string file_message(const std::filesystem::path& path, std::string_view message);
 

@@ -6,6 +6,7 @@
 #include <cmath>
 #include <cstdlib>
 #include <cstring>
+#include <limits>
 #include <new>
 #include <sstream>
 
@@ -47,8 +48,24 @@ std::string Device::str() const {
 
 int64_t shape_numel(const Shape& shape) {
   int64_t n = 1;
-  for (int64_t d : shape) n *= d;
+  for (int64_t d : shape)
+    if (__builtin_mul_overflow(n, d, &n))
+      throw InputError("shape " + shape_str(shape) + " has too many elements (more than 2^63)");
   return n;
+}
+
+int64_t saturating_mul(int64_t a, int64_t b) {
+  int64_t out = 0;
+  if (__builtin_mul_overflow(a, b, &out))
+    return (a < 0) != (b < 0) ? std::numeric_limits<int64_t>::min() : std::numeric_limits<int64_t>::max();
+  return out;
+}
+
+int64_t saturating_add(int64_t a, int64_t b) {
+  int64_t out = 0;
+  if (__builtin_add_overflow(a, b, &out))
+    return a < 0 ? std::numeric_limits<int64_t>::min() : std::numeric_limits<int64_t>::max();
+  return out;
 }
 
 std::string shape_str(const Shape& shape) {
@@ -104,6 +121,9 @@ Tensor::Tensor(Shape shape, DType dtype, const std::shared_ptr<Allocator>& alloc
   for (int64_t d : shape_)
     if (d < 0) throw InternalError("negative dimension in shape " + shape_str(shape_));
   CONVOY_CHECK(layout_ == Layout::nchw || shape_.size() == 4, "nhwc needs a 4-D shape");
+  const int64_t n = shape_numel(shape_);
+  if (n > std::numeric_limits<int64_t>::max() / static_cast<int64_t>(dtype_size(dtype_)))
+    throw InputError("tensor of shape " + shape_str(shape_) + " is too large to address");
   storage_ = std::make_shared<Storage>(nbytes(), allocator);
 }
 

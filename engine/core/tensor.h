@@ -34,7 +34,12 @@ struct Device {
 enum class Layout : uint8_t { nchw, nhwc };
 
 using Shape = std::vector<int64_t>;
+// The product of the dimensions. A product past int64_t is an InputError naming the shape
+// (sizes come from user input: the callers bound them first; this is the last line of defence).
 int64_t shape_numel(const Shape& shape);
+// a * b, or the largest int64_t where it would overflow (for costs that are only reported).
+int64_t saturating_mul(int64_t a, int64_t b);
+int64_t saturating_add(int64_t a, int64_t b);
 std::string shape_str(const Shape& shape);  // "(2, 3, 4)"
 
 // Allocates and copies memory on one device. The CUDA one caches blocks.

@@ -17,17 +17,19 @@ Model::Model(Model&&) noexcept = default;
 Model& Model::operator=(Model&&) noexcept = default;
 Model::~Model() = default;
 
-std::string Model::read_file(const std::string& path) {
-  std::ifstream in(path);
-  if (!in) throw InputError(path + ": cannot open the model file (does it exist?)");
-  std::stringstream text;
-  text << in.rdbuf();
-  return text.str();
-}
+std::string Model::read_file(const std::string& path) { return read_yaml_text(path, "the model file"); }
 
 Model Model::from_file(const std::string& path, uint64_t seed) { return from_yaml(read_file(path), path, seed); }
 
 std::string Model::with_classes(const std::string& yaml_text, const std::string& source, int64_t classes) {
+  try {
+    return with_classes_or_throw(yaml_text, source, classes);
+  } catch (const YAML::Exception& e) {  // a layer that is not a mapping, a name that is not a string
+    throw InputError(source + ": cannot find the classifier to resize to num_classes: " + e.msg);
+  }
+}
+
+std::string Model::with_classes_or_throw(const std::string& yaml_text, const std::string& source, int64_t classes) {
   YAML::Node root = yaml_load_string(yaml_text, source);
   YAML::Node layers = root["layers"];
   if (!root.IsMap() || !layers || !layers.IsSequence() || layers.size() == 0)
@@ -56,7 +58,26 @@ Shape parse_input_shape(const YamlMap& top) {
   if (input.size() != 3) top.fail("input", "missing (expected [channels, height, width])");
   for (int64_t d : input)
     if (d <= 0) top.fail("input", "dimensions must be positive");
-  return Shape(input.begin(), input.end());
+  for (int64_t d : input)
+    if (d > kMaxChannels) top.fail("input", "dimensions must be at most " + std::to_string(kMaxChannels));
+  Shape shape(input.begin(), input.end());
+  if (shape_numel(shape) > kMaxSampleElements)
+    top.fail("input", shape_str(shape) + " is more than " + std::to_string(kMaxSampleElements) +
+                          " elements per sample");
+  return shape;
+}
+
+// After a layer's build: its output per sample and the model's weights so far within bounds,
+// so that no later layer computes with (or allocates for) absurd sizes.
+void check_layer_sizes(Layer& layer, const Shape& out, int64_t& model_parameters) {
+  const int64_t elements = shape_numel(out);
+  if (elements > kMaxSampleElements)
+    layer_error(layer, "output " + shape_str(out) + " is more than " + std::to_string(kMaxSampleElements) +
+                           " elements per sample");
+  for (Parameter* p : layer.parameters()) model_parameters = saturating_add(model_parameters, p->value.numel());
+  if (model_parameters > kMaxModelParameters)
+    layer_error(layer, "the model has more than " + std::to_string(kMaxModelParameters) +
+                           " parameters by this layer");
 }
 
 }  // namespace
@@ -74,12 +95,15 @@ Model Model::from_yaml(const std::string& yaml_text, const std::string& source, 
   m.input_shape_ = parse_input_shape(top);
   const int64_t classes = top.get_int("classes", 0);
   const YAML::Node layers = top.raw("layers");
-  if (!layers.IsSequence() || layers.size() == 0) top.fail("layers", "expected a non-empty list of layers");
+  // (An absent key is an invalid node, whose IsSequence() would throw.)
+  if (!layers.IsDefined() || !layers.IsSequence() || layers.size() == 0)
+    top.fail("layers", (layers.IsDefined() ? "" : "missing: ") + std::string("expected a non-empty list of layers"));
   const std::string output = top.get_string("output", "");
   top.finish();
 
   std::map<std::string, int> index_of;
   std::mt19937_64 rng(seed);
+  int64_t model_parameters = 0;
   for (size_t i = 0; i < layers.size(); ++i) {
     const std::string where = "layers[" + std::to_string(i) + "]";
     const YamlMap first(layers[i], source, where);  // checks it is a mapping
@@ -108,6 +132,7 @@ Model Model::from_yaml(const std::string& yaml_text, const std::string& source, 
     named.finish();
     try {
       node.shape = node.layer->build(shapes, rng);
+      check_layer_sizes(*node.layer, node.shape, model_parameters);
     } catch (const InputError& e) {
       throw InputError(yaml_where(source, layers[i]) + ": " + e.what());
     }
@@ -301,7 +326,7 @@ int64_t Model::buffer_count() const {
 
 int64_t Model::forward_flops() const {
   int64_t flops = 0;
-  for (const LayerInfo& info : layer_infos()) flops += info.flops;
+  for (const LayerInfo& info : layer_infos()) flops = saturating_add(flops, info.flops);
   return flops;
 }
 

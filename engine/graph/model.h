@@ -97,6 +97,7 @@ class Model {
     Shape shape;              // per-sample output shape
   };
   Model() = default;
+  static std::string with_classes_or_throw(const std::string& yaml_text, const std::string& source, int64_t classes);
 
   std::string name_;
   std::string yaml_;

@@ -51,7 +51,7 @@ CONVOY_REGISTER_LAYER(relu, make_relu);
 
 std::unique_ptr<Layer> make_leaky_relu(const std::string& name, const LayerAttrs& a) {
   const double slope = a.get_double("negative_slope", 0.01);
-  if (slope < 0) a.fail("negative_slope", "must not be negative");
+  if (!(slope >= 0 && slope <= 1e6)) a.fail("negative_slope", "must be in 0 ... 1e6");
   return std::make_unique<ActivationLayer>(name, Activation::leaky_relu, "leaky_relu", static_cast<float>(slope));
 }
 CONVOY_REGISTER_LAYER(leaky_relu, make_leaky_relu);

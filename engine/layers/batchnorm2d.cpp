@@ -9,10 +9,13 @@ namespace {
 class BatchNorm2d final : public Layer {
  public:
   BatchNorm2d(const std::string& name, const LayerAttrs& a) : Layer(name) {
-    momentum_ = static_cast<float>(a.get_double("momentum", 0.1));
-    eps_ = static_cast<float>(a.get_double("eps", 1e-5));
-    if (momentum_ < 0 || momentum_ > 1) a.fail("momentum", "must be in [0, 1]");
-    if (eps_ <= 0) a.fail("eps", "must be positive");
+    const double momentum = a.get_double("momentum", 0.1);  // finite: the reader refuses nan and inf
+    const double eps = a.get_double("eps", 1e-5);
+    if (!(momentum >= 0 && momentum <= 1)) a.fail("momentum", "must be in [0, 1]");
+    if (!(eps > 0 && eps <= 1)) a.fail("eps", "must be positive (and at most 1)");
+    momentum_ = static_cast<float>(momentum);
+    eps_ = static_cast<float>(eps);
+    if (eps_ <= 0) a.fail("eps", "must be positive (" + std::to_string(eps) + " is 0 as a float)");
   }
 
   std::string_view type() const override { return "batchnorm2d"; }

@@ -10,12 +10,14 @@ class Conv2d final : public Layer {
  public:
   Conv2d(const std::string& name, const LayerAttrs& a) : Layer(name) {
     out_channels_ = a.get_int("out_channels");
-    const auto kernel = a.get_ints("kernel", 2, {});
+    if (out_channels_ <= 0) a.fail("out_channels", "must be positive");
+    out_channels_ = a.get_int_in("out_channels", 1, kMaxChannels);
+    const auto kernel = a.get_ints_in("kernel", 2, {}, 1, kMaxWindow);
     if (kernel.empty()) a.fail("kernel", "missing (expected an integer or [kh, kw])");
-    const auto stride = a.get_ints("stride", 2, {1, 1});
-    const auto padding = a.get_ints("padding", 2, {0, 0});
-    const auto dilation = a.get_ints("dilation", 2, {1, 1});
-    params_.groups = a.get_int("groups", 1);
+    const auto stride = a.get_ints_in("stride", 2, {1, 1}, 1, kMaxWindow);
+    const auto padding = a.get_ints_in("padding", 2, {0, 0}, 0, kMaxWindow);
+    const auto dilation = a.get_ints_in("dilation", 2, {1, 1}, 1, kMaxWindow);
+    params_.groups = a.get_int_in("groups", 1, 1, kMaxChannels);
     has_bias_ = a.get_bool("bias", true);
     kernel_h_ = kernel[0];
     kernel_w_ = kernel[1];
@@ -44,7 +46,11 @@ class Conv2d final : public Layer {
     const int64_t q = conv2d_output_size(w, kernel_w_, params_.stride_w, params_.pad_w, params_.dilation_w);
     if (p <= 0 || q <= 0)
       layer_error(*this, "the kernel does not fit the input " + shape_str(in[0]));
-    const int64_t fan_in = c / params_.groups * kernel_h_ * kernel_w_;
+    const int64_t fan_in = c / params_.groups * kernel_h_ * kernel_w_;  // <= 2^24 * 2^20
+    if (fan_in > kMaxLayerParameters / out_channels_)
+      layer_error(*this, "out_channels " + std::to_string(out_channels_) + " x " + std::to_string(fan_in) +
+                             " weights per output channel is more than the " + std::to_string(kMaxLayerParameters) +
+                             " weights a layer may have");
     weight_.value = uniform_init({out_channels_, c / params_.groups, kernel_h_, kernel_w_}, fan_in, rng);
     if (has_bias_) {
       bias_.value = uniform_init({out_channels_}, fan_in, rng);
@@ -81,7 +87,7 @@ class Conv2d final : public Layer {
   }
 
   int64_t forward_flops(std::span<const Shape> in, const Shape& out) const override {
-    return 2 * shape_numel(out) * (in[0][0] / params_.groups) * kernel_h_ * kernel_w_;
+    return saturating_mul(2 * shape_numel(out), (in[0][0] / params_.groups) * kernel_h_ * kernel_w_);
   }
 
  private:

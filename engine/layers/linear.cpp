@@ -12,6 +12,7 @@ class Linear final : public Layer {
     out_features_ = a.get_int("out_features");
     has_bias_ = a.get_bool("bias", true);
     if (out_features_ <= 0) a.fail("out_features", "must be positive");
+    out_features_ = a.get_int_in("out_features", 1, kMaxChannels);
   }
 
   std::string_view type() const override { return "linear"; }
@@ -24,7 +25,11 @@ class Linear final : public Layer {
     if (s.size() != 1 && !pooled)
       layer_error(*this, "expects per-sample features (F) or (C, 1, 1), got " + shape_str(s) +
                              "; add a flatten or global pooling layer before it");
-    in_features_ = s[0];
+    in_features_ = shape_numel(s);
+    if (in_features_ > kMaxLayerParameters / out_features_)
+      layer_error(*this, "out_features " + std::to_string(out_features_) + " x " + std::to_string(in_features_) +
+                             " input features is more than the " + std::to_string(kMaxLayerParameters) +
+                             " weights a layer may have");
     weight_.value = uniform_init({out_features_, in_features_}, in_features_, rng);
     if (has_bias_) {
       bias_.value = uniform_init({out_features_}, in_features_, rng);

@@ -14,10 +14,10 @@ class Pool2d final : public Layer {
   }
 
   void read_window(const LayerAttrs& a) {
-    const auto kernel = a.get_ints("kernel", 2, {});
+    const auto kernel = a.get_ints_in("kernel", 2, {}, 1, kMaxWindow);
     if (kernel.empty()) a.fail("kernel", "missing (expected an integer or [kh, kw])");
-    const auto stride = a.get_ints("stride", 2, kernel);
-    const auto padding = a.get_ints("padding", 2, {0, 0});
+    const auto stride = a.get_ints_in("stride", 2, kernel, 1, kMaxWindow);
+    const auto padding = a.get_ints_in("padding", 2, {0, 0}, 0, kMaxWindow);
     params_.kernel_h = kernel[0], params_.kernel_w = kernel[1];
     params_.stride_h = stride[0], params_.stride_w = stride[1];
     params_.pad_h = padding[0], params_.pad_w = padding[1];

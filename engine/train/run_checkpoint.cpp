@@ -1,5 +1,6 @@
 #include "engine/train/run_checkpoint.h"
 
+#include <cmath>
 #include <map>
 
 #include <nlohmann/json.hpp>
@@ -75,22 +76,40 @@ class MetadataReader {
       throw InputError(source_ + ": not a Convoy checkpoint (metadata '" + key + "' is missing)");
     return it->second;
   }
-  int64_t integer(const char* key) const {
+  // A whole decimal integer in lo ... hi ("12abc" and out-of-range values are refused).
+  int64_t integer(const char* key, int64_t lo, int64_t hi) const {
     const std::string& value = text(key);
+    int64_t n = 0;
+    size_t used = 0;
     try {
-      return std::stoll(value);
+      n = std::stoll(value, &used);
     } catch (const std::exception&) {
-      throw InputError(source_ + ": checkpoint metadata '" + key + "' is not an integer");
+      used = 0;
     }
+    if (used == 0 || used != value.size())
+      throw InputError(source_ + ": checkpoint metadata '" + key + "' is not an integer: '" + shorten(value) + "'");
+    if (n < lo || n > hi)
+      throw InputError(source_ + ": checkpoint metadata '" + key + "': " + value + " is out of range (expected " +
+                       std::to_string(lo) + " ... " + std::to_string(hi) + ")");
+    return n;
   }
-  double number_or(const char* key, double fallback) const {
+  // A finite number in [lo, hi], or `fallback` when the key is absent.
+  double number_or(const char* key, double fallback, double lo, double hi) const {
     if (!metadata_.count(key)) return fallback;
     const std::string& value = text(key);
+    double x = 0;
+    size_t used = 0;
     try {
-      return std::stod(value);
+      x = std::stod(value, &used);
     } catch (const std::exception&) {
-      throw InputError(source_ + ": checkpoint metadata '" + key + "' is not a number");
+      used = 0;
     }
+    if (used == 0 || used != value.size())
+      throw InputError(source_ + ": checkpoint metadata '" + key + "' is not a number: '" + shorten(value) + "'");
+    if (!std::isfinite(x) || x < lo || x > hi)
+      throw InputError(source_ + ": checkpoint metadata '" + key + "': " + value + " is out of range (expected a " +
+                       "finite number in [" + format(lo) + ", " + format(hi) + "])");
+    return x;
   }
   template <class T>
   T json(const char* key) const {
@@ -105,17 +124,26 @@ class MetadataReader {
   const std::string& source() const { return source_; }
 
  private:
+  static std::string shorten(const std::string& value) {
+    return value.size() <= 40 ? value : value.substr(0, 40) + "...";
+  }
+  static std::string format(double x) {
+    std::string s = std::to_string(x);
+    s.erase(s.find_last_not_of('0') + 1);
+    if (!s.empty() && s.back() == '.') s.pop_back();
+    return s;
+  }
   const std::map<std::string, std::string>& metadata_;
   std::string source_;
 };
 
 void read_resume_fields(const MetadataReader& meta, RunCheckpointInfo& info) {
-  info.epoch = meta.integer(kEpoch);
-  info.batch_in_epoch = meta.integer(kBatchInEpoch);
-  info.step = meta.integer(kStep);
+  info.epoch = meta.integer(kEpoch, 0, kMaxEpochs);
+  info.batch_in_epoch = meta.integer(kBatchInEpoch, 0, kMaxCheckpointSteps);
+  info.step = meta.integer(kStep, 0, kMaxCheckpointSteps);
   // Absent means no evaluation yet.
-  info.test_accuracy = meta.number_or(kTestAccuracy, 0);
-  info.best_accuracy = meta.number_or(kBestAccuracy, 0);
+  info.test_accuracy = meta.number_or(kTestAccuracy, 0, 0, 1);
+  info.best_accuracy = meta.number_or(kBestAccuracy, 0, 0, 1);
 }
 
 // The preprocessing, and the training augmentation recorded beside it (horizontal_flip and
@@ -141,6 +169,10 @@ Preprocess read_preprocess(const MetadataReader& meta, RunCheckpointInfo& info) 
       const auto scale = rrc.at("scale").get<std::vector<double>>();
       const auto ratio = rrc.at("ratio").get<std::vector<double>>();
       if (scale.size() != 2 || ratio.size() != 2) throw bad("'scale' and 'ratio' must be [min, max]");
+      if (!(scale[0] > 0 && scale[0] <= scale[1] && scale[1] <= 1))
+        throw bad("'scale' must be [min, max] with 0 < min <= max <= 1");
+      if (!(ratio[0] > 0 && ratio[0] <= ratio[1] && ratio[1] < 1e3))
+        throw bad("'ratio' must be [min, max] with 0 < min <= max < 1000");
       p.random_resized_crop = true;
       p.scale_min = scale[0];
       p.scale_max = scale[1];
@@ -161,10 +193,35 @@ void read_inference_fields(const MetadataReader& meta, RunCheckpointInfo& info) 
   info.mean = meta.json<std::vector<double>>(kMean);
   info.std = meta.json<std::vector<double>>(kStd);
   // A bad file is the user's input, not a broken invariant of make_normalize.
-  if (info.mean.size() != info.std.size() || info.mean.size() > 4)
+  if (info.mean.size() != info.std.size() || info.mean.empty() || info.mean.size() > 4)
     throw InputError(meta.source() + ": checkpoint metadata 'mean' and 'std' must give one value per channel, "
-                     "at most 4");
+                     "1 to 4");
+  for (double m : info.mean)
+    if (!std::isfinite(m) || std::abs(m) > 1e6)
+      throw InputError(meta.source() + ": checkpoint metadata 'mean': expected finite values in -1e6 ... 1e6");
+  for (double s : info.std)
+    if (!std::isfinite(s) || !(s > 0) || s > 1e6)
+      throw InputError(meta.source() + ": checkpoint metadata 'std': expected finite values in (0, 1e6]");
   if (meta.has(kPreprocess)) info.preprocess = read_preprocess(meta, info);
+}
+
+void check_finite_tensors(const std::vector<NamedTensor>& tensors, const std::string& source) {
+  for (const NamedTensor& t : tensors) {
+    const DType d = t.tensor.dtype();
+    if (d != DType::f32 && d != DType::bf16 && d != DType::f16) continue;
+    const std::vector<float> values = t.tensor.to_floats();
+    const bool variance = t.name.size() >= 12 && t.name.compare(t.name.size() - 12, 12, ".running_var") == 0;
+    for (size_t i = 0; i < values.size(); ++i) {
+      const float v = values[i];
+      if (!std::isfinite(v))
+        throw InputError(source + ": tensor '" + t.name + "' holds " + (std::isnan(v) ? "nan" : v > 0 ? "inf" : "-inf") +
+                         " at element " + std::to_string(i) +
+                         " (a checkpoint must hold finite values: was it saved from a diverged run?)");
+      if (variance && v < 0)
+        throw InputError(source + ": tensor '" + t.name + "' holds a negative variance (" + std::to_string(v) +
+                         ") at element " + std::to_string(i));
+    }
+  }
 }
 
 }  // namespace
@@ -177,9 +234,22 @@ void save_run_checkpoint(const std::filesystem::path& path, Model& model, Optimi
   write_safetensors(path, tensors, metadata_of(info));
 }
 
+void check_checkpoint_fits_model(const RunCheckpointInfo& info, const Model& model, const std::string& source) {
+  const int64_t channels = model.input_shape()[0];
+  for (const auto& [key, values] : {std::pair{kMean, &info.mean}, std::pair{kStd, &info.std}})
+    if (values->size() != 1 && static_cast<int64_t>(values->size()) != channels)
+      throw InputError(source + ": checkpoint metadata '" + key + "' has " + std::to_string(values->size()) +
+                       " values, the model's input has " + std::to_string(channels) +
+                       " channels (expected one per channel, or one for all)");
+  if (static_cast<int64_t>(info.class_names.size()) != model.num_classes())
+    throw InputError(source + ": checkpoint metadata 'class_names' has " + std::to_string(info.class_names.size()) +
+                     " names, the model has " + std::to_string(model.num_classes()) + " outputs");
+}
+
 RunCheckpoint read_run_checkpoint(const std::filesystem::path& path, CheckpointUse use) {
   SafetensorsFile file = read_safetensors(path);
   const MetadataReader meta(file.metadata, path.string());
+  check_finite_tensors(file.tensors, path.string());
   RunCheckpoint ckpt{std::move(file.tensors), {}};
   ckpt.info.model_yaml = meta.text(kModelYaml);
   switch (use) {

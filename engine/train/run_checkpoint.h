@@ -55,8 +55,16 @@ struct RunCheckpoint {
   RunCheckpointInfo info;            // the fields `use` reads; the others keep their defaults
 };
 
-// Reads `path`. Metadata that `use` needs and that is missing or malformed is an InputError
-// naming the file and the key.
+// Bound of the step and batch counters a checkpoint may carry (epochs: kMaxEpochs).
+inline constexpr int64_t kMaxCheckpointSteps = int64_t{1} << 53;
+
+// Reads `path`. Metadata that `use` needs and that is missing, malformed or out of range is an
+// InputError naming the file and the key; so is a float tensor holding nan or inf, or a
+// batch norm's running_var holding a negative value (naming the tensor).
 RunCheckpoint read_run_checkpoint(const std::filesystem::path& path, CheckpointUse use);
+
+// For inference: the metadata agrees with the model built from its model_yaml (mean and std
+// one value per input channel or one for all, a class name per output). An InputError naming the file and the key otherwise.
+void check_checkpoint_fits_model(const RunCheckpointInfo& info, const Model& model, const std::string& source);
 
 }  // namespace convoy

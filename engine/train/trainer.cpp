@@ -17,6 +17,7 @@
 #include "datasets/dataset.h"
 #include "datasets/dataset_checks.h"
 #include "datasets/loader.h"
+#include "engine/config/yaml_map.h"
 #include "engine/core/error.h"
 #include "engine/core/file_io.h"
 #include "engine/graph/model.h"
@@ -247,6 +248,11 @@ class TrainingRun {
         step_(*backend_, model_, recipe_of(config, normalize_)), uploader_(backend_->make_batch_uploader()),
         progress_(log, config.log_every) {
     check_same_classes(*train_data_, *test_data_);
+    // The checkpoints' metadata is JSON: a class name that is not UTF-8 (a folder name in
+    // another encoding) would fail the first save, after an epoch of training.
+    for (const std::string& name : train_data_->class_names())
+      if (invalid_utf8_at(name) != std::string::npos)
+        throw InputError(train_data_->name() + ": class name '" + name + "' is not UTF-8 text (rename it)");
   }
 
   TrainResult run();
@@ -336,7 +342,8 @@ TrainResult TrainingRun::run_epochs() {
 // Continues from last.safetensors when --resume asks for it and it is there.
 void TrainingRun::resume() {
   if (!options_.resume) return;
-  if (!fs::exists(last_path_)) {
+  std::error_code ec;  // a run directory we may not search is reported where it is created
+  if (!fs::exists(last_path_, ec)) {
     log_ << "no checkpoint at " << last_path_.string() << "; starting a new run" << std::endl;
     return;
   }
@@ -366,7 +373,8 @@ void TrainingRun::log_start() const {
 // metrics.csv: a resumed run appends to its rows, a new one starts the file over.
 std::ofstream TrainingRun::open_metrics() const {
   const fs::path path = run_dir_ / "metrics.csv";
-  const bool fresh = !fs::exists(path) || pos_.step == 0;
+  std::error_code ec;
+  const bool fresh = !fs::exists(path, ec) || pos_.step == 0;
   std::ofstream metrics(path, fresh ? std::ios::trunc : std::ios::app);
   if (!metrics) throw InputError(path.string() + ": cannot write the metrics file");
   if (fresh)

@@ -9,6 +9,7 @@
 #include <thread>
 #include <vector>
 
+#include "engine/backends/cpu/cpu_loops.h"
 #include "engine/backends/cpu/cpu_ops.h"
 #include "engine/backends/backend.h"
 #include "engine/core/error.h"
@@ -91,8 +92,8 @@ class CpuBackend final : public Backend {
 }  // namespace
 
 std::unique_ptr<Backend> make_cpu_backend(const BackendOptions& options) {
-  if (options.threads < 0)
-    throw InputError("threads must be 0 (all cores) or positive, got " +
+  if (options.threads < 0 || options.threads > cpu::kMaxOmpThreads)
+    throw InputError("threads must be 0 (all cores) or 1 ... " + std::to_string(cpu::kMaxOmpThreads) + ", got " +
                      std::to_string(options.threads));
   try {
     return std::make_unique<CpuBackend>(options);

@@ -4,6 +4,7 @@
 // floating dtypes. Internal to engine/backends/cpu.
 #include <omp.h>
 
+#include <algorithm>
 #include <cstdint>
 #include <string>
 
@@ -15,8 +16,11 @@ namespace convoy::cpu {
 // Below this many elements a loop runs on one thread: forking costs more than it saves.
 inline constexpr int64_t kParallelMin = 1 << 15;
 
+// The most threads any OpenMP team gets, whatever was asked (the run config allows 1 ... 1024).
+inline constexpr int kMaxOmpThreads = 1024;
+
 // The team size for CpuOps::threads() (0 = OpenMP's default).
-inline int team(int threads) { return threads > 0 ? threads : omp_get_max_threads(); }
+inline int team(int threads) { return threads > 0 ? std::min(threads, kMaxOmpThreads) : omp_get_max_threads(); }
 
 // Calls f(reader) with a reader(i) -> float over t's elements (f32, bf16 or f16).
 template <class F>

@@ -3,8 +3,10 @@
 // cpu_batchnorm.cpp, ..., cpu_elementwise.cpp, cpu_optimizer.cpp).
 #include <omp.h>
 
+#include <algorithm>
 #include <string>
 
+#include "engine/backends/cpu/cpu_loops.h"
 #include "engine/backends/cpu/cpu_ops.h"
 #include "engine/backends/cpu/cpu_primitives.h"
 #include "engine/core/error.h"
@@ -12,6 +14,9 @@
 namespace convoy::cpu {
 
 OmpThreadsScope::OmpThreadsScope(int threads) {
+  // The config bounds threads to 1 ... 1024; this is the last line before libgomp, which
+  // crashes when asked for a team of 100,000.
+  threads = std::min(threads, kMaxOmpThreads);
   if (threads > 0) {
     previous_ = omp_get_max_threads();
     if (previous_ != threads) omp_set_num_threads(threads);
