@@ -22,6 +22,13 @@ class DeviceError : public Error {
   using Error::Error;
 };
 
+// Training diverged: a non-finite loss, or weights that are no longer finite (a learning
+// rate too high, bad data). Not a bug in Convoy; the CLI reports it like bad input (exit 1).
+class NumericError : public Error {
+ public:
+  using Error::Error;
+};
+
 // An internal invariant failed: a bug in Convoy, not the user's fault.
 class InternalError : public Error {
  public:
