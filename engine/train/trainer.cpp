@@ -380,6 +380,8 @@ class TrainingRun {
   bool train_epoch(DataLoader& loader, EpochTally& tally);
   void read_pending(EpochTally& tally);
   [[noreturn]] void diverged(const BadStep& bad) const;
+  std::string kept_checkpoint() const;
+  void save(const fs::path& path, bool with_optimizer, const RunCheckpointInfo& info);
   void show_progress(const EpochTally& tally);
   void end_epoch(const EpochTally& tally, std::ostream& metrics);
   void report_epoch(const EpochTally& tally, const EvalResult& eval, double epoch_seconds, bool is_best,
@@ -570,11 +572,23 @@ void TrainingRun::diverged(const BadStep& bad) const {
   out << "; training stopped. Likely causes: a learning rate too high (optimizer.lr " << config_.optimizer.lr
       << ", this step's " << scheduled_lr(config_.schedule, config_.optimizer.lr, bad.step, batches_, total_steps_)
       << "), or bad data (images or labels); nan_policy: skip_step skips such steps instead. ";
-  if (fs::exists(last_path_))
-    out << "The last good checkpoint is kept: " << last_path_.string();
-  else
-    out << "No checkpoint was written (no epoch finished)";
+  out << kept_checkpoint();
   throw NumericError(out.str());
+}
+
+std::string TrainingRun::kept_checkpoint() const {
+  return fs::exists(last_path_) ? "The last good checkpoint is kept: " + last_path_.string()
+                                : std::string("No checkpoint was written (no epoch finished)");
+}
+
+// save_run_checkpoint, with the run's position in the message when the weights are not finite.
+void TrainingRun::save(const fs::path& path, bool with_optimizer, const RunCheckpointInfo& info) {
+  try {
+    save_run_checkpoint(path, model_, with_optimizer ? &step_.optimizer() : nullptr, info);
+  } catch (const NumericError& e) {
+    throw NumericError("epoch " + std::to_string(pos_.epoch + 1) + ", step " + std::to_string(pos_.step) +
+                       ": training stopped: " + e.what() + ". " + kept_checkpoint());
+  }
 }
 
 void TrainingRun::show_progress(const EpochTally& tally) {
@@ -599,9 +613,7 @@ void TrainingRun::end_epoch(const EpochTally& tally, std::ostream& metrics) {
         << (std::isnan(eval.loss) ? "nan" : "inf")
         << " after the epoch's training: the weights are no longer finite; training stopped. Likely causes: a "
            "learning rate too high (optimizer.lr "
-        << config_.optimizer.lr << "), or bad data. "
-        << (fs::exists(last_path_) ? "The last good checkpoint is kept: " + last_path_.string()
-                                   : std::string("No checkpoint was written (no epoch finished)"));
+        << config_.optimizer.lr << "), or bad data. " << kept_checkpoint();
     throw NumericError(out.str());
   }
   result_.test_accuracy = eval.accuracy;
@@ -613,8 +625,8 @@ void TrainingRun::end_epoch(const EpochTally& tally, std::ostream& metrics) {
   done.epoch += 1;
   done.batch = 0;
   const RunCheckpointInfo info = checkpoint_info(done, eval.accuracy);
-  if (is_best) save_run_checkpoint(best_path_, model_, nullptr, info);
-  save_run_checkpoint(last_path_, model_, &step_.optimizer(), info);
+  if (is_best) save(best_path_, /*with_optimizer=*/false, info);
+  save(last_path_, /*with_optimizer=*/true, info);
   report_epoch(tally, eval, epoch_seconds, is_best, metrics);
 }
 
@@ -646,7 +658,7 @@ void TrainingRun::report_epoch(const EpochTally& tally, const EvalResult& eval, 
 
 // A mid-epoch checkpoint that --resume continues from exactly.
 TrainResult TrainingRun::stop_with_checkpoint() {
-  save_run_checkpoint(last_path_, model_, &step_.optimizer(), checkpoint_info(pos_, result_.test_accuracy));
+  save(last_path_, /*with_optimizer=*/true, checkpoint_info(pos_, result_.test_accuracy));
   log_ << "stopped at epoch " << pos_.epoch + 1 << ", step " << pos_.step << "; checkpoint "
        << last_path_.string() << " (continue with --resume)" << std::endl;
   return result_so_far(/*interrupted=*/true);
