@@ -45,7 +45,9 @@ int run_train(const TrainArgs& args) {
   std::cout << "done: " << r.epochs_done << " epochs on " << r.device << " in " << std::setprecision(1)
             << r.train_seconds << " s of training; test accuracy " << std::setprecision(2)
             << r.test_accuracy * 100 << "% (best " << r.best_accuracy * 100 << "%); checkpoints in "
-            << r.run_dir << "/" << std::endl;
+            << r.run_dir << "/";
+  if (r.skipped_steps) std::cout << "; skipped " << r.skipped_steps << " steps with a non-finite loss";
+  std::cout << std::endl;
   return 0;
 }
 

@@ -209,6 +209,7 @@ RunConfig parse_run_config(const std::string& yaml_text, const std::string& sour
 
   c.label_smoothing = top.get_double("label_smoothing", 0.0);
   if (c.label_smoothing < 0 || c.label_smoothing >= 1) top.fail("label_smoothing", "must be in [0, 1)");
+  c.nan_skip_step = top.get_choice("nan_policy", "stop", {"stop", "skip_step"}) == "skip_step";
   const int64_t seed = top.get_int("seed", 42);
   if (seed < 0) top.fail("seed", "must not be negative");
   c.seed = static_cast<uint64_t>(seed);

@@ -29,6 +29,13 @@ class OutOfMemoryError : public DeviceError {
   using DeviceError::DeviceError;
 };
 
+// Training diverged: a non-finite loss, or weights that are no longer finite (a learning
+// rate too high, bad data). Not a bug in Convoy; the CLI reports it like bad input (exit 1).
+class NumericError : public Error {
+ public:
+  using Error::Error;
+};
+
 // An internal invariant failed: a bug in Convoy, not the user's fault.
 class InternalError : public Error {
  public:

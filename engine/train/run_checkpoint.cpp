@@ -224,6 +224,18 @@ void check_finite_tensors(const std::vector<NamedTensor>& tensors, const std::st
   }
 }
 
+// A checkpoint never holds a non-finite weight (or optimizer state): it would be saved as the
+// last good state of a run that diverged.
+void check_finite(const NamedTensor& t, const std::filesystem::path& path) {
+  if (t.tensor.dtype() != DType::f32 && t.tensor.dtype() != DType::bf16 && t.tensor.dtype() != DType::f16) return;
+  const std::vector<float> values = t.tensor.to_floats();
+  for (size_t i = 0; i < values.size(); ++i)
+    if (!std::isfinite(values[i]))
+      throw NumericError(path.string() + ": not writing the checkpoint: tensor '" + t.name + "' holds " +
+                         std::to_string(values[i]) + " (element " + std::to_string(i) +
+                         "); the training diverged (a learning rate too high, or bad data)");
+}
+
 }  // namespace
 
 void save_run_checkpoint(const std::filesystem::path& path, Model& model, Optimizer* optimizer,
@@ -231,6 +243,7 @@ void save_run_checkpoint(const std::filesystem::path& path, Model& model, Optimi
   std::vector<NamedTensor> tensors = model.state();
   if (optimizer)
     for (NamedTensor& t : optimizer->state()) tensors.push_back(std::move(t));
+  for (const NamedTensor& t : tensors) check_finite(t, path);
   write_safetensors(path, tensors, metadata_of(info));
 }
 

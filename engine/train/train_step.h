@@ -39,6 +39,13 @@ class TrainStep {
   // resumed run draws what the uninterrupted one would have. `lr`: this step's rate.
   TrainStepOutput run(const Tensor& images, const Tensor& labels, int64_t step, double lr);
 
+  // run() in two halves, for a caller that looks at the loss before it lets the step update
+  // the weights (nan_policy: skip_step): forward() computes the loss and its gradient and keeps
+  // them; update() runs the backward pass and the optimizer from them. A step whose update is
+  // never called changes no weight (batch norm's running statistics still moved in forward()).
+  TrainStepOutput forward(const Tensor& images, const Tensor& labels, int64_t step);
+  void update(double lr);
+
   Optimizer& optimizer() { return optimizer_; }
 
  private:
@@ -46,6 +53,7 @@ class TrainStep {
   Model& model_;
   TrainRecipe recipe_;
   Optimizer optimizer_;
+  Tensor dlogits_;  // forward()'s, for update()
 };
 
 }  // namespace convoy

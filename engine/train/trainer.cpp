@@ -1,15 +1,23 @@
 #include "engine/train/trainer.h"
 
+#include <fcntl.h>
+#include <sys/file.h>
 #include <unistd.h>
 
 #include <chrono>
+#include <algorithm>
+#include <cerrno>
 #include <cmath>
 #include <cstdio>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <iomanip>
+#include <iterator>
 #include <iostream>
 #include <memory>
+#include <optional>
+#include <regex>
 #include <sstream>
 #include <thread>
 #include <vector>
@@ -86,11 +94,29 @@ class Progress {
   Clock::time_point last_draw_{};
 };
 
+// nan_policy: skip_step stops the run after this many skipped steps in a row: by then the
+// weights, not a batch, are what gives the non-finite loss.
+constexpr int64_t kMaxSkippedInARow = 100;
+
 struct Position {
   int64_t epoch = 0;  // the epoch in progress (0-based)
   int64_t batch = 0;  // batches of it already done
   int64_t step = 0;   // optimizer steps in total
   double best_accuracy = 0;
+};
+
+// A step's results, not read back yet, and where in the run it was.
+struct PendingStep {
+  TrainStepOutput out;
+  int64_t step = 0;   // the run's step index (0-based)
+  int64_t batch = 0;  // the batch's index in its epoch (0-based)
+  bool poisoned = false;  // TrainOptions::nonfinite_loss_steps: read its loss as NaN
+};
+
+// A step whose loss was not finite.
+struct BadStep {
+  int64_t step = 0, batch = 0;
+  float loss = 0;
 };
 
 // One epoch's running figures, from the step results read back so far.
@@ -99,21 +125,122 @@ struct EpochTally {
   double lr = 0;  // the last step's
   double loss_sum = 0;
   int64_t correct = 0;
-  int64_t steps = 0;
-  int64_t images = 0;
+  int64_t steps = 0;   // steps that updated the weights
+  int64_t images = 0;  // their images
+  int64_t skipped = 0;  // steps with a non-finite loss whose update was skipped (nan_policy: skip_step)
+  int64_t skipped_images = 0;
   double loader_images_per_second = 0;  // what the loader alone could deliver
   DataLoader::Stats loader;              // the epoch's, once it is done
   // Per-step results stay on the device until they are printed: no sync every step.
-  std::vector<TrainStepOutput> pending;
+  std::vector<PendingStep> pending;
 
-  void read_pending() {
-    for (const TrainStepOutput& out : pending) {
-      loss_sum += out.loss.to_floats()[0];
-      correct += static_cast<int64_t>(out.hits.to_floats()[0]);
+  // Adds the pending results up; the first step whose loss is not finite stops the reading
+  // and is returned (nan_policy: stop checks the loss here, within 64 steps of the step).
+  std::optional<BadStep> read_pending() {
+    std::optional<BadStep> bad;
+    for (const PendingStep& p : pending) {
+      const float loss = p.poisoned ? NAN : p.out.loss.to_floats()[0];
+      if (!std::isfinite(loss)) {
+        bad = BadStep{p.step, p.batch, loss};
+        break;
+      }
+      loss_sum += loss;
+      correct += static_cast<int64_t>(p.out.hits.to_floats()[0]);
     }
     pending.clear();
+    return bad;
   }
 };
+
+// One writer per run directory: an advisory lock (flock) on <run>/.lock, held while the
+// process lives, with the holder's pid in the file for the message another run gets. The
+// directory is created first; nothing else is written before the lock is held.
+class RunDirLock {
+ public:
+  explicit RunDirLock(const fs::path& run_dir) {
+    create_output_directories(run_dir, "the run directory");
+    const fs::path path = run_dir / ".lock";
+    fd_ = ::open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+    if (fd_ < 0)
+      throw InputError(file_message(path, std::string("cannot create the run directory's lock file: ") +
+                                              std::strerror(errno)));
+    if (::flock(fd_, LOCK_EX | LOCK_NB) != 0) {
+      const int err = errno;
+      std::string holder(32, '\0');
+      const ssize_t n = ::pread(fd_, holder.data(), holder.size(), 0);
+      holder.resize(n > 0 ? static_cast<size_t>(n) : 0);
+      holder.erase(std::remove_if(holder.begin(), holder.end(), [](char c) { return c < '0' || c > '9'; }),
+                   holder.end());
+      ::close(fd_);
+      fd_ = -1;
+      if (err != EWOULDBLOCK)
+        throw InputError(file_message(path, std::string("cannot lock the run directory: ") + std::strerror(err)));
+      throw InputError(run_dir.string() + ": another convoy run is writing to this run directory (pid " +
+                       (holder.empty() ? std::string("unknown") : holder) +
+                       "); wait for it to finish, or give this run another name or output.dir");
+    }
+    const std::string pid = std::to_string(::getpid()) + "\n";
+    if (::ftruncate(fd_, 0) != 0 || ::pwrite(fd_, pid.data(), pid.size(), 0) != static_cast<ssize_t>(pid.size()))
+      throw InputError(file_message(path, std::string("cannot write the lock file: ") + std::strerror(errno)));
+  }
+  ~RunDirLock() {
+    if (fd_ >= 0) ::close(fd_);  // releases the lock; the file stays (unlinking it would race)
+  }
+  RunDirLock(const RunDirLock&) = delete;
+  RunDirLock& operator=(const RunDirLock&) = delete;
+
+ private:
+  int fd_ = -1;
+};
+
+// Temporary files a killed writer left (write_safetensors' "<name>.safetensors.tmp.<pid>",
+// the metrics rewrite's "metrics.csv.tmp.<pid>"). Called with the run's lock held: no other
+// writer is at work in the directory.
+void remove_stale_temporaries(const fs::path& run_dir, std::ostream& log) {
+  static const std::regex stale(R"((.+\.safetensors|metrics\.csv)\.tmp\.[0-9]+)");
+  std::error_code error;
+  for (const auto& entry : fs::directory_iterator(run_dir, error)) {
+    const std::string name = entry.path().filename().string();
+    if (!entry.is_regular_file(error) || !std::regex_match(name, stale)) continue;
+    if (fs::remove(entry.path(), error))
+      log << "removed " << entry.path().string() << ", left by a writer that was killed" << std::endl;
+  }
+}
+
+// Drops the rows of metrics.csv past `epochs_done` (and any torn last line).
+void drop_metrics_rows_after(const fs::path& path, int64_t epochs_done) {
+  std::ifstream in(path, std::ios::binary);
+  const std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  std::string kept;
+  bool dropped = false;
+  size_t begin = 0;
+  for (bool header = true; begin < text.size(); header = false) {
+    const size_t end = text.find('\n', begin);
+    if (end == std::string::npos) {  // a row cut short by a crash
+      dropped = true;
+      break;
+    }
+    const std::string line = text.substr(begin, end - begin);
+    begin = end + 1;
+    char* after = nullptr;
+    const long long epoch = std::strtoll(line.c_str(), &after, 10);
+    if (!header && (after == line.c_str() || *after != ',' || epoch > epochs_done)) {
+      dropped = true;
+      continue;
+    }
+    kept += line + "\n";
+  }
+  if (!dropped) return;
+  const fs::path tmp = path.string() + ".tmp." + std::to_string(::getpid());
+  {
+    std::ofstream out(tmp, std::ios::trunc);
+    out << kept;
+    if (!out.flush()) throw InputError(tmp.string() + ": cannot write the metrics file");
+  }
+  std::error_code error;
+  fs::rename(tmp, path, error);
+  if (error) throw InputError(path.string() + ": cannot replace the metrics file: " + error.message());
+}
 
 std::unique_ptr<Backend> open_backend(const RunConfig& config, std::ostream& log) {
   BackendOptions options;
@@ -238,7 +365,7 @@ class TrainingRun {
   TrainingRun(const RunConfig& config, const TrainOptions& options, std::ostream& log)
       : config_(config), options_(options), log_(log),
         run_dir_(fs::path(config.output_dir) / config.name),
-        last_path_(run_dir_ / "last.safetensors"), best_path_(run_dir_ / "best.safetensors"),
+        last_path_(run_dir_ / "last.safetensors"), best_path_(run_dir_ / "best.safetensors"), lock_(run_dir_),
         backend_(open_backend(config, log)),
         train_data_(load_split(config, config.dataset.train_split, config.dataset.train_limit)),
         test_data_(load_split(config, config.dataset.test_split, config.dataset.test_limit)),
@@ -264,6 +391,10 @@ class TrainingRun {
   std::ofstream open_metrics() const;
   bool stop_requested() const;
   bool train_epoch(DataLoader& loader, EpochTally& tally);
+  void read_pending(EpochTally& tally);
+  [[noreturn]] void diverged(const BadStep& bad) const;
+  std::string kept_checkpoint() const;
+  void save(const fs::path& path, bool with_optimizer, const RunCheckpointInfo& info);
   void show_progress(const EpochTally& tally);
   void end_epoch(const EpochTally& tally, std::ostream& metrics);
   void report_epoch(const EpochTally& tally, const EvalResult& eval, double epoch_seconds, bool is_best,
@@ -276,6 +407,7 @@ class TrainingRun {
   const TrainOptions& options_;
   std::ostream& log_;
   const fs::path run_dir_, last_path_, best_path_;
+  RunDirLock lock_;  // taken before the data is read: a second writer fails at once
   std::unique_ptr<Backend> backend_;
   std::unique_ptr<Dataset> train_data_, test_data_;
   Model model_;
@@ -289,6 +421,7 @@ class TrainingRun {
   TrainResult result_;
   int64_t batches_ = 0;  // per epoch
   int64_t total_steps_ = 0;
+  int64_t skipped_in_a_row_ = 0;  // nan_policy: skip_step
   Clock::time_point run_start_;
   double eval_seconds_ = 0;  // left out of the training time
   DataLoader* test_loader_ = nullptr;  // run()'s, while it runs
@@ -308,8 +441,8 @@ TrainResult TrainingRun::run() {
 }
 
 TrainResult TrainingRun::run_epochs() {
+  remove_stale_temporaries(run_dir_, log_);
   resume();
-  create_output_directories(run_dir_, "the run directory");
   log_start();
   LoaderOptions train_options = train_loader_options(config_, *train_data_, preprocess_);
   train_options.host_empty = [this](Shape shape, DType dtype) { return uploader_->host_empty(std::move(shape), dtype); };
@@ -332,8 +465,12 @@ TrainResult TrainingRun::run_epochs() {
   run_start_ = Clock::now();
   for (; pos_.epoch < config_.epochs; ++pos_.epoch, pos_.batch = 0) {
     EpochTally tally;
-    if (!train_epoch(loader, tally)) return stop_with_checkpoint();
+    if (!train_epoch(loader, tally)) {
+      result_.skipped_steps += tally.skipped;
+      return stop_with_checkpoint();
+    }
     tally.loader = loader.stats();
+    result_.skipped_steps += tally.skipped;
     end_epoch(tally, metrics);
   }
   return result_so_far(/*interrupted=*/false);
@@ -370,11 +507,17 @@ void TrainingRun::log_start() const {
        << config_.batch_size << std::endl;
 }
 
-// metrics.csv: a resumed run appends to its rows, a new one starts the file over.
+// metrics.csv: a resumed run appends to its rows, a new one starts the file over. Rows are
+// written after the epoch's checkpoint; a resumed run still drops any row of an epoch its
+// checkpoint does not hold (from a run that stopped between the two), so no epoch appears twice.
 std::ofstream TrainingRun::open_metrics() const {
   const fs::path path = run_dir_ / "metrics.csv";
   std::error_code ec;
-  const bool fresh = !fs::exists(path, ec) || pos_.step == 0;
+  bool fresh = !fs::exists(path, ec) || pos_.step == 0;
+  if (!fresh) {
+    drop_metrics_rows_after(path, pos_.epoch);
+    fresh = fs::file_size(path, ec) == 0;  // its header was cut short too
+  }
   std::ofstream metrics(path, fresh ? std::ios::trunc : std::ios::app);
   if (!metrics) throw InputError(path.string() + ": cannot write the metrics file");
   if (fresh)
@@ -402,26 +545,84 @@ bool TrainingRun::train_epoch(DataLoader& loader, EpochTally& tally) {
     tally.lr = scheduled_lr(config_.schedule, config_.optimizer.lr, pos_.step, batches_, total_steps_);
     const Tensor images = uploader_->upload(batch.images);  // (N, C, H, W) u8
     const Tensor labels = uploader_->upload(batch.labels);  // (N) i32
-    tally.pending.push_back(step_.run(images, labels, pos_.step, tally.lr));
+    PendingStep pending{TrainStepOutput{}, pos_.step, pos_.batch, false};
+    pending.poisoned = std::find(options_.nonfinite_loss_steps.begin(), options_.nonfinite_loss_steps.end(),
+                                 pos_.step) != options_.nonfinite_loss_steps.end();
+    bool updated = true;
+    if (config_.nan_skip_step) {
+      // The loss must be known before the update: one read-back (a device sync) per step.
+      pending.out = step_.forward(images, labels, pos_.step);
+      const float loss = pending.poisoned ? NAN : pending.out.loss.to_floats()[0];
+      updated = std::isfinite(loss);
+      if (updated) {
+        step_.update(tally.lr);
+        skipped_in_a_row_ = 0;
+      } else if (++skipped_in_a_row_ >= kMaxSkippedInARow) {
+        diverged(BadStep{pos_.step, pos_.batch, loss});
+      }
+    } else {
+      pending.out = step_.run(images, labels, pos_.step, tally.lr);
+    }
+    if (updated) {
+      tally.pending.push_back(std::move(pending));
+      ++tally.steps;
+      tally.images += batch.images.dim(0);
+    } else {
+      ++tally.skipped;
+      tally.skipped_images += batch.images.dim(0);
+    }
     ++pos_.step;
     ++pos_.batch;
-    ++tally.steps;
-    tally.images += batch.images.dim(0);
     stopped = stop_requested();
     if (pos_.batch % config_.log_every == 0 || pos_.batch == batches_ || stopped || tally.pending.size() >= 64) {
-      tally.read_pending();
+      read_pending(tally);
       tally.loader_images_per_second = loader.images_per_second();
       show_progress(tally);
     }
   }
-  tally.read_pending();
+  read_pending(tally);
   progress_.end_epoch();
   backend_->synchronize();
   return !stopped;
 }
 
+// The pending step results, read back; nan_policy: stop ends the run at a non-finite loss
+// here, before any checkpoint is written (every checkpoint follows a read_pending()).
+void TrainingRun::read_pending(EpochTally& tally) {
+  if (const std::optional<BadStep> bad = tally.read_pending()) diverged(*bad);
+}
+
+void TrainingRun::diverged(const BadStep& bad) const {
+  std::ostringstream out;
+  out << "epoch " << pos_.epoch + 1 << ", step " << bad.step + 1 << " (batch " << bad.batch + 1 << " of "
+      << batches_ << "): the training loss is " << (std::isnan(bad.loss) ? "nan" : bad.loss > 0 ? "inf" : "-inf");
+  if (config_.nan_skip_step)
+    out << " for " << skipped_in_a_row_ << " steps in a row (nan_policy: skip_step): the weights no longer give a "
+           "finite loss";
+  out << "; training stopped. Likely causes: a learning rate too high (optimizer.lr " << config_.optimizer.lr
+      << ", this step's " << scheduled_lr(config_.schedule, config_.optimizer.lr, bad.step, batches_, total_steps_)
+      << "), or bad data (images or labels); nan_policy: skip_step skips such steps instead. ";
+  out << kept_checkpoint();
+  throw NumericError(out.str());
+}
+
+std::string TrainingRun::kept_checkpoint() const {
+  return fs::exists(last_path_) ? "The last good checkpoint is kept: " + last_path_.string()
+                                : std::string("No checkpoint was written (no epoch finished)");
+}
+
+// save_run_checkpoint, with the run's position in the message when the weights are not finite.
+void TrainingRun::save(const fs::path& path, bool with_optimizer, const RunCheckpointInfo& info) {
+  try {
+    save_run_checkpoint(path, model_, with_optimizer ? &step_.optimizer() : nullptr, info);
+  } catch (const NumericError& e) {
+    throw NumericError("epoch " + std::to_string(pos_.epoch + 1) + ", step " + std::to_string(pos_.step) +
+                       ": training stopped: " + e.what() + ". " + kept_checkpoint());
+  }
+}
+
 void TrainingRun::show_progress(const EpochTally& tally) {
-  const double ips = static_cast<double>(tally.images) / std::max(1e-9, seconds_since(tally.start));
+  const double ips = static_cast<double>(tally.images + tally.skipped_images) / std::max(1e-9, seconds_since(tally.start));
   const double remaining_images = static_cast<double>((total_steps_ - pos_.step) * config_.batch_size);
   progress_.update(pos_.epoch + 1, config_.epochs, pos_.batch, batches_,
                    tally.loss_sum / static_cast<double>(std::max<int64_t>(1, tally.steps)),
@@ -429,31 +630,41 @@ void TrainingRun::show_progress(const EpochTally& tally) {
                    tally.loader_images_per_second, remaining_images / std::max(1.0, ips));
 }
 
-// Evaluation, the metrics row, the epoch's line, and the checkpoints (best when it is).
+// Evaluation, the checkpoints (best when it is), then the metrics row and the epoch's line:
+// a crash between the two leaves no row for an epoch that --resume trains again.
 void TrainingRun::end_epoch(const EpochTally& tally, std::ostream& metrics) {
   const double epoch_seconds = seconds_since(tally.start);
   const auto eval_start = Clock::now();
   const EvalResult eval = evaluate(model_, *backend_, *test_loader_, normalize_);
   eval_seconds_ += seconds_since(eval_start);
+  if (!std::isfinite(eval.loss)) {
+    std::ostringstream out;
+    out << "epoch " << pos_.epoch + 1 << " (step " << pos_.step << "): the test loss is "
+        << (std::isnan(eval.loss) ? "nan" : "inf")
+        << " after the epoch's training: the weights are no longer finite; training stopped. Likely causes: a "
+           "learning rate too high (optimizer.lr "
+        << config_.optimizer.lr << "), or bad data. " << kept_checkpoint();
+    throw NumericError(out.str());
+  }
   result_.test_accuracy = eval.accuracy;
   const bool is_best = eval.accuracy > pos_.best_accuracy;
   if (is_best) pos_.best_accuracy = eval.accuracy;
   result_.best_accuracy = pos_.best_accuracy;
-  report_epoch(tally, eval, epoch_seconds, is_best, metrics);
 
   Position done = pos_;
   done.epoch += 1;
   done.batch = 0;
   const RunCheckpointInfo info = checkpoint_info(done, eval.accuracy);
-  if (is_best) save_run_checkpoint(best_path_, model_, nullptr, info);
-  save_run_checkpoint(last_path_, model_, &step_.optimizer(), info);
+  if (is_best) save(best_path_, /*with_optimizer=*/false, info);
+  save(last_path_, /*with_optimizer=*/true, info);
+  report_epoch(tally, eval, epoch_seconds, is_best, metrics);
 }
 
 void TrainingRun::report_epoch(const EpochTally& tally, const EvalResult& eval, double epoch_seconds, bool is_best,
                                std::ostream& metrics) const {
   const double train_loss = tally.loss_sum / std::max<int64_t>(1, tally.steps);
   const double train_acc = static_cast<double>(tally.correct) / std::max<int64_t>(1, tally.images);
-  const double images_per_second = static_cast<double>(tally.images) / epoch_seconds;
+  const double images_per_second = static_cast<double>(tally.images + tally.skipped_images) / epoch_seconds;
   const double loader_ips = tally.loader.busy_seconds > 0 ? static_cast<double>(tally.loader.samples) /
                                                                  tally.loader.busy_seconds * loader_workers(config_, *train_data_)
                                                            : 0;
@@ -465,7 +676,11 @@ void TrainingRun::report_epoch(const EpochTally& tally, const EvalResult& eval, 
        << std::setprecision(2) << ", test accuracy " << eval.accuracy * 100 << "% ("
        << std::setprecision(1) << epoch_seconds << " s, "
        << std::setprecision(0) << images_per_second << " img/s, loader " << loader_ips << " img/s)"
-       << (is_best ? " *best" : "") << std::defaultfloat << std::endl;
+       << (is_best ? " *best" : "") << std::defaultfloat;
+  if (tally.skipped)
+    log_ << ", skipped " << tally.skipped << " step" << (tally.skipped == 1 ? "" : "s")
+         << " with a non-finite loss (nan_policy: skip_step)";
+  log_ << std::endl;
   if (tally.loader.skipped || eval.skipped)
     log_ << "skipped unreadable images (on_bad_image: skip): " << tally.loader.skipped << " in training, "
          << eval.skipped << " in evaluation" << std::endl;
@@ -473,7 +688,7 @@ void TrainingRun::report_epoch(const EpochTally& tally, const EvalResult& eval, 
 
 // A mid-epoch checkpoint that --resume continues from exactly.
 TrainResult TrainingRun::stop_with_checkpoint() {
-  save_run_checkpoint(last_path_, model_, &step_.optimizer(), checkpoint_info(pos_, result_.test_accuracy));
+  save(last_path_, /*with_optimizer=*/true, checkpoint_info(pos_, result_.test_accuracy));
   log_ << "stopped at epoch " << pos_.epoch + 1 << ", step " << pos_.step << "; checkpoint "
        << last_path_.string() << " (continue with --resume)" << std::endl;
   return result_so_far(/*interrupted=*/true);

@@ -4,6 +4,7 @@
 #include <atomic>
 #include <iosfwd>
 #include <string>
+#include <vector>
 
 #include "engine/config/run_config.h"
 
@@ -13,6 +14,9 @@ struct TrainOptions {
   bool resume = false;  // continue from <run>/last.safetensors when it exists
   int64_t max_steps = 0;  // stop (with a checkpoint) after this many steps in total; 0 = no limit
   const std::atomic<bool>* stop_requested = nullptr;  // set by SIGTERM/SIGINT: checkpoint and stop
+  // Tests: the loss of these steps (0-based run step indices) reads as NaN, as from a diverged
+  // step, without one (nan_policy's paths on demand).
+  std::vector<int64_t> nonfinite_loss_steps;
 };
 
 struct TrainResult {
@@ -24,6 +28,7 @@ struct TrainResult {
   double best_accuracy = 0;
   double train_seconds = 0;  // this process's training time, evaluation excluded
   bool interrupted = false;  // stopped early by a signal or max_steps
+  int64_t skipped_steps = 0;  // nan_policy: skip_step, in this process
 };
 
 TrainResult train(const RunConfig& config, const TrainOptions& options, std::ostream& log);
