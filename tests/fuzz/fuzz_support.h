@@ -51,7 +51,13 @@ void expect_input_errors_only(F&& body) {
   } catch (const InputError&) {
   } catch (const std::exception& e) {
     std::fprintf(stderr, "fuzz: not an InputError: %s\n", e.what());
-    std::abort();
+    // CONVOY_FUZZ_KEEP_GOING=1: report and go on, to look past a known finding for others
+    // (memory errors still stop the run).
+    static const bool keep_going = [] {
+      const char* v = std::getenv("CONVOY_FUZZ_KEEP_GOING");
+      return v && std::string(v) == "1";
+    }();
+    if (!keep_going) std::abort();
   }
 }
 
