@@ -14,6 +14,7 @@ packages=(
   libcli11-dev           # the command line
   zlib1g-dev             # gzip IDX files
   libgtest-dev libgmock-dev libbenchmark-dev
+  clang libfuzzer-14-dev # scripts/fuzz.sh: the libFuzzer targets (tests/fuzz/) need clang's libFuzzer
   dataset-fashion-mnist  # the real Fashion-MNIST
   python3-numpy python3-torch python3-matplotlib   # golden tests, peers, charts
   python3-pil            # scripts/datasets/*.py: the image-folder fixtures (JPEG/PNG through Pillow)

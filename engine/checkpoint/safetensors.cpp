@@ -160,7 +160,7 @@ SafetensorsFile read_safetensors(const std::filesystem::path& path) {
   nlohmann::json header;
   try {
     header = nlohmann::json::parse(text);
-  } catch (const nlohmann::json::parse_error& e) {
+  } catch (const nlohmann::json::exception& e) {  // parse_error, and out_of_range for 1e999
     std::string what = e.what();
     if (auto p = what.find("] "); p != std::string::npos) what = what.substr(p + 2);
     file.fail("invalid JSON header: " + what);

@@ -259,8 +259,44 @@ uint16_t float_to_bf16(float value) {
 
 float bf16_to_float(uint16_t value) { return std::bit_cast<float>(static_cast<uint32_t>(value) << 16); }
 
+#ifdef __FLT16_MANT_DIG__  // the compiler has _Float16 (GCC 12; clang from 15 on x86)
 uint16_t float_to_f16(float value) { return std::bit_cast<uint16_t>(static_cast<_Float16>(value)); }
 
 float f16_to_float(uint16_t value) { return static_cast<float>(std::bit_cast<_Float16>(value)); }
+#else
+// clang 14 (Debian 12's, for the fuzz targets) has no _Float16 on x86: the same conversions in
+// software, round to nearest even as the hardware's (F. Giesen's float_to_half_fast3_rtne).
+uint16_t float_to_f16(float value) {
+  uint32_t u = std::bit_cast<uint32_t>(value);
+  const uint32_t sign = u & 0x80000000u;
+  u ^= sign;
+  uint32_t h;
+  if (u >= (127u + 16) << 23) {  // >= 65536: Inf, or NaN (quiet, top payload bits kept)
+    h = u > 0x7F800000u ? 0x7E00u | ((u >> 13) & 0x3FFu) : 0x7C00u;
+  } else if (u < 113u << 23) {  // a subnormal half or zero: let the FPU round
+    const uint32_t magic = ((127u - 15) + (23 - 10) + 1) << 23;
+    h = std::bit_cast<uint32_t>(std::bit_cast<float>(u) + std::bit_cast<float>(magic)) - magic;
+  } else {  // normal (65520 and up round to Inf through the carry)
+    const uint32_t odd = (u >> 13) & 1;
+    u += (static_cast<uint32_t>(15 - 127) << 23) + 0xFFF + odd;
+    h = u >> 13;
+  }
+  return static_cast<uint16_t>(h | (sign >> 16));
+}
+
+float f16_to_float(uint16_t value) {
+  uint32_t u = static_cast<uint32_t>(value & 0x7FFF) << 13;
+  const uint32_t exp = u & (0x7C00u << 13);
+  u += (127u - 15) << 23;
+  if (exp == 0x7C00u << 13) {
+    u += (128u - 16) << 23;  // Inf, NaN (quieted, as the hardware does)
+    if (u & 0x7FFFFFu) u |= 0x400000u;
+  } else if (exp == 0) {  // zero, subnormal
+    u += 1u << 23;
+    u = std::bit_cast<uint32_t>(std::bit_cast<float>(u) - std::bit_cast<float>(113u << 23));
+  }
+  return std::bit_cast<float>(u | (static_cast<uint32_t>(value & 0x8000) << 16));
+}
+#endif
 
 }  // namespace convoy
