@@ -1,37 +1,28 @@
 #include "engine/train/trainer.h"
 
-#include <fcntl.h>
-#include <sys/file.h>
-#include <unistd.h>
-
-#include <chrono>
 #include <algorithm>
-#include <cerrno>
+#include <chrono>
 #include <cmath>
-#include <cstdio>
-#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <iomanip>
-#include <iterator>
-#include <iostream>
 #include <memory>
 #include <optional>
-#include <regex>
 #include <sstream>
-#include <thread>
 #include <vector>
 
 #include "datasets/dataset.h"
 #include "datasets/dataset_checks.h"
 #include "datasets/loader.h"
-#include "engine/config/yaml_map.h"
+#include "engine/config/yaml_map.h"  // invalid_utf8_at
 #include "engine/core/error.h"
-#include "engine/core/file_io.h"
 #include "engine/graph/model.h"
 #include "engine/optim/optimizer.h"
 #include "engine/train/evaluate.h"
+#include "engine/train/progress.h"
 #include "engine/train/run_checkpoint.h"
+#include "engine/train/run_directory.h"
+#include "engine/train/run_setup.h"
 #include "engine/train/train_step.h"
 
 namespace convoy {
@@ -40,59 +31,6 @@ namespace {
 
 namespace fs = std::filesystem;
 using Clock = std::chrono::steady_clock;
-
-double seconds_since(Clock::time_point t) {
-  return std::chrono::duration<double>(Clock::now() - t).count();
-}
-
-std::string format_duration(double seconds) {
-  const auto s = static_cast<int64_t>(std::max(0.0, seconds));
-  std::ostringstream out;
-  out << s / 60 << ':' << std::setw(2) << std::setfill('0') << s % 60;
-  return out.str();
-}
-
-// Live progress: a redrawn bar on a terminal, plain periodic lines otherwise.
-class Progress {
- public:
-  Progress(std::ostream& log, int64_t log_every)
-      : log_(log), tty_(&log == &std::cout && isatty(STDOUT_FILENO)), log_every_(log_every) {}
-
-  void update(int64_t epoch, int64_t epochs, int64_t batch, int64_t batches, double loss,
-              double accuracy, double images_per_second, double loader_images_per_second, double eta_seconds) {
-    const bool last = batch == batches;
-    if (tty_) {
-      if (!last && seconds_since(last_draw_) < 0.2) return;
-      last_draw_ = Clock::now();
-      const int width = 24;
-      const int filled = static_cast<int>(width * batch / std::max<int64_t>(1, batches));
-      log_ << "\r\033[Kepoch " << epoch << "/" << epochs << " [" << std::string(filled, '=')
-           << (filled < width ? ">" : "") << std::string(std::max(0, width - filled - 1), ' ')
-           << "] " << batch << "/" << batches << line(loss, accuracy, images_per_second, loader_images_per_second, eta_seconds)
-           << std::flush;
-    } else if (batch % log_every_ == 0 || last) {
-      log_ << "epoch " << epoch << "/" << epochs << " step " << batch << "/" << batches
-           << line(loss, accuracy, images_per_second, loader_images_per_second, eta_seconds) << std::endl;
-    }
-  }
-  void end_epoch() {
-    if (tty_) log_ << "\n";
-  }
-
- private:
-  // The loader's own rate beside the training rate: when the two are close, the run is data-bound.
-  static std::string line(double loss, double accuracy, double ips, double loader_ips, double eta) {
-    std::ostringstream out;
-    out << std::fixed << std::setprecision(4) << "  loss " << loss << std::setprecision(2)
-        << "  acc " << accuracy * 100 << "%  " << std::setprecision(0) << ips << " img/s (loader "
-        << loader_ips << ")  ETA " << format_duration(eta);
-    return out.str();
-  }
-  std::ostream& log_;
-  bool tty_;
-  int64_t log_every_;
-  Clock::time_point last_draw_{};
-};
 
 // nan_policy: skip_step stops the run after this many skipped steps in a row: by then the
 // weights, not a batch, are what gives the non-finite loss.
@@ -129,7 +67,7 @@ struct EpochTally {
   int64_t images = 0;  // their images
   int64_t skipped = 0;  // steps with a non-finite loss whose update was skipped (nan_policy: skip_step)
   int64_t skipped_images = 0;
-  double loader_images_per_second = 0;  // what the loader alone could deliver
+  double loader_images_per_second = 0;  // what the loader alone could deliver (so far, then the epoch's)
   DataLoader::Stats loader;              // the epoch's, once it is done
   // Per-step results stay on the device until they are printed: no sync every step.
   std::vector<PendingStep> pending;
@@ -151,205 +89,6 @@ struct EpochTally {
     return bad;
   }
 };
-
-// One writer per run directory: an advisory lock (flock) on <run>/.lock, held while the
-// process lives, with the holder's pid in the file for the message another run gets. The
-// directory is created first; nothing else is written before the lock is held.
-class RunDirLock {
- public:
-  explicit RunDirLock(const fs::path& run_dir) {
-    create_output_directories(run_dir, "the run directory");
-    const fs::path path = run_dir / ".lock";
-    fd_ = ::open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
-    if (fd_ < 0)
-      throw InputError(file_message(path, std::string("cannot create the run directory's lock file: ") +
-                                              std::strerror(errno)));
-    if (::flock(fd_, LOCK_EX | LOCK_NB) != 0) {
-      const int err = errno;
-      std::string holder(32, '\0');
-      const ssize_t n = ::pread(fd_, holder.data(), holder.size(), 0);
-      holder.resize(n > 0 ? static_cast<size_t>(n) : 0);
-      holder.erase(std::remove_if(holder.begin(), holder.end(), [](char c) { return c < '0' || c > '9'; }),
-                   holder.end());
-      ::close(fd_);
-      fd_ = -1;
-      if (err != EWOULDBLOCK)
-        throw InputError(file_message(path, std::string("cannot lock the run directory: ") + std::strerror(err)));
-      throw InputError(run_dir.string() + ": another convoy run is writing to this run directory (pid " +
-                       (holder.empty() ? std::string("unknown") : holder) +
-                       "); wait for it to finish, or give this run another name or output.dir");
-    }
-    const std::string pid = std::to_string(::getpid()) + "\n";
-    if (::ftruncate(fd_, 0) != 0 || ::pwrite(fd_, pid.data(), pid.size(), 0) != static_cast<ssize_t>(pid.size()))
-      throw InputError(file_message(path, std::string("cannot write the lock file: ") + std::strerror(errno)));
-  }
-  ~RunDirLock() {
-    if (fd_ >= 0) ::close(fd_);  // releases the lock; the file stays (unlinking it would race)
-  }
-  RunDirLock(const RunDirLock&) = delete;
-  RunDirLock& operator=(const RunDirLock&) = delete;
-
- private:
-  int fd_ = -1;
-};
-
-// Temporary files a killed writer left (write_safetensors' "<name>.safetensors.tmp.<pid>",
-// the metrics rewrite's "metrics.csv.tmp.<pid>"). Called with the run's lock held: no other
-// writer is at work in the directory.
-void remove_stale_temporaries(const fs::path& run_dir, std::ostream& log) {
-  static const std::regex stale(R"((.+\.safetensors|metrics\.csv)\.tmp\.[0-9]+)");
-  std::error_code error;
-  for (const auto& entry : fs::directory_iterator(run_dir, error)) {
-    const std::string name = entry.path().filename().string();
-    if (!entry.is_regular_file(error) || !std::regex_match(name, stale)) continue;
-    if (fs::remove(entry.path(), error))
-      log << "removed " << entry.path().string() << ", left by a writer that was killed" << std::endl;
-  }
-}
-
-// Drops the rows of metrics.csv past `epochs_done` (and any torn last line).
-void drop_metrics_rows_after(const fs::path& path, int64_t epochs_done) {
-  std::ifstream in(path, std::ios::binary);
-  const std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-  std::string kept;
-  bool dropped = false;
-  size_t begin = 0;
-  for (bool header = true; begin < text.size(); header = false) {
-    const size_t end = text.find('\n', begin);
-    if (end == std::string::npos) {  // a row cut short by a crash
-      dropped = true;
-      break;
-    }
-    const std::string line = text.substr(begin, end - begin);
-    begin = end + 1;
-    char* after = nullptr;
-    const long long epoch = std::strtoll(line.c_str(), &after, 10);
-    if (!header && (after == line.c_str() || *after != ',' || epoch > epochs_done)) {
-      dropped = true;
-      continue;
-    }
-    kept += line + "\n";
-  }
-  if (!dropped) return;
-  const fs::path tmp = path.string() + ".tmp." + std::to_string(::getpid());
-  {
-    std::ofstream out(tmp, std::ios::trunc);
-    out << kept;
-    if (!out.flush()) throw InputError(tmp.string() + ": cannot write the metrics file");
-  }
-  std::error_code error;
-  fs::rename(tmp, path, error);
-  if (error) throw InputError(path.string() + ": cannot replace the metrics file: " + error.message());
-}
-
-std::unique_ptr<Backend> open_backend(const RunConfig& config, std::ostream& log) {
-  BackendOptions options;
-  options.deterministic = config.deterministic;
-  options.benchmark = config.cudnn_benchmark;
-  options.threads = static_cast<int>(config.threads);
-  return select_backend(config.device, options, log);
-}
-
-std::string op_list(const std::vector<OpKind>& ops) {
-  std::string list;
-  for (OpKind op : ops) list += (list.empty() ? "" : ", ") + std::string(op_name(op));
-  return list;
-}
-
-// The config's precision where the backend runs every op of the model in it; bf16 falls back
-// to fp32 with one line saying why (the CPU path computes in fp32 only).
-DType training_dtype(const RunConfig& config, const Model& model, Backend& backend, std::ostream& log) {
-  const DType wanted = config.precision == "bf16" ? DType::bf16 : DType::f32;
-  const Layout layout = choose_layout(config.layout, backend, wanted);
-  if (wanted == DType::bf16) {
-    const std::vector<OpKind> missing = model.unsupported_ops(backend.ops(), wanted, layout);
-    if (missing.empty()) return wanted;
-    log << "precision bf16: " << backend.device().str() << " does not run " << op_list(missing)
-        << " in bf16; training in fp32" << std::endl;
-  }
-  const Layout f32_layout = choose_layout(config.layout, backend, DType::f32);
-  const std::vector<OpKind> missing = model.unsupported_ops(backend.ops(), DType::f32, f32_layout);
-  if (!missing.empty())
-    throw DeviceError(backend.device().str() + " cannot train " + config.model_path + ": it does not run " +
-                      op_list(missing) + " in fp32");
-  return DType::f32;
-}
-
-std::unique_ptr<Dataset> load_split(const RunConfig& config, const std::string& split, int64_t limit) {
-  DatasetSpec spec;
-  spec.kind = config.dataset.kind;
-  spec.path = config.dataset.path;
-  spec.synthetic_shape = Shape(config.dataset.synthetic_shape.begin(), config.dataset.synthetic_shape.end());
-  spec.synthetic_classes = config.dataset.synthetic_classes;
-  spec.synthetic_size = config.dataset.synthetic_size;
-  return load_dataset(spec, split, limit);
-}
-
-// The model's input, and the crops of the config that reach it.
-Preprocess preprocess_of(const RunConfig& config, const Shape& input) {  // input: (C, H, W)
-  const DatasetConfig& d = config.dataset;
-  Preprocess p;
-  p.channels = input[0];
-  p.height = input[1];
-  p.width = input[2];
-  if (p.channels != 1 && p.channels != 3)
-    throw InputError(config.model_path + ": image datasets feed 1 (gray) or 3 (RGB) input channels, the model takes " +
-                     std::to_string(p.channels));
-  p.resize = d.resize;
-  p.random_resized_crop = d.random_resized_crop;
-  p.scale_min = d.scale_min;
-  p.scale_max = d.scale_max;
-  p.ratio_min = d.ratio_min;
-  p.ratio_max = d.ratio_max;
-  return p;
-}
-
-Preprocess preprocess_of(const RunConfig& config, const Model& model) { return preprocess_of(config, model.input_shape()); }
-
-// Decoding image files wants every core but one: the training thread that launches the
-// device's work must not queue behind the decoders (measured on the H200 host, 16 cores:
-// ResNet-50 from JPEGs lost 13% to synthetic data with 16 workers). In-memory data needs few.
-int64_t loader_workers(const RunConfig& config, const Dataset& data) {
-  if (config.dataset.workers > 0) return config.dataset.workers;
-  const auto cores = std::max<int64_t>(1, static_cast<int64_t>(std::thread::hardware_concurrency()));
-  if (data.stored_shape()) return std::min<int64_t>(4, cores);
-  return std::max<int64_t>(1, cores - 1);
-}
-
-LoaderOptions train_loader_options(const RunConfig& config, const Dataset& data, const Preprocess& preprocess) {
-  LoaderOptions o;
-  o.batch_size = config.batch_size;
-  o.shuffle = true;
-  o.drop_last = true;
-  o.seed = config.seed;
-  o.mode = SampleMode::train;
-  o.preprocess = preprocess;
-  o.workers = loader_workers(config, data);
-  o.skip_bad_samples = config.dataset.skip_bad_images;
-  return o;
-}
-
-// The config's model file, with its classifier resized when the config says num_classes.
-Model load_config_model(const RunConfig& config) {
-  if (config.num_classes == 0) return Model::from_file(config.model_path, config.seed);
-  const std::string yaml = Model::with_classes(Model::read_file(config.model_path), config.model_path, config.num_classes);
-  return Model::from_yaml(yaml, config.model_path, config.seed);
-}
-
-// The config's model, checked against the data, on the backend in the training dtype.
-Model build_model(const RunConfig& config, const Dataset& train_data, Backend& backend, std::ostream& log) {
-  Model model = load_config_model(config);
-  if (static_cast<size_t>(model.num_classes()) != train_data.class_names().size())
-    throw InputError(config.model_path + ": model has " + std::to_string(model.num_classes()) +
-                     " outputs but the dataset has " + std::to_string(train_data.class_names().size()) + " classes");
-  if (config.dataset.mean.size() != 1 && config.dataset.mean.size() != static_cast<size_t>(model.input_shape()[0]))
-    throw InputError(config.source + ": dataset.normalize has " + std::to_string(config.dataset.mean.size()) +
-                     " channels, the model input has " + std::to_string(model.input_shape()[0]) +
-                     " (give one value per channel, or one for all)");
-  const DType dtype = training_dtype(config, model, backend, log);
-  model.to(backend, dtype, choose_layout(config.layout, backend, dtype));
-  return model;
-}
 
 TrainRecipe recipe_of(const RunConfig& config, const NormalizeAugment& normalize) {
   TrainRecipe recipe{config.optimizer, normalize, config.label_smoothing, config.seed};
@@ -470,6 +209,7 @@ TrainResult TrainingRun::run_epochs() {
       return stop_with_checkpoint();
     }
     tally.loader = loader.stats();
+    tally.loader_images_per_second = loader.images_per_second();
     result_.skipped_steps += tally.skipped;
     end_epoch(tally, metrics);
   }
@@ -665,9 +405,7 @@ void TrainingRun::report_epoch(const EpochTally& tally, const EvalResult& eval, 
   const double train_loss = tally.loss_sum / std::max<int64_t>(1, tally.steps);
   const double train_acc = static_cast<double>(tally.correct) / std::max<int64_t>(1, tally.images);
   const double images_per_second = static_cast<double>(tally.images + tally.skipped_images) / epoch_seconds;
-  const double loader_ips = tally.loader.busy_seconds > 0 ? static_cast<double>(tally.loader.samples) /
-                                                                 tally.loader.busy_seconds * loader_workers(config_, *train_data_)
-                                                           : 0;
+  const double loader_ips = tally.loader_images_per_second;
   metrics << pos_.epoch + 1 << ',' << pos_.step << ',' << tally.lr << ',' << train_loss << ',' << train_acc << ','
           << eval.loss << ',' << eval.accuracy << ',' << epoch_seconds << ',' << images_per_second << ','
           << loader_ips << std::endl;
@@ -728,48 +466,6 @@ RunCheckpointInfo TrainingRun::checkpoint_info(const Position& pos, double test_
 
 TrainResult train(const RunConfig& config, const TrainOptions& options, std::ostream& log) {
   return TrainingRun(config, options, log).run();
-}
-
-double measure_loader(const RunConfig& config, int64_t batches, std::ostream& log) {
-  const std::unique_ptr<Backend> backend = open_backend(config, log);
-  const std::unique_ptr<Dataset> data = load_split(config, config.dataset.train_split, config.dataset.train_limit);
-  // The input shape only, read from the YAML: building the model would initialize all its
-  // weights (a quarter of a second for ResNet-50) for nothing. num_classes changes only the
-  // classifier, never the input.
-  const Preprocess preprocess =
-      preprocess_of(config, Model::input_shape_of(Model::read_file(config.model_path), config.model_path));
-  const std::unique_ptr<BatchUploader> uploader = backend->make_batch_uploader();
-  LoaderOptions options = train_loader_options(config, *data, preprocess);
-  options.host_empty = [&](Shape shape, DType dtype) { return uploader->host_empty(std::move(shape), dtype); };
-  DataLoader loader(*data, options);
-  const int64_t per_epoch = loader.batches_per_epoch();
-  if (per_epoch == 0)
-    throw InputError(config.source + ": batch_size " + std::to_string(config.batch_size) + " is larger than the " +
-                     std::to_string(data->size()) + " training images");
-  const int64_t total = batches > 0 ? batches : per_epoch;
-  log << "loading " << total << " batches of " << config.batch_size << " from " << data->name() << " ("
-      << data->size() << " images) with " << options.workers << " workers into " << shape_str({preprocess.channels,
-      preprocess.height, preprocess.width}) << " on " << backend->device().str() << std::endl;
-  const auto start = Clock::now();
-  int64_t images = 0, skipped = 0;
-  for (int64_t epoch = 0, done = 0; done < total; ++epoch) {
-    loader.start_epoch(epoch);
-    Batch batch;
-    while (done < total && loader.next(batch)) {
-      uploader->upload(batch.images);
-      uploader->upload(batch.labels);
-      images += batch.labels.dim(0);
-      ++done;
-    }
-    skipped += loader.stats().skipped;
-  }
-  backend->synchronize();
-  const double seconds = seconds_since(start);
-  const double rate = static_cast<double>(images) / seconds;
-  log << std::fixed << std::setprecision(0) << "loader: " << images << " images in " << std::setprecision(2)
-      << seconds << " s, " << std::setprecision(0) << rate << " img/s" << (skipped ? ", skipped " : "")
-      << (skipped ? std::to_string(skipped) : "") << std::defaultfloat << std::endl;
-  return rate;
 }
 
 }  // namespace convoy

@@ -1,0 +1,122 @@
+#include "engine/train/run_setup.h"
+
+#include <algorithm>
+#include <ostream>
+#include <thread>
+#include <vector>
+
+#include "engine/core/error.h"
+
+namespace convoy {
+
+namespace {
+
+std::string op_list(const std::vector<OpKind>& ops) {
+  std::string list;
+  for (OpKind op : ops) list += (list.empty() ? "" : ", ") + std::string(op_name(op));
+  return list;
+}
+
+// The config's precision where the backend runs every op of the model in it; bf16 falls back
+// to fp32 with one line saying why (the CPU path computes in fp32 only).
+DType training_dtype(const RunConfig& config, const Model& model, Backend& backend, std::ostream& log) {
+  const DType wanted = config.precision == "bf16" ? DType::bf16 : DType::f32;
+  const Layout layout = choose_layout(config.layout, backend, wanted);
+  if (wanted == DType::bf16) {
+    const std::vector<OpKind> missing = model.unsupported_ops(backend.ops(), wanted, layout);
+    if (missing.empty()) return wanted;
+    log << "precision bf16: " << backend.device().str() << " does not run " << op_list(missing)
+        << " in bf16; training in fp32" << std::endl;
+  }
+  const Layout f32_layout = choose_layout(config.layout, backend, DType::f32);
+  const std::vector<OpKind> missing = model.unsupported_ops(backend.ops(), DType::f32, f32_layout);
+  if (!missing.empty())
+    throw DeviceError(backend.device().str() + " cannot train " + config.model_path + ": it does not run " +
+                      op_list(missing) + " in fp32");
+  return DType::f32;
+}
+
+}  // namespace
+
+std::unique_ptr<Backend> open_backend(const RunConfig& config, std::ostream& log) {
+  BackendOptions options;
+  options.deterministic = config.deterministic;
+  options.benchmark = config.cudnn_benchmark;
+  options.threads = static_cast<int>(config.threads);
+  return select_backend(config.device, options, log);
+}
+
+std::unique_ptr<Dataset> load_split(const RunConfig& config, const std::string& split, int64_t limit) {
+  DatasetSpec spec;
+  spec.kind = config.dataset.kind;
+  spec.path = config.dataset.path;
+  spec.synthetic_shape = Shape(config.dataset.synthetic_shape.begin(), config.dataset.synthetic_shape.end());
+  spec.synthetic_classes = config.dataset.synthetic_classes;
+  spec.synthetic_size = config.dataset.synthetic_size;
+  return load_dataset(spec, split, limit);
+}
+
+Preprocess preprocess_of(const RunConfig& config, const Shape& input) {  // input: (C, H, W)
+  const DatasetConfig& d = config.dataset;
+  Preprocess p;
+  p.channels = input[0];
+  p.height = input[1];
+  p.width = input[2];
+  if (p.channels != 1 && p.channels != 3)
+    throw InputError(config.model_path + ": image datasets feed 1 (gray) or 3 (RGB) input channels, the model takes " +
+                     std::to_string(p.channels));
+  p.resize = d.resize;
+  p.random_resized_crop = d.random_resized_crop;
+  p.scale_min = d.scale_min;
+  p.scale_max = d.scale_max;
+  p.ratio_min = d.ratio_min;
+  p.ratio_max = d.ratio_max;
+  return p;
+}
+
+Preprocess preprocess_of(const RunConfig& config, const Model& model) { return preprocess_of(config, model.input_shape()); }
+
+// Decoding image files wants every core but one: the training thread that launches the
+// device's work must not queue behind the decoders (measured on the H200 host, 16 cores:
+// ResNet-50 from JPEGs lost 13% to synthetic data with 16 workers). In-memory data needs few.
+int64_t loader_workers(const RunConfig& config, const Dataset& data) {
+  if (config.dataset.workers > 0) return config.dataset.workers;
+  const auto cores = std::max<int64_t>(1, static_cast<int64_t>(std::thread::hardware_concurrency()));
+  if (data.stored_shape()) return std::min<int64_t>(4, cores);
+  return std::max<int64_t>(1, cores - 1);
+}
+
+LoaderOptions train_loader_options(const RunConfig& config, const Dataset& data, const Preprocess& preprocess) {
+  LoaderOptions o;
+  o.batch_size = config.batch_size;
+  o.shuffle = true;
+  o.drop_last = true;
+  o.seed = config.seed;
+  o.mode = SampleMode::train;
+  o.preprocess = preprocess;
+  o.workers = loader_workers(config, data);
+  o.skip_bad_samples = config.dataset.skip_bad_images;
+  return o;
+}
+
+Model load_config_model(const RunConfig& config) {
+  if (config.num_classes == 0) return Model::from_file(config.model_path, config.seed);
+  const std::string yaml = Model::with_classes(Model::read_file(config.model_path), config.model_path, config.num_classes);
+  return Model::from_yaml(yaml, config.model_path, config.seed);
+}
+
+Model build_model(const RunConfig& config, const Dataset& train_data, Backend& backend, std::ostream& log) {
+  Model model = load_config_model(config);
+  if (static_cast<size_t>(model.num_classes()) != train_data.class_names().size())
+    throw InputError(config.model_path + ": model has " + std::to_string(model.num_classes()) +
+                     " outputs but the dataset has " + std::to_string(train_data.class_names().size()) + " classes");
+  if (config.dataset.mean.size() != 1 && config.dataset.mean.size() != static_cast<size_t>(model.input_shape()[0]))
+    throw InputError(config.source + ": dataset.normalize has " + std::to_string(config.dataset.mean.size()) +
+                     " channels, the model input has " + std::to_string(model.input_shape()[0]) +
+                     " (give one value per channel, or one for all)");
+  const DType dtype = training_dtype(config, model, backend, log);
+  model.to(backend, dtype, choose_layout(config.layout, backend, dtype));
+  return model;
+}
+
+}  // namespace convoy

@@ -1,0 +1,30 @@
+#pragma once
+// A run's parts from its config: the backend, the datasets, the model and how the loader turns
+// images into its input. Shared by the training loop and `convoy train --data-only`.
+#include <iosfwd>
+#include <memory>
+#include <string>
+
+#include "datasets/dataset.h"
+#include "datasets/loader.h"
+#include "engine/backends/backend.h"
+#include "engine/config/run_config.h"
+#include "engine/graph/model.h"
+
+namespace convoy {
+
+std::unique_ptr<Backend> open_backend(const RunConfig& config, std::ostream& log);
+// The config's dataset, split `split`, its first `limit` samples (0 = all).
+std::unique_ptr<Dataset> load_split(const RunConfig& config, const std::string& split, int64_t limit);
+// The model's input (C, H, W), and the crops of the config that reach it.
+Preprocess preprocess_of(const RunConfig& config, const Shape& input);
+Preprocess preprocess_of(const RunConfig& config, const Model& model);
+// The config's loader threads, or its default for `data`.
+int64_t loader_workers(const RunConfig& config, const Dataset& data);
+LoaderOptions train_loader_options(const RunConfig& config, const Dataset& data, const Preprocess& preprocess);
+// The config's model file, with its classifier resized when the config says num_classes.
+Model load_config_model(const RunConfig& config);
+// The config's model, checked against the data, on the backend in the training dtype.
+Model build_model(const RunConfig& config, const Dataset& train_data, Backend& backend, std::ostream& log);
+
+}  // namespace convoy
