@@ -3,10 +3,13 @@
 // removed with everything in it when the test ends.
 #include <stdlib.h>
 
+#include <cstdint>
 #include <filesystem>
+#include <fstream>
 #include <stdexcept>
 #include <string>
 #include <system_error>
+#include <vector>
 
 namespace convoy::testing {
 
@@ -32,5 +35,16 @@ class TempDir {
  private:
   std::filesystem::path path_;
 };
+
+// Writes `bytes` to `path`, making its directories; a failure throws, which fails the test.
+inline void write_file(const std::filesystem::path& path, const std::vector<uint8_t>& bytes) {
+  if (path.has_parent_path()) std::filesystem::create_directories(path.parent_path());
+  std::ofstream f(path, std::ios::binary);
+  f.write(reinterpret_cast<const char*>(bytes.data()), static_cast<std::streamsize>(bytes.size()));
+  if (!f.flush()) throw std::runtime_error("cannot write " + path.string());
+}
+inline void write_text_file(const std::filesystem::path& path, const std::string& text) {
+  write_file(path, std::vector<uint8_t>(text.begin(), text.end()));
+}
 
 }  // namespace convoy::testing

@@ -20,6 +20,8 @@
 namespace fs = std::filesystem;
 using namespace convoy;
 
+using convoy::testing::write_file;
+
 namespace {
 
 struct TempDir : convoy::testing::TempDir {
@@ -33,11 +35,6 @@ std::vector<uint8_t> idx_bytes(uint8_t type, const std::vector<uint32_t>& dims,
     for (int s = 24; s >= 0; s -= 8) out.push_back(static_cast<uint8_t>(d >> s));
   out.insert(out.end(), data.begin(), data.end());
   return out;
-}
-
-void write_raw(const fs::path& path, const std::vector<uint8_t>& bytes) {
-  std::ofstream f(path, std::ios::binary);
-  f.write(reinterpret_cast<const char*>(bytes.data()), static_cast<std::streamsize>(bytes.size()));
 }
 
 void write_gzip(const fs::path& path, const std::vector<uint8_t>& bytes) {
@@ -72,7 +69,7 @@ std::string idx_error(const fs::path& path) {
 TEST(Idx, RawRoundTrip) {
   TempDir dir;
   const auto data = random_bytes(3 * 4 * 5, 1);
-  write_raw(dir / "a-idx3-ubyte", idx_bytes(0x08, {3, 4, 5}, data));
+  write_file(dir / "a-idx3-ubyte", idx_bytes(0x08, {3, 4, 5}, data));
   const IdxArray a = read_idx(dir / "a-idx3-ubyte");
   EXPECT_EQ(a.data.shape(), (Shape{3, 4, 5}));
   EXPECT_EQ(a.data.dtype(), DType::u8);
@@ -111,7 +108,7 @@ TEST(Idx, ConcatenatedGzipMembers) {
   auto joined = read_all(dir / "p1.gz");
   const auto second = read_all(dir / "p2.gz");
   joined.insert(joined.end(), second.begin(), second.end());
-  write_raw(dir / "joined.gz", joined);
+  write_file(dir / "joined.gz", joined);
   const IdxArray a = read_idx(dir / "joined.gz");
   EXPECT_EQ(0, std::memcmp(a.data.raw(), bytes.data() + 12, 16));
 }
@@ -128,11 +125,11 @@ TEST(Idx, TruncatedRaw) {
   TempDir dir;
   auto bytes = idx_bytes(0x08, {4, 4}, random_bytes(16, 5));
   bytes.pop_back();
-  write_raw(dir / "t", bytes);
+  write_file(dir / "t", bytes);
   EXPECT_MESSAGE(idx_error(dir / "t"), dir / "t", "truncated");
-  write_raw(dir / "empty", {});
+  write_file(dir / "empty", {});
   EXPECT_MESSAGE(idx_error(dir / "empty"), dir / "empty", "truncated");
-  write_raw(dir / "half-header", {0, 0, 8, 3, 0, 0});
+  write_file(dir / "half-header", {0, 0, 8, 3, 0, 0});
   EXPECT_MESSAGE(idx_error(dir / "half-header"), dir / "half-header", "truncated");
 }
 
@@ -141,7 +138,7 @@ TEST(Idx, TruncatedGzip) {
   write_gzip(dir / "full.gz", idx_bytes(0x08, {64, 64}, random_bytes(64 * 64, 6)));
   auto gz = read_all(dir / "full.gz");
   gz.resize(gz.size() / 2);
-  write_raw(dir / "cut.gz", gz);
+  write_file(dir / "cut.gz", gz);
   EXPECT_MESSAGE(idx_error(dir / "cut.gz"), dir / "cut.gz", "truncated");
   // A complete gzip stream whose payload is shorter than the header's dims.
   auto bytes = idx_bytes(0x08, {64, 64}, random_bytes(64 * 64, 6));
@@ -154,7 +151,7 @@ TEST(Idx, TrailingGarbage) {
   TempDir dir;
   auto bytes = idx_bytes(0x08, {4, 4}, random_bytes(16, 7));
   bytes.push_back(42);
-  write_raw(dir / "raw", bytes);
+  write_file(dir / "raw", bytes);
   EXPECT_MESSAGE(idx_error(dir / "raw"), dir / "raw", "trailing garbage");
   write_gzip(dir / "inside.gz", bytes);
   EXPECT_MESSAGE(idx_error(dir / "inside.gz"), dir / "inside.gz", "trailing garbage");
@@ -162,18 +159,18 @@ TEST(Idx, TrailingGarbage) {
   write_gzip(dir / "after.gz", bytes);
   auto gz = read_all(dir / "after.gz");
   gz.insert(gz.end(), {'j', 'u', 'n', 'k'});
-  write_raw(dir / "after.gz", gz);
+  write_file(dir / "after.gz", gz);
   EXPECT_MESSAGE(idx_error(dir / "after.gz"), dir / "after.gz", "trailing garbage");
 }
 
 TEST(Idx, BadMagicAndUnsupportedType) {
   TempDir dir;
-  write_raw(dir / "magic", {0x12, 0x34, 0x08, 0x01, 0, 0, 0, 1, 7});
+  write_file(dir / "magic", {0x12, 0x34, 0x08, 0x01, 0, 0, 0, 1, 7});
   EXPECT_MESSAGE(idx_error(dir / "magic"), dir / "magic", "not an IDX file");
-  write_raw(dir / "float", idx_bytes(0x0D, {1}, {0, 0, 0, 0}));
+  write_file(dir / "float", idx_bytes(0x0D, {1}, {0, 0, 0, 0}));
   const auto m = idx_error(dir / "float");
   EXPECT_MESSAGE(m, dir / "float", "0x0d (float32) is not supported");
-  write_raw(dir / "zero-dims", {0, 0, 8, 0});
+  write_file(dir / "zero-dims", {0, 0, 8, 0});
   EXPECT_MESSAGE(idx_error(dir / "zero-dims"), dir / "zero-dims", "0 dimensions");
 }
 
@@ -184,21 +181,21 @@ TEST(Idx, CorruptGzip) {
   // A wrong CRC in the trailer: the data inflates but does not check out.
   auto crc = good;
   crc[crc.size() - 8] ^= 0xFF;
-  write_raw(dir / "crc.gz", crc);
+  write_file(dir / "crc.gz", crc);
   EXPECT_MESSAGE(idx_error(dir / "crc.gz"), dir / "crc.gz", "corrupt gzip data");
   // A reserved block type right after the 10-byte gzip header.
   auto block = good;
   block[10] = 0xFF;
-  write_raw(dir / "block.gz", block);
+  write_file(dir / "block.gz", block);
   EXPECT_MESSAGE(idx_error(dir / "block.gz"), dir / "block.gz", "corrupt gzip data");
 }
 
 TEST(Idx, HugeDimsRejectedBeforeAllocating) {
   TempDir dir;
-  write_raw(dir / "overflow", idx_bytes(0x08, {0xFFFFFFFF, 0xFFFFFFFF, 0xFFFFFFFF}, {}));
+  write_file(dir / "overflow", idx_bytes(0x08, {0xFFFFFFFF, 0xFFFFFFFF, 0xFFFFFFFF}, {}));
   EXPECT_MESSAGE(idx_error(dir / "overflow"), dir / "overflow", "overflow");
   // 60000 * 28 * 28 bytes announced by a 116-byte file.
-  write_raw(dir / "big", idx_bytes(0x08, {60000, 28, 28}, random_bytes(100, 9)));
+  write_file(dir / "big", idx_bytes(0x08, {60000, 28, 28}, random_bytes(100, 9)));
   EXPECT_MESSAGE(idx_error(dir / "big"), dir / "big", "need 47040000 bytes");
   // 2^56 bytes announced by a tiny gzip file: more than deflate could ever expand to.
   write_gzip(dir / "big.gz", idx_bytes(0x08, {0x1000000, 0x1000000, 0x100}, random_bytes(10, 10)));
@@ -217,7 +214,7 @@ TEST(Idx, MutatedFilesNeverCrash) {
     const int edits = 1 + static_cast<int>(rng() % 4);
     for (int e = 0; e < edits; ++e) bytes[rng() % bytes.size()] = static_cast<uint8_t>(rng());
     if (rng() % 4 == 0) bytes.resize(rng() % bytes.size());
-    write_raw(dir / "m", bytes);
+    write_file(dir / "m", bytes);
     try {
       const IdxArray a = read_idx(dir / "m");
       EXPECT_LE(a.data.numel(), 1 << 20);
@@ -242,8 +239,8 @@ void write_mnist_dir(const fs::path& dir, const std::string& prefix, uint32_t n,
     write_gzip(dir / (prefix + "-images-idx3-ubyte.gz"), images);
     write_gzip(dir / (prefix + "-labels-idx1-ubyte.gz"), lab);
   } else {
-    write_raw(dir / (prefix + "-images-idx3-ubyte"), images);
-    write_raw(dir / (prefix + "-labels-idx1-ubyte"), lab);
+    write_file(dir / (prefix + "-images-idx3-ubyte"), images);
+    write_file(dir / (prefix + "-labels-idx1-ubyte"), lab);
   }
 }
 

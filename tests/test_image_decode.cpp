@@ -21,16 +21,13 @@ namespace fs = std::filesystem;
 using namespace convoy;
 using convoy::testing::input_error_of;
 
+using convoy::testing::write_file;
+
 namespace {
 
 struct TempDir : convoy::testing::TempDir {
   TempDir() : convoy::testing::TempDir("convoy-img") {}
 };
-
-void write_all(const fs::path& path, const std::vector<uint8_t>& bytes) {
-  std::ofstream f(path, std::ios::binary);
-  f.write(reinterpret_cast<const char*>(bytes.data()), static_cast<std::streamsize>(bytes.size()));
-}
 
 uint8_t at(const Tensor& t, int64_t c, int64_t y, int64_t x) {
   return t.data<uint8_t>()[(c * t.dim(1) + y) * t.dim(2) + x];
@@ -77,7 +74,7 @@ TEST(ImageCodec, FormatByMagicNotByName) {
 
   // A JPEG named .png decodes as the JPEG it is.
   TempDir dir;
-  write_all(dir / "really_a.png", encode_jpeg(picture(16, 8, 3).data(), 16, 8, 3, 95));
+  write_file(dir / "really_a.png", encode_jpeg(picture(16, 8, 3).data(), 16, 8, 3, 95));
   const Tensor t = decode_image(dir / "really_a.png", 3, 8, 16);
   EXPECT_EQ(t.shape(), (Shape{3, 8, 16}));
 }
@@ -243,7 +240,7 @@ TEST(ImageDecode, ChannelsAndSizes) {
   std::vector<uint8_t> px;
   for (int y = 0; y < h; ++y)
     for (int x = 0; x < w; ++x) px.insert(px.end(), {uint8_t(10 * x), uint8_t(50 * y), uint8_t(200 + x + y)});
-  write_all(dir / "rgb.png", encode_png(px.data(), w, h, 3));
+  write_file(dir / "rgb.png", encode_png(px.data(), w, h, 3));
   const Tensor t = decode_image(dir / "rgb.png", 3, h, w);
   ASSERT_EQ(t.shape(), (Shape{3, h, w}));
   EXPECT_EQ(t.dtype(), DType::u8);
@@ -260,7 +257,7 @@ TEST(ImageDecode, ChannelsAndSizes) {
       EXPECT_EQ(at(g, 0, y, x), (10 * x * 4899 + 50 * y * 9617 + (200 + x + y) * 1868 + 8192) >> 14);
 
   // Gray to RGB repeats.
-  write_all(dir / "gray.png", encode_png(std::vector<uint8_t>{0, 100, 255, 7, 8, 9}.data(), 3, 2, 1));
+  write_file(dir / "gray.png", encode_png(std::vector<uint8_t>{0, 100, 255, 7, 8, 9}.data(), 3, 2, 1));
   const Tensor rgb = decode_image(dir / "gray.png", 3, 2, 3);
   for (int c = 0; c < 3; ++c) EXPECT_EQ(at(rgb, c, 0, 1), 100);
 
@@ -269,12 +266,12 @@ TEST(ImageDecode, ChannelsAndSizes) {
   std::vector<uint8_t> ramp(64);
   for (int y = 0; y < 8; ++y)
     for (int x = 0; x < 8; ++x) ramp[y * 8 + x] = static_cast<uint8_t>(10 * x + 20 * y);
-  write_all(dir / "ramp.png", encode_png(ramp.data(), 8, 8, 1));
+  write_file(dir / "ramp.png", encode_png(ramp.data(), 8, 8, 1));
   const Tensor small = decode_image(dir / "ramp.png", 1, 4, 4);
   for (int y = 1; y < 3; ++y)
     for (int x = 1; x < 3; ++x) EXPECT_NEAR(at(small, 0, y, x), 10 * (2 * x + 0.5) + 20 * (2 * y + 0.5), 1);
   // Enlarging a constant image keeps it constant; odd sizes are fine.
-  write_all(dir / "flat.png", encode_png(std::vector<uint8_t>(18, 77).data(), 3, 2, 3));
+  write_file(dir / "flat.png", encode_png(std::vector<uint8_t>(18, 77).data(), 3, 2, 3));
   const Tensor big = decode_image(dir / "flat.png", 3, 7, 11);
   ASSERT_EQ(big.shape(), (Shape{3, 7, 11}));
   for (int64_t i = 0; i < big.numel(); ++i) ASSERT_EQ(big.data<uint8_t>()[i], 77);
@@ -288,14 +285,14 @@ TEST(ImageDecode, BadFilesRejected) {
   };
   EXPECT_MESSAGE(error(dir / "notes.png"), dir / "notes.png", "not a JPEG or PNG image");
   EXPECT_MESSAGE(error(dir / "missing.png"), dir / "missing.png", "no such file");
-  write_all(dir / "empty.png", {});
+  write_file(dir / "empty.png", {});
   EXPECT_MESSAGE(error(dir / "empty.png"), dir / "empty.png", "empty file");
   auto png = encode_png(picture(32, 32, 3).data(), 32, 32, 3);
   png.resize(png.size() / 3);
-  write_all(dir / "cut.png", png);
+  write_file(dir / "cut.png", png);
   EXPECT_MESSAGE(error(dir / "cut.png"), dir / "cut.png", "PNG");
 
-  write_all(dir / "ok.png", encode_png(std::vector<uint8_t>{1, 2, 3, 4}.data(), 2, 2, 1));
+  write_file(dir / "ok.png", encode_png(std::vector<uint8_t>{1, 2, 3, 4}.data(), 2, 2, 1));
   EXPECT_MESSAGE(error(dir / "ok.png", 2), dir / "ok.png", "expected 1 or 3");
   EXPECT_MESSAGE(error(dir / "ok.png", 4), dir / "ok.png", "expected 1 or 3");
   EXPECT_MESSAGE(error(dir / "ok.png", 3, 0, 4), dir / "ok.png", "size");

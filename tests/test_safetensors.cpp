@@ -26,6 +26,8 @@
 namespace fs = std::filesystem;
 using namespace convoy;
 
+using convoy::testing::write_file;
+
 namespace {
 
 // A temporary directory that also counts leftover temporary files (".tmp." in the name).
@@ -43,11 +45,6 @@ class TempDir : public convoy::testing::TempDir {
 std::vector<uint8_t> read_all(const fs::path& path) {
   std::ifstream f(path, std::ios::binary);
   return {std::istreambuf_iterator<char>(f), std::istreambuf_iterator<char>()};
-}
-
-void write_all(const fs::path& path, const std::vector<uint8_t>& bytes) {
-  std::ofstream f(path, std::ios::binary);
-  f.write(reinterpret_cast<const char*>(bytes.data()), static_cast<std::streamsize>(bytes.size()));
 }
 
 // A file from a header text and a data section, for hand-made malformed files.
@@ -293,7 +290,7 @@ TEST(Safetensors, NhwcTensorsAreWrittenInLogicalOrder) {
 TEST(Safetensors, CorruptHeaderRejected) {
   TempDir dir;
   const auto p = dir / "bad.safetensors";
-  write_all(p, {1, 2, 3});
+  write_file(p, {1, 2, 3});
   EXPECT_MESSAGE(read_error(p), p, "too short");
   write_crafted(p, "{}", 0, /*claimed_length=*/1000);
   EXPECT_MESSAGE(read_error(p), p, "header length 1000 exceeds the file size");
@@ -341,7 +338,7 @@ TEST(Safetensors, TruncatedDataRejected) {
   auto bytes = read_all(dir / "full.safetensors");
   for (size_t cut : {size_t{1}, size_t{17}, bytes.size() / 2, bytes.size() - 9}) {
     const auto p = dir / "cut.safetensors";
-    write_all(p, std::vector<uint8_t>(bytes.begin(), bytes.end() - static_cast<std::ptrdiff_t>(cut)));
+    write_file(p, std::vector<uint8_t>(bytes.begin(), bytes.end() - static_cast<std::ptrdiff_t>(cut)));
     const std::string m = read_error(p);
     EXPECT_NE(m.find(p.string()), std::string::npos) << m;
   }
@@ -363,7 +360,7 @@ TEST(Safetensors, MutatedHeadersNeverCrash) {
       const size_t at = (rng() % 8 == 0) ? rng() % 8 : 8 + rng() % n;  // mostly the JSON
       bytes[at] = (rng() % 2) ? static_cast<uint8_t>(rng()) : static_cast<uint8_t>("0123456789[]{},\":"[rng() % 17]);
     }
-    write_all(p, bytes);
+    write_file(p, bytes);
     try {
       read_safetensors(p);
     } catch (const InputError& e) {
