@@ -4,7 +4,6 @@ Not a script: fashion_mnist_to_folder.py and make_cifar_binary.py import it (Pyt
 script's own directory first on sys.path, so a plain `import _fmnist` works from anywhere).
 
 What lives here:
-  * fail(): one-line error to stderr, exit 1.
   * read_idx(): Fashion-MNIST / MNIST IDX files, gzip or plain.
   * load_split(): images + labels of "train" or "t10k", checked against each other.
   * colourize(): the deterministic per-image colouring both scripts use, so image i of a split
@@ -19,6 +18,8 @@ import gzip
 import os
 import struct
 import sys
+
+from _common import fail
 
 try:
     import numpy as np
@@ -38,16 +39,6 @@ CLASS_NAMES = ["t-shirt_top", "trouser", "pullover", "dress", "coat",
 CLASS_DIRS = ["%d_%s" % (i, n) for i, n in enumerate(CLASS_NAMES)]
 
 SPLIT_ID = {"train": 0, "t10k": 1}
-
-
-def fail(msg):
-    sys.stderr.write("error: %s\n" % msg)
-    sys.exit(1)
-
-
-def progress(msg):
-    sys.stderr.write(msg + "\n")
-    sys.stderr.flush()
 
 
 def _find(directory, stem):

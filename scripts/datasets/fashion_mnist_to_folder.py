@@ -30,7 +30,6 @@ Example:
 
 import argparse
 import io
-import multiprocessing
 import os
 import shutil
 import sys
@@ -38,7 +37,8 @@ import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import _fmnist  # noqa: E402
-from _fmnist import fail, progress, np  # noqa: E402
+from _fmnist import np  # noqa: E402
+from _common import fail, progress, run_tasks  # noqa: E402
 
 try:
     from PIL import Image
@@ -148,27 +148,10 @@ def main():
                           out_dir, _fmnist.SPLIT_ID[prefix], wargs))
 
     total_images = sum(v[0].shape[0] for v in data.values())
-    done = 0
-    nbytes = 0
-    last = 0.0
-    if args.workers == 1:
-        results = map(_write_chunk, tasks)
-        pool = None
-    else:
-        pool = multiprocessing.Pool(args.workers)
-        results = pool.imap_unordered(_write_chunk, tasks)
-    try:
-        for n, b in results:
-            done += n
-            nbytes += b
-            now = time.time()
-            if now - last >= 2.0 or done == total_images:
-                last = now
-                progress("  %d/%d images, %.1f s" % (done, total_images, now - t0))
-    finally:
-        if pool is not None:
-            pool.close()
-            pool.join()
+    done = nbytes = 0
+    for n, b in run_tasks(_write_chunk, tasks, args.workers, total_images, t0):
+        done += n
+        nbytes += b
 
     if args.csv:
         for prefix, sub in SPLITS:

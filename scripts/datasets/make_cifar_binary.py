@@ -46,7 +46,8 @@ import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import _fmnist  # noqa: E402
-from _fmnist import fail, progress, np  # noqa: E402
+from _fmnist import np  # noqa: E402
+from _common import fail, progress  # noqa: E402
 
 try:
     from PIL import Image

@@ -37,21 +37,14 @@ Example:
 
 import argparse
 import io
-import multiprocessing
 import os
 import shutil
 import sys
 import time
 
 
-def fail(msg):
-    sys.stderr.write("error: %s\n" % msg)
-    sys.exit(1)
-
-
-def progress(msg):
-    sys.stderr.write(msg + "\n")
-    sys.stderr.flush()
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from _common import fail, progress, run_tasks  # noqa: E402
 
 
 try:
@@ -213,26 +206,10 @@ def main():
 
     t0 = time.time()
     done = nbytes = npix = 0
-    last = 0.0
-    pool = None
-    if args.workers == 1:
-        results = map(_write_class, tasks)
-    else:
-        pool = multiprocessing.Pool(args.workers)
-        results = pool.imap_unordered(_write_class, tasks)
-    try:
-        for n, b, px in results:
-            done += n
-            nbytes += b
-            npix += px
-            now = time.time()
-            if now - last >= 2.0 or done == total:
-                last = now
-                progress("  %d/%d images, %.1f s" % (done, total, now - t0))
-    finally:
-        if pool is not None:
-            pool.close()
-            pool.join()
+    for n, b, px in run_tasks(_write_class, tasks, args.workers, total, t0):
+        done += n
+        nbytes += b
+        npix += px
 
     dt = time.time() - t0
     n = max(done, 1)
