@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # On the GPU machine, after benchmarks/gpu/run.sh has built Convoy in build-gpu/: where the time
-# of an fmnet training step goes. Times steady-state steps (wall clock), then has Nsight Compute
+# of a training step goes (fmnet by default; CONFIG=configs/resnet50.yaml for ResNet-50 on
+# synthetic data, SKIP/COUNT pick the window of kernels). Times steady-state steps (wall clock), then has Nsight Compute
 # time every kernel of a window of steps, and prints GPU time per kernel name and per step next to
 # the wall time per step (the difference is time the GPU waits on the host).
 #   benchmarks/gpu/profile.sh OUTDIR [PRECISION]
@@ -9,9 +10,14 @@ out=${1:?usage: benchmarks/gpu/profile.sh OUTDIR [fp32|bf16]}
 precision=${2:-bf16}
 source "$(dirname "$0")/common.sh"
 convoy=$build/convoy
+config=${CONFIG:-configs/fmnet.yaml}
+if [ "$config" = configs/fmnet.yaml ]; then data_args=(--set dataset.path="$data"); else
+  # Any other config trains on synthetic images of its model's input: the GPU alone.
+  data_args=(--set dataset.kind=synthetic --set dataset.synthetic.size=100000 --set dataset.test_limit=256
+             --set schedule.warmup_epochs=0); fi
 run() {  # STEPS NAME [ncu args...]
   local steps=$1 name=$2; shift 2
-  "$@" "$convoy" train --config configs/fmnet.yaml --set dataset.path="$data" --set output.dir="$out/runs" \
+  "$@" "$convoy" train --config "$config" "${data_args[@]}" --set output.dir="$out/runs" \
     --set device=cuda --set precision="$precision" --set name="$name" --set epochs=1 --max-steps "$steps"
 }
 # Wall time of steps 60..110: two runs, the difference cancels start-up, FindEx and the first steps.
