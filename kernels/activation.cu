@@ -4,6 +4,7 @@
 
 #include "kernels/activation.cuh"
 #include "kernels/common.cuh"
+#include "kernels/vec.cuh"
 
 namespace convoy::kernels {
 
@@ -50,6 +51,35 @@ __global__ void activation_backward_kernel(Activation kind, float alpha, const T
     dx[i] = from_f32<T>(activation_grad(kind, alpha, to_f32(x[i]), to_f32(dy[i])));
 }
 
+// The same over 16-byte vectors (n a multiple of the width, pointers aligned).
+template <class T>
+__global__ void activation_forward_vec_kernel(Activation kind, float alpha, const T* x, T* y, int64_t nvec) {
+  constexpr int V = kVec<T>;
+  for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < nvec;
+       i += int64_t(gridDim.x) * blockDim.x) {
+    float f[V];
+    load_vec(x + i * V, f);
+#pragma unroll
+    for (int k = 0; k < V; ++k) f[k] = activation_value(kind, alpha, f[k]);
+    store_vec(y + i * V, f);
+  }
+}
+
+template <class T>
+__global__ void activation_backward_vec_kernel(Activation kind, float alpha, const T* x, const T* dy, T* dx,
+                                               int64_t nvec) {
+  constexpr int V = kVec<T>;
+  for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < nvec;
+       i += int64_t(gridDim.x) * blockDim.x) {
+    float fx[V], g[V];
+    load_vec(x + i * V, fx);
+    load_vec(dy + i * V, g);
+#pragma unroll
+    for (int k = 0; k < V; ++k) g[k] = activation_grad(kind, alpha, fx[k], g[k]);
+    store_vec(dx + i * V, g);
+  }
+}
+
 // ---- launchers ----------------------------------------------------------------------------
 
 namespace {
@@ -69,6 +99,13 @@ void activation_forward(Activation kind, float alpha, Dt dt, const void* x, void
   check_kind(kind, "activation_forward");
   dispatch_float(dt, "activation_forward", [&](auto t) {
     using T = decltype(t);
+    if (vectorizable<T>(n, {x, y})) {
+      const int64_t nvec = n / kVec<T>;
+      activation_forward_vec_kernel<T><<<grid_for(nvec), kThreads, 0, stream>>>(
+          kind, alpha, static_cast<const T*>(x), static_cast<T*>(y), nvec);
+      CONVOY_LAUNCH_CHECK(activation_forward_vec_kernel);
+      return;
+    }
     activation_forward_kernel<T><<<grid_for(n), kThreads, 0, stream>>>(
         kind, alpha, static_cast<const T*>(x), static_cast<T*>(y), n);
     CONVOY_LAUNCH_CHECK(activation_forward_kernel);
@@ -81,6 +118,13 @@ void activation_backward(Activation kind, float alpha, Dt dt, const void* x, con
   check_kind(kind, "activation_backward");
   dispatch_float(dt, "activation_backward", [&](auto t) {
     using T = decltype(t);
+    if (vectorizable<T>(n, {x, dy, dx})) {
+      const int64_t nvec = n / kVec<T>;
+      activation_backward_vec_kernel<T><<<grid_for(nvec), kThreads, 0, stream>>>(
+          kind, alpha, static_cast<const T*>(x), static_cast<const T*>(dy), static_cast<T*>(dx), nvec);
+      CONVOY_LAUNCH_CHECK(activation_backward_vec_kernel);
+      return;
+    }
     activation_backward_kernel<T><<<grid_for(n), kThreads, 0, stream>>>(
         kind, alpha, static_cast<const T*>(x), static_cast<const T*>(dy), static_cast<T*>(dx), n);
     CONVOY_LAUNCH_CHECK(activation_backward_kernel);

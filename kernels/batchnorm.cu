@@ -4,6 +4,7 @@
 #include "kernels/batchnorm.cuh"
 #include "kernels/channel_reduce.cuh"
 #include "kernels/common.cuh"
+#include "kernels/vec.cuh"
 
 namespace convoy::kernels {
 
@@ -69,6 +70,32 @@ __global__ void bn_apply(const T* x, T* y, const float* coef,
   }
 }
 
+// bn_apply over a (rows, C) tensor in 16-byte vectors (RowTiling): each thread keeps its
+// channels' coefficients in registers.
+template <class T>
+__global__ void bn_apply_rows_vec(const T* x, T* y, const float* __restrict__ coef, int64_t channels,
+                                  int64_t rows, RowTiling tiling) {
+  constexpr int V = kVec<T>;
+  const int t = threadIdx.x;
+  const int cv = static_cast<int>(blockIdx.x) * tiling.lanes + t % tiling.lanes;
+  if (t >= tiling.lanes * tiling.row_threads || cv >= tiling.cvecs) return;
+  const int64_t c0 = int64_t(cv) * V;
+  float scale[V], shift[V];
+#pragma unroll
+  for (int k = 0; k < V; ++k) {
+    scale[k] = coef[c0 + k];
+    shift[k] = coef[channels + c0 + k];
+  }
+  for (int64_t r = int64_t(blockIdx.y) * tiling.row_threads + t / tiling.lanes; r < rows;
+       r += int64_t(gridDim.y) * tiling.row_threads) {
+    float f[V];
+    load_vec(x + r * channels + c0, f);
+#pragma unroll
+    for (int k = 0; k < V; ++k) f[k] = f[k] * scale[k] + shift[k];
+    store_vec(y + r * channels + c0, f);
+  }
+}
+
 template <class T>
 __global__ void bn_eval_kernel(const T* x, T* y,
                                const float* gamma, const float* beta,
@@ -92,6 +119,35 @@ __global__ void bn_backward_apply(const T* x, const T* dy,
     const int64_t c = (i / inner) % channels;
     const float k1 = coef[c], k2 = coef[channels + c], k3 = coef[2 * channels + c];
     dx[i] = from_f32<T>(k1 * (to_f32(dy[i]) - k2 - (to_f32(x[i]) - mean[c]) * k3));
+  }
+}
+
+// bn_backward_apply over a (rows, C) tensor in 16-byte vectors (RowTiling).
+template <class T>
+__global__ void bn_backward_apply_rows_vec(const T* x, const T* dy, T* dx, const float* __restrict__ mean,
+                                           const float* __restrict__ coef, int64_t channels, int64_t rows,
+                                           RowTiling tiling) {
+  constexpr int V = kVec<T>;
+  const int t = threadIdx.x;
+  const int cv = static_cast<int>(blockIdx.x) * tiling.lanes + t % tiling.lanes;
+  if (t >= tiling.lanes * tiling.row_threads || cv >= tiling.cvecs) return;
+  const int64_t c0 = int64_t(cv) * V;
+  float k1[V], k2[V], k3[V], mu[V];
+#pragma unroll
+  for (int k = 0; k < V; ++k) {
+    k1[k] = coef[c0 + k];
+    k2[k] = coef[channels + c0 + k];
+    k3[k] = coef[2 * channels + c0 + k];
+    mu[k] = mean[c0 + k];
+  }
+  for (int64_t r = int64_t(blockIdx.y) * tiling.row_threads + t / tiling.lanes; r < rows;
+       r += int64_t(gridDim.y) * tiling.row_threads) {
+    float fx[V], g[V];
+    load_vec(x + r * channels + c0, fx);
+    load_vec(dy + r * channels + c0, g);
+#pragma unroll
+    for (int k = 0; k < V; ++k) g[k] = k1[k] * (g[k] - k2[k] - (fx[k] - mu[k]) * k3[k]);
+    store_vec(dx + r * channels + c0, g);
   }
 }
 
@@ -127,6 +183,14 @@ void batchnorm_forward_train(Dt dt, const void* x, const float* gamma, const flo
         part, splits, channels, static_cast<double>(outer * inner), gamma, beta, momentum, eps,
         running_mean, running_var, saved_mean, saved_invstd, coef);
     CONVOY_LAUNCH_CHECK(bn_train_finalize);
+    if (rows_vectorizable<T>(inner, channels, {x, y})) {
+      const RowTiling tiling = row_tiling(channels, kVec<T>);
+      const dim3 grid(tiling.blocks_x, row_blocks(tiling, outer));
+      bn_apply_rows_vec<T><<<grid, kThreads, 0, stream>>>(static_cast<const T*>(x), static_cast<T*>(y), coef,
+                                                           channels, outer, tiling);
+      CONVOY_LAUNCH_CHECK(bn_apply_rows_vec);
+      return;
+    }
     bn_apply<T><<<grid_for(n), kThreads, 0, stream>>>(static_cast<const T*>(x), static_cast<T*>(y),
                                                       coef, channels, inner, n);
     CONVOY_LAUNCH_CHECK(bn_apply);
@@ -165,7 +229,14 @@ void batchnorm_backward(Dt dt, const void* x, const void* dy, const float* gamma
         part, splits, channels, static_cast<double>(outer * inner), gamma, saved_invstd, dgamma,
         dbeta, coef);
     CONVOY_LAUNCH_CHECK(bn_backward_finalize);
-    if (dx) {
+    if (dx && rows_vectorizable<T>(inner, channels, {x, dy, dx})) {
+      const RowTiling tiling = row_tiling(channels, kVec<T>);
+      const dim3 grid(tiling.blocks_x, row_blocks(tiling, outer));
+      bn_backward_apply_rows_vec<T><<<grid, kThreads, 0, stream>>>(
+          static_cast<const T*>(x), static_cast<const T*>(dy), static_cast<T*>(dx), saved_mean, coef, channels,
+          outer, tiling);
+      CONVOY_LAUNCH_CHECK(bn_backward_apply_rows_vec);
+    } else if (dx) {
       bn_backward_apply<T><<<grid_for(n), kThreads, 0, stream>>>(
           static_cast<const T*>(x), static_cast<const T*>(dy), static_cast<T*>(dx), saved_mean,
           coef, channels, inner, n);

@@ -8,6 +8,7 @@
 #include <algorithm>
 
 #include "kernels/common.cuh"
+#include "kernels/vec.cuh"
 
 namespace convoy::kernels {
 
@@ -15,12 +16,20 @@ namespace convoy::kernels {
 // (batch statistics); or the sum of dy and of dy (x - mean) (batch-norm backward).
 enum class Stat : int { sum = 0, moments = 1, backward = 2 };
 
-// How many splits of `outer` each channel's reduction uses.
+// How many splits of `outer` each channel's reduction uses: enough blocks to fill the chip,
+// each with enough rows to be worth a block.
 inline int64_t reduce_splits(int64_t outer, int64_t channels, int64_t inner) {
   const int64_t per_channel = outer * inner;
-  const int64_t tiles = inner == 1 ? (channels + 31) / 32 : channels;
-  int64_t s = std::max<int64_t>(1, 1024 / std::max<int64_t>(1, tiles));
-  s = std::min<int64_t>(s, std::max<int64_t>(1, per_channel / 2048));
+  int64_t s;
+  if (inner == 1) {
+    // Blocks of channel_partials_rows(_vec) side by side: 2,048 channels (bf16) per block.
+    const int64_t tiles = (channels + 2047) / 2048;
+    s = std::max<int64_t>(1, 2048 / tiles);
+    s = std::min<int64_t>(s, std::max<int64_t>(1, outer / 256));
+  } else {
+    s = std::max<int64_t>(1, 1024 / std::max<int64_t>(1, channels));
+    s = std::min<int64_t>(s, std::max<int64_t>(1, per_channel / 2048));
+  }
   s = std::min<int64_t>(s, std::max<int64_t>(1, outer));
   return std::max<int64_t>(1, std::min<int64_t>(s, 1024));
 }
@@ -112,6 +121,75 @@ __global__ void channel_partials_rows(const T* __restrict__ x, const T* __restri
   }
 }
 
+// inner == 1, C a multiple of the vector width, aligned: each thread reads 16-byte vectors of
+// its channels (RowTiling), rows row_threads apart; the block's rows are added in shared
+// memory in a fixed order.
+template <Stat S, class T>
+__global__ void channel_partials_rows_vec(const T* __restrict__ x, const T* __restrict__ dy,
+                                          const float* __restrict__ mean, double* __restrict__ part,
+                                          int64_t outer, int64_t channels, int64_t rows_per_split,
+                                          RowTiling tiling) {
+  constexpr int V = kVec<T>;
+  constexpr int kStats = S == Stat::sum ? 1 : 2;
+  __shared__ double sums[kStats][kThreads][V];
+  const int t = threadIdx.x;
+  const int cv = static_cast<int>(blockIdx.x) * tiling.lanes + t % tiling.lanes;
+  const bool active = t < tiling.lanes * tiling.row_threads && cv < tiling.cvecs;
+  const int64_t s = blockIdx.y;
+  const int64_t o0 = s * rows_per_split, o1 = min(outer, o0 + rows_per_split);
+  const int64_t c0 = int64_t(cv) * V;
+  double a[V], b[V];
+#pragma unroll
+  for (int k = 0; k < V; ++k) a[k] = b[k] = 0;
+  if (active) {
+    float mu[V];
+#pragma unroll
+    for (int k = 0; k < V; ++k) mu[k] = S == Stat::backward ? mean[c0 + k] : 0.f;
+    for (int64_t o = o0 + t / tiling.lanes; o < o1; o += tiling.row_threads) {
+      float v[V];
+      load_vec(x + o * channels + c0, v);
+      if constexpr (S == Stat::sum) {
+#pragma unroll
+        for (int k = 0; k < V; ++k) a[k] += v[k];
+      } else if constexpr (S == Stat::moments) {
+#pragma unroll
+        for (int k = 0; k < V; ++k) {
+          a[k] += v[k];
+          b[k] += double(v[k]) * v[k];
+        }
+      } else {
+        static_assert(S == Stat::backward);
+        float g[V];
+        load_vec(dy + o * channels + c0, g);
+#pragma unroll
+        for (int k = 0; k < V; ++k) {
+          a[k] += g[k];
+          b[k] += double(g[k]) * (v[k] - mu[k]);
+        }
+      }
+    }
+  }
+#pragma unroll
+  for (int k = 0; k < V; ++k) {
+    sums[0][t][k] = a[k];
+    if constexpr (kStats == 2) sums[kStats - 1][t][k] = b[k];
+  }
+  __syncthreads();
+  if (active && t < tiling.lanes) {
+    for (int r = 1; r < tiling.row_threads; ++r)
+#pragma unroll
+      for (int k = 0; k < V; ++k) {
+        a[k] += sums[0][r * tiling.lanes + t][k];
+        if constexpr (kStats == 2) b[k] += sums[kStats - 1][r * tiling.lanes + t][k];
+      }
+#pragma unroll
+    for (int k = 0; k < V; ++k) {
+      part[(s * channels + c0 + k) * 2] = a[k];
+      part[(s * channels + c0 + k) * 2 + 1] = kStats == 2 ? b[k] : 0.0;
+    }
+  }
+}
+
 // ---- launch helpers -----------------------------------------------------------------------
 
 // Launches the partials of statistic S; returns the number of splits.
@@ -120,7 +198,13 @@ int64_t launch_partials(const T* x, const T* dy, const float* mean, double* part
                         int64_t channels, int64_t inner, cudaStream_t stream) {
   const int64_t splits = reduce_splits(outer, channels, inner);
   const int64_t rows = (outer + splits - 1) / splits;
-  if (inner == 1) {
+  if (rows_vectorizable<T>(inner, channels, {x, dy})) {
+    const RowTiling tiling = row_tiling(channels, kVec<T>);
+    dim3 grid(tiling.blocks_x, static_cast<unsigned>(splits));
+    channel_partials_rows_vec<S, T><<<grid, kThreads, 0, stream>>>(x, dy, mean, part, outer, channels,
+                                                                    rows, tiling);
+    CONVOY_LAUNCH_CHECK(channel_partials_rows_vec);
+  } else if (inner == 1) {
     dim3 grid(static_cast<unsigned>((channels + 31) / 32), static_cast<unsigned>(splits));
     channel_partials_rows<S, T><<<grid, dim3(32, 8), 0, stream>>>(x, dy, mean, part, outer,
                                                                    channels, rows);

@@ -5,6 +5,7 @@
 
 #include "engine/core/counter_rng.h"
 #include "kernels/common.cuh"
+#include "kernels/vec.cuh"
 #include "kernels/elementwise.cuh"
 
 namespace convoy::kernels {
@@ -17,6 +18,21 @@ __global__ void add_kernel(const T* a, const T* b, T* y,
   for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < n;
        i += int64_t(gridDim.x) * blockDim.x)
     y[i] = from_f32<T>(to_f32(a[i]) + to_f32(b[i]));
+}
+
+// The same over 16-byte vectors (n a multiple of the width, pointers aligned); y may be a.
+template <class T>
+__global__ void add_vec_kernel(const T* a, const T* b, T* y, int64_t nvec) {
+  constexpr int V = kVec<T>;
+  for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < nvec;
+       i += int64_t(gridDim.x) * blockDim.x) {
+    float fa[V], fb[V];
+    load_vec(a + i * V, fa);
+    load_vec(b + i * V, fb);
+#pragma unroll
+    for (int k = 0; k < V; ++k) fa[k] += fb[k];
+    store_vec(y + i * V, fa);
+  }
 }
 
 template <class T>
@@ -85,6 +101,13 @@ void add(Dt dt, const void* a, const void* b, void* y, int64_t n, cudaStream_t s
   if (n == 0) return;
   dispatch_float(dt, "add", [&](auto t) {
     using T = decltype(t);
+    if (vectorizable<T>(n, {a, b, y})) {
+      const int64_t nvec = n / kVec<T>;
+      add_vec_kernel<T><<<grid_for(nvec), kThreads, 0, stream>>>(
+          static_cast<const T*>(a), static_cast<const T*>(b), static_cast<T*>(y), nvec);
+      CONVOY_LAUNCH_CHECK(add_vec_kernel);
+      return;
+    }
     add_kernel<T><<<grid_for(n), kThreads, 0, stream>>>(static_cast<const T*>(a),
                                                          static_cast<const T*>(b),
                                                          static_cast<T*>(y), n);
@@ -96,6 +119,13 @@ void add_inplace(Dt dt, void* y, const void* x, int64_t n, cudaStream_t stream) 
   if (n == 0) return;
   dispatch_float(dt, "add_inplace", [&](auto t) {
     using T = decltype(t);
+    if (vectorizable<T>(n, {y, x})) {  // y += x is y = y + x
+      const int64_t nvec = n / kVec<T>;
+      add_vec_kernel<T><<<grid_for(nvec), kThreads, 0, stream>>>(
+          static_cast<const T*>(y), static_cast<const T*>(x), static_cast<T*>(y), nvec);
+      CONVOY_LAUNCH_CHECK(add_vec_kernel);
+      return;
+    }
     add_inplace_kernel<T><<<grid_for(n), kThreads, 0, stream>>>(static_cast<T*>(y),
                                                                  static_cast<const T*>(x), n);
     CONVOY_LAUNCH_CHECK(add_inplace_kernel);

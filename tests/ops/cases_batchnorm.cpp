@@ -34,6 +34,12 @@ const BnShape kShapes[] = {
     {{3, 32, 8, 8}, 1e-2f, -2.0, 3.0},
     {{16, 64, 2, 2}, 1e-2f, -2.0, 3.0},
     {{8, 5}, 1e-2f, -2.0, 3.0},
+    // the CUDA kernels' 16-byte vector paths (nhwc and (N, C), C a multiple of 8): channel
+    // vectors that do not divide a block's 256 threads, more than 256 of them (blocks side by
+    // side, the last one mostly idle), and rows over several reduction splits.
+    {{64, 24, 8, 8}, 1e-5f, -0.5, 1.5},
+    {{2, 2056, 2, 2}, 1e-5f, -0.5, 1.5},
+    {{1024, 24}, 1e-5f, -0.5, 1.5},
 };
 
 constexpr float kMomentum = 0.1f;
