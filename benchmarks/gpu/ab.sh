@@ -4,6 +4,8 @@
 # same way, then runs benchmarks/suites/ab.yaml and fmnet's bf16 training with each binary
 # in turn (A, B, A, B), so that a refactoring's speed is compared in one run on one card.
 #   benchmarks/gpu/ab.sh BASE OUTDIR
+# SUITE=benchmarks/suites/resnet_gpu.yaml picks another suite, ROUNDS=1 one round each,
+# FMNET=0 leaves fmnet's training out.
 set -uo pipefail
 base=$(cd "${1:?usage: benchmarks/gpu/ab.sh BASE OUTDIR}" && pwd)
 out=${2:?usage: benchmarks/gpu/ab.sh BASE OUTDIR}
@@ -19,23 +21,25 @@ cmake -S "$base" -B "$base/build-gpu" -G Ninja -DCMAKE_CUDA_STANDARD=17 $flags >
 cmake --build "$build" -j "$(nproc)" --target convoy > "$out/build-ab.log" 2>&1 || { tail -30 "$out/build-ab.log"; exit 1; }
 
 declare -A bin=([A]="$base/build-gpu/convoy" [B]="$PWD/$build/convoy")
-for round in 1 2; do
+suite=${SUITE:-benchmarks/suites/ab.yaml}
+rounds=$(seq 1 "${ROUNDS:-2}")
+for round in $rounds; do
   for v in A B; do
-    "${bin[$v]}" bench --suite benchmarks/suites/ab.yaml --out "$out/bench-$v$round" > "$out/bench-$v$round.md" 2>&1
-    "${bin[$v]}" train --config configs/fmnet.yaml --set dataset.path="$data" --set output.dir="$out/runs-$v$round" \
+    "${bin[$v]}" bench --suite "$suite" --out "$out/bench-$v$round" > "$out/bench-$v$round.md" 2>&1
+    [ "${FMNET:-1}" = 0 ] || "${bin[$v]}" train --config configs/fmnet.yaml --set dataset.path="$data" --set output.dir="$out/runs-$v$round" \
       --set device=cuda --set precision=bf16 > "$out/fmnet-$v$round.log" 2>&1
   done
 done
 echo "== A = $base, B = this tree; $(nvidia-smi --query-gpu=name --format=csv,noheader | head -1), $(date -u '+%F %H:%M UTC')"
 for v in A B; do
-  for round in 1 2; do echo "fmnet bf16 $v$round: $(grep -E '^done:' "$out/fmnet-$v$round.log" | tail -1)"; done
+  [ "${FMNET:-1}" = 0 ] || for round in $rounds; do echo "fmnet bf16 $v$round: $(grep -E '^done:' "$out/fmnet-$v$round.log" | tail -1)"; done
 done
 python3 - "$out" <<'PY'
 import json, sys, os
 out = sys.argv[1]
 rows = {}
 for v in "AB":
-    for r in "12":
+    for r in "123":
         path = os.path.join(out, f"bench-{v}{r}", "results.json")
         if not os.path.exists(path):
             print("missing", path); continue
