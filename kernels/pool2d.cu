@@ -14,6 +14,7 @@
 
 #include "kernels/common.cuh"
 #include "kernels/pool2d.cuh"
+#include "kernels/vec.cuh"
 
 namespace convoy::kernels {
 namespace {
@@ -133,6 +134,31 @@ __device__ __forceinline__ void covering(I hp, I kernel, I stride, const Div<I>&
   else lo = hp < kernel ? 0 : div_stride(hp - kernel) + 1;
 }
 
+// window_argmax for V adjacent channels of an nhwc pixel at once (16-byte loads): the same
+// rule per channel. x points at the first of the channels in image n.
+template <class T, class I>
+__device__ __forceinline__ void window_argmax_vec(const Dims<I>& d, const T* x, I h0, I w0,
+                                                  float (&best)[kVec<T>], I (&arg)[kVec<T>]) {
+  constexpr int V = kVec<T>;
+  const I h1 = min(h0 + d.kh, d.h), w1 = min(w0 + d.kw, d.w);
+#pragma unroll
+  for (int k = 0; k < V; ++k) {
+    arg[k] = -1;
+    best[k] = -INFINITY;
+  }
+  for (I h = max(h0, I(0)); h < h1; ++h)
+    for (I w = max(w0, I(0)); w < w1; ++w) {
+      float v[V];
+      load_vec(x + (h * d.w + w) * d.c, v);
+#pragma unroll
+      for (int k = 0; k < V; ++k)
+        if (arg[k] < 0 || v[k] > best[k] || (isnan(v[k]) && !isnan(best[k]))) {
+          best[k] = v[k];
+          arg[k] = h * d.w + w;
+        }
+    }
+}
+
 }  // namespace
 
 // ---- kernels ------------------------------------------------------------------------------
@@ -191,13 +217,106 @@ __global__ void pool_backward_kernel(Dims<I> d, const T* __restrict__ x, const T
   }
 }
 
+// nhwc with C a multiple of the vector width and 32-bit indices: one thread per pixel and V
+// adjacent channels, 16-byte loads and stores; the same results as the kernels above.
+template <class T>
+__global__ void pool_forward_nhwc_vec(Dims<int32_t> d, const T* __restrict__ x, T* __restrict__ y,
+                                      int32_t total_vec) {
+  constexpr int V = kVec<T>;
+  const int32_t cvecs = d.c / V;
+  for (int32_t i = blockIdx.x * blockDim.x + threadIdx.x; i < total_vec; i += gridDim.x * blockDim.x) {
+    const int32_t cv = i % cvecs, pix = i / cvecs;
+    const int32_t col = pix % d.q, r = (pix / d.q) % d.p, n = pix / (d.p * d.q);
+    const T* xp = x + n * d.x_plane + cv * V;
+    const int32_t h0 = r * d.sh - d.ph, w0 = col * d.sw - d.pw;
+    float out[V];
+    if (d.max) {
+      int32_t arg[V];
+      window_argmax_vec(d, xp, h0, w0, out, arg);
+#pragma unroll
+      for (int k = 0; k < V; ++k)
+        if (arg[k] < 0) out[k] = 0.f;
+    } else {
+      const int32_t h1 = min(h0 + d.kh, d.h), w1 = min(w0 + d.kw, d.w);
+#pragma unroll
+      for (int k = 0; k < V; ++k) out[k] = 0.f;
+      int32_t count = 0;
+      for (int32_t h = max(h0, 0); h < h1; ++h)
+        for (int32_t w = max(w0, 0); w < w1; ++w, ++count) {
+          float v[V];
+          load_vec(xp + (h * d.w + w) * d.c, v);
+#pragma unroll
+          for (int k = 0; k < V; ++k) out[k] += v[k];
+        }
+#pragma unroll
+      for (int k = 0; k < V; ++k) out[k] = count > 0 ? out[k] / static_cast<float>(count) : 0.f;
+    }
+    store_vec(y + int64_t(pix) * d.c + cv * V, out);
+  }
+}
+
+template <class T>
+__global__ void pool_backward_nhwc_vec(Dims<int32_t> d, const T* __restrict__ x, const T* __restrict__ dy,
+                                       T* __restrict__ dx, int32_t total_vec) {
+  constexpr int V = kVec<T>;
+  const int32_t cvecs = d.c / V;
+  for (int32_t i = blockIdx.x * blockDim.x + threadIdx.x; i < total_vec; i += gridDim.x * blockDim.x) {
+    const int32_t cv = i % cvecs, pix = i / cvecs;
+    const int32_t col = pix % d.w, r = (pix / d.w) % d.h, n = pix / (d.h * d.w);
+    const T* xp = x + n * d.x_plane + cv * V;
+    const T* dyp = dy + n * d.y_plane + cv * V;
+    int32_t p0, p1, q0, q1;
+    covering(r + d.ph, d.kh, d.sh, d.div_sh, d.p, p0, p1);
+    covering(col + d.pw, d.kw, d.sw, d.div_sw, d.q, q0, q1);
+    const int32_t self = r * d.w + col;
+    float g[V];
+#pragma unroll
+    for (int k = 0; k < V; ++k) g[k] = 0.f;
+    for (int32_t p = p0; p < p1; ++p)
+      for (int32_t q = q0; q < q1; ++q) {
+        const int32_t h0 = p * d.sh - d.ph, w0 = q * d.sw - d.pw;
+        float gy[V];
+        load_vec(dyp + (p * d.q + q) * d.c, gy);
+        if (d.max) {
+          float best[V];
+          int32_t arg[V];
+          window_argmax_vec(d, xp, h0, w0, best, arg);
+#pragma unroll
+          for (int k = 0; k < V; ++k)
+            if (arg[k] == self) g[k] += gy[k];
+        } else {
+          const int32_t hc = min(h0 + d.kh, d.h) - max(h0, 0);
+          const int32_t wc = min(w0 + d.kw, d.w) - max(w0, 0);
+#pragma unroll
+          for (int k = 0; k < V; ++k) g[k] += gy[k] / static_cast<float>(hc * wc);
+        }
+      }
+    store_vec(dx + int64_t(pix) * d.c + cv * V, g);
+  }
+}
+
 // ---- launchers ----------------------------------------------------------------------------
+
+namespace {
+// Whether the 16-byte nhwc kernels apply: nhwc, C a multiple of the width, aligned, 32-bit.
+template <class T>
+bool nhwc_vectorizable(const PoolShape& s, std::initializer_list<const void*> pointers) {
+  return s.nhwc && s.c % kVec<T> == 0 && fits_int32(s) && vectorizable<T>(s.c, pointers);
+}
+}  // namespace
 
 void pool2d_forward(const PoolShape& s, Dt dt, const void* x, void* y, cudaStream_t stream) {
   const int64_t total = s.n * s.c * s.p * s.q;
   if (total == 0) return;
   dispatch_float(dt, "pool2d_forward", [&](auto t) {
     using T = decltype(t);
+    if (nhwc_vectorizable<T>(s, {x, y})) {
+      const int64_t total_vec = total / kVec<T>;
+      pool_forward_nhwc_vec<T><<<grid_for(total_vec), kThreads, 0, stream>>>(
+          make_dims<int32_t>(s), static_cast<const T*>(x), static_cast<T*>(y), static_cast<int32_t>(total_vec));
+      CONVOY_LAUNCH_CHECK(pool_forward_nhwc_vec);
+      return;
+    }
     dispatch_index(s, [&](const auto& d) {
       pool_forward_kernel<<<grid_for(total), kThreads, 0, stream>>>(
           d, static_cast<const T*>(x), static_cast<T*>(y), total);
@@ -212,6 +331,14 @@ void pool2d_backward(const PoolShape& s, Dt dt, const void* x, const void* dy, v
   if (total == 0) return;
   dispatch_float(dt, "pool2d_backward", [&](auto t) {
     using T = decltype(t);
+    if (nhwc_vectorizable<T>(s, {x, dy, dx})) {
+      const int64_t total_vec = total / kVec<T>;
+      pool_backward_nhwc_vec<T><<<grid_for(total_vec), kThreads, 0, stream>>>(
+          make_dims<int32_t>(s), static_cast<const T*>(x), static_cast<const T*>(dy), static_cast<T*>(dx),
+          static_cast<int32_t>(total_vec));
+      CONVOY_LAUNCH_CHECK(pool_backward_nhwc_vec);
+      return;
+    }
     dispatch_index(s, [&](const auto& d) {
       pool_backward_kernel<<<grid_for(total), kThreads, 0, stream>>>(
           d, static_cast<const T*>(x), static_cast<const T*>(dy), static_cast<T*>(dx), total);

@@ -40,6 +40,10 @@ const PoolShape kShapes[] = {
     {"avg_2x2_s2_leftover", {3, 2, 7, 7}, pool(kAvg, 2, 2, 2, 2, 0, 0)},
     {"avg_global_7x7", {2, 16, 7, 7}, pool(kAvg, 7, 7, 7, 7, 0, 0)},
     {"avg_3x2_s2x1_pad1x0_9x8", {2, 3, 9, 8}, pool(kAvg, 3, 2, 2, 1, 1, 0)},
+    // channels a multiple of 8: the CUDA kernels' 16-byte nhwc paths (ResNet's stem pool)
+    {"max_3x3_s2_pad1_c16", {2, 16, 9, 7}, pool(kMax, 3, 3, 2, 2, 1, 1)},
+    {"max_2x2_s2_c8", {2, 8, 8, 8}, pool(kMax, 2, 2, 2, 2, 0, 0)},
+    {"avg_3x3_s2_pad1_c8", {2, 8, 9, 7}, pool(kAvg, 3, 3, 2, 2, 1, 1)},
 };
 
 struct PoolData {
