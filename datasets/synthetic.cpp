@@ -31,16 +31,11 @@ class SyntheticDataset : public Dataset {
   }
   std::optional<Shape> stored_shape() const override { return shape_; }
 
-  void load(int64_t index, const Preprocess& p, SampleMode mode, uint64_t seed, uint8_t* out) const override {
-    const int64_t c = shape_[0], h = shape_[1], w = shape_[2];
-    const bool crops = p.resize > 0 || (mode == SampleMode::train && p.random_resized_crop);
-    if (!crops && p.channels == c && p.height == h && p.width == w) {
-      generate(index, out);  // the common case: generated as the model wants, no copy
-      return;
-    }
-    std::vector<uint8_t> pixels(static_cast<size_t>(c * h * w));  // (C, H, W) u8
-    generate(index, pixels.data());
-    preprocess_pixels(pixels.data(), c, h, w, p, mode, seed, out);
+  // Made at the model's input size whatever the crops and resizing say: resampling random
+  // pixels would measure the CPU's resampler, and a benchmark on synthetic data wants the
+  // engine alone (the loader has its own measure, `convoy train --data-only`).
+  void load(int64_t index, const Preprocess& p, SampleMode, uint64_t, uint8_t* out) const override {
+    generate(index, static_cast<size_t>(p.channels * p.height * p.width), out);
   }
 
  private:
@@ -51,10 +46,9 @@ class SyntheticDataset : public Dataset {
     return names;
   }
 
-  // Sample `index`'s (C, H, W) u8 pixels, eight bytes from each hash.
-  void generate(int64_t index, uint8_t* out) const {
+  // Sample `index`'s n u8 pixels, eight bytes from each hash.
+  void generate(int64_t index, size_t n, uint8_t* out) const {
     const uint64_t sample_seed = counter_hash(pixel_seed_, static_cast<uint64_t>(index));
-    const size_t n = static_cast<size_t>(shape_numel(shape_));
     for (size_t i = 0; i < n; i += 8) {
       const uint64_t bits = counter_hash(sample_seed, i / 8);
       // Low byte first, by shifts: the same pixels on any host byte order.

@@ -239,6 +239,22 @@ TEST(Synthetic, DeterministicPerSeed) {
   EXPECT_EQ(big->label(99), a->label(99));
 }
 
+// Synthetic images come at the model's input size: a training load with a random-resized crop
+// gives the bytes of a plain load (no resampling of noise: benchmarks measure the engine).
+TEST(Synthetic, NoCropsOrResizing) {
+  auto d = make_synthetic({3, 64, 48}, 10, 10, 5);
+  Preprocess p;
+  p.channels = 3;
+  p.height = p.width = 32;
+  p.random_resized_crop = true;
+  std::vector<uint8_t> train(3 * 32 * 32, 0), eval(3 * 32 * 32, 1);
+  d->load(4, p, SampleMode::train, 77, train.data());
+  p.random_resized_crop = false;
+  d->load(4, p, SampleMode::eval, 0, eval.data());
+  EXPECT_EQ(train, eval);
+  EXPECT_GT(std::set<uint8_t>(train.begin(), train.end()).size(), 40u);
+}
+
 TEST(Synthetic, GrayAndOddSizes) {
   auto d = make_synthetic({1, 3, 3}, 1, 4, 9);  // 9 pixels: not a multiple of the 8 bytes a hash gives
   EXPECT_EQ(d->label(3), 0);
