@@ -18,13 +18,9 @@ __global__ void bn_train_finalize(const double* __restrict__ part, int64_t split
                                   float* __restrict__ running_mean, float* __restrict__ running_var,
                                   float* __restrict__ saved_mean, float* __restrict__ saved_invstd,
                                   float* __restrict__ coef) {
-  const int64_t c = blockIdx.x * int64_t(blockDim.x) + threadIdx.x;
-  if (c >= channels) return;
-  double a = 0, b = 0;
-  for (int64_t s = 0; s < splits; ++s) {
-    a += part[(s * channels + c) * 2];
-    b += part[(s * channels + c) * 2 + 1];
-  }
+  double a, b;
+  if (!sum_splits(part, splits, channels, a, b)) return;
+  const int64_t c = blockIdx.x * 32 + threadIdx.x;
   const double mean = a / count;
   const double var = fmax(b / count - mean * mean, 0.0);
   const float invstd = static_cast<float>(1.0 / sqrt(var + static_cast<double>(eps)));
@@ -45,13 +41,9 @@ __global__ void bn_backward_finalize(const double* __restrict__ part, int64_t sp
                                      const float* __restrict__ saved_invstd,
                                      float* __restrict__ dgamma, float* __restrict__ dbeta,
                                      float* __restrict__ coef) {
-  const int64_t c = blockIdx.x * int64_t(blockDim.x) + threadIdx.x;
-  if (c >= channels) return;
-  double a = 0, b = 0;
-  for (int64_t s = 0; s < splits; ++s) {
-    a += part[(s * channels + c) * 2];
-    b += part[(s * channels + c) * 2 + 1];
-  }
+  double a, b;
+  if (!sum_splits(part, splits, channels, a, b)) return;
+  const int64_t c = blockIdx.x * 32 + threadIdx.x;
   const double invstd = saved_invstd[c];
   dbeta[c] = static_cast<float>(a);
   dgamma[c] = static_cast<float>(b * invstd);
@@ -179,7 +171,7 @@ void batchnorm_forward_train(Dt dt, const void* x, const float* gamma, const flo
     using T = decltype(t);
     const int64_t splits = launch_partials<Stat::moments, T>(
         static_cast<const T*>(x), nullptr, nullptr, part, outer, channels, inner, stream);
-    bn_train_finalize<<<channel_blocks(channels), 256, 0, stream>>>(
+    bn_train_finalize<<<channel_blocks(channels), finalize_block(), 0, stream>>>(
         part, splits, channels, static_cast<double>(outer * inner), gamma, beta, momentum, eps,
         running_mean, running_var, saved_mean, saved_invstd, coef);
     CONVOY_LAUNCH_CHECK(bn_train_finalize);
@@ -225,7 +217,7 @@ void batchnorm_backward(Dt dt, const void* x, const void* dy, const float* gamma
     const int64_t splits = launch_partials<Stat::backward, T>(
         static_cast<const T*>(x), static_cast<const T*>(dy), saved_mean, part, outer, channels,
         inner, stream);
-    bn_backward_finalize<<<channel_blocks(channels), 256, 0, stream>>>(
+    bn_backward_finalize<<<channel_blocks(channels), finalize_block(), 0, stream>>>(
         part, splits, channels, static_cast<double>(outer * inner), gamma, saved_invstd, dgamma,
         dbeta, coef);
     CONVOY_LAUNCH_CHECK(bn_backward_finalize);

@@ -19,15 +19,13 @@ __global__ void bias_add_kernel(T* __restrict__ y, const B* __restrict__ b, int6
   }
 }
 
-// The partials (channel_reduce.cuh, Stat::sum) added per channel in split order.
+// The partials (channel_reduce.cuh, Stat::sum) added per channel in a fixed order.
 template <class O>
 __global__ void channel_sum_finalize(const double* __restrict__ part, int64_t splits,
                                      int64_t channels, O* __restrict__ out) {
-  const int64_t c = blockIdx.x * int64_t(blockDim.x) + threadIdx.x;
-  if (c >= channels) return;
-  double a = 0;
-  for (int64_t s = 0; s < splits; ++s) a += part[(s * channels + c) * 2];
-  out[c] = from_f32<O>(static_cast<float>(a));
+  double a, unused;
+  if (!sum_splits(part, splits, channels, a, unused)) return;
+  out[blockIdx.x * 32 + threadIdx.x] = from_f32<O>(static_cast<float>(a));
 }
 
 // ---- launchers ----------------------------------------------------------------------------
@@ -65,7 +63,7 @@ void bias_grad(Dt dt, const void* dy, Dt db_dt, void* db, int64_t outer, int64_t
                                                          part, outer, channels, inner, stream);
     dispatch_float(db_dt, "bias_grad (output)", [&](auto o) {
       using O = decltype(o);
-      channel_sum_finalize<O><<<channel_blocks(channels), 256, 0, stream>>>(part, splits, channels,
+      channel_sum_finalize<O><<<channel_blocks(channels), finalize_block(), 0, stream>>>(part, splits, channels,
                                                                              static_cast<O*>(db));
       CONVOY_LAUNCH_CHECK(channel_sum_finalize);
     });

@@ -218,7 +218,34 @@ int64_t launch_partials(const T* x, const T* dy, const float* mean, double* part
   return splits;
 }
 
-// Blocks of 256 threads for one thread per channel (the finalize kernels).
-inline unsigned channel_blocks(int64_t channels) { return static_cast<unsigned>((channels + 255) / 256); }
+// The finalize kernels: blocks of 32 channels x 32 rows of threads (kFinalizeBlock), each row
+// adding every 32nd split, so a thousand splits cost each thread ~32 loads, not a thousand.
+inline unsigned channel_blocks(int64_t channels) { return static_cast<unsigned>((channels + 31) / 32); }
+inline dim3 finalize_block() { return dim3(32, 32); }
+
+// In a finalize kernel (channel_blocks x finalize_block): the sums over all splits of channel
+// blockIdx.x * 32 + threadIdx.x's two partials, added in a fixed order (deterministic). True
+// in the one thread per channel that goes on to finalize it (threadIdx.y == 0).
+__device__ __forceinline__ bool sum_splits(const double* __restrict__ part, int64_t splits, int64_t channels,
+                                           double& a, double& b) {
+  __shared__ double sa[32][33], sb[32][33];
+  const int64_t c = blockIdx.x * 32 + threadIdx.x;
+  double x = 0, y = 0;
+  if (c < channels)
+    for (int64_t s = threadIdx.y; s < splits; s += 32) {
+      x += part[(s * channels + c) * 2];
+      y += part[(s * channels + c) * 2 + 1];
+    }
+  sa[threadIdx.y][threadIdx.x] = x;
+  sb[threadIdx.y][threadIdx.x] = y;
+  __syncthreads();
+  if (threadIdx.y != 0 || c >= channels) return false;
+  a = b = 0;
+  for (int r = 0; r < 32; ++r) {
+    a += sa[r][threadIdx.x];
+    b += sb[r][threadIdx.x];
+  }
+  return true;
+}
 
 }  // namespace convoy::kernels

@@ -40,6 +40,7 @@ const BnShape kShapes[] = {
     {{64, 24, 8, 8}, 1e-5f, -0.5, 1.5},
     {{2, 2056, 2, 2}, 1e-5f, -0.5, 1.5},
     {{1024, 24}, 1e-5f, -0.5, 1.5},
+    {{64, 8, 12, 12}, 1e-5f, -0.5, 1.5},  // nhwc: 36 splits, more than a finalize block's 32 rows
 };
 
 constexpr float kMomentum = 0.1f;
