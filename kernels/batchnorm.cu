@@ -78,6 +78,8 @@ __global__ void bn_apply_rows_vec(const T* x, T* y, const float* __restrict__ co
     scale[k] = coef[c0 + k];
     shift[k] = coef[channels + c0 + k];
   }
+  // Unrolled so that several rows' loads are in flight per thread: these kernels wait on memory.
+#pragma unroll 4
   for (int64_t r = int64_t(blockIdx.y) * tiling.row_threads + t / tiling.lanes; r < rows;
        r += int64_t(gridDim.y) * tiling.row_threads) {
     float f[V];
@@ -132,6 +134,7 @@ __global__ void bn_backward_apply_rows_vec(const T* x, const T* dy, T* dx, const
     k3[k] = coef[2 * channels + c0 + k];
     mu[k] = mean[c0 + k];
   }
+#pragma unroll 4
   for (int64_t r = int64_t(blockIdx.y) * tiling.row_threads + t / tiling.lanes; r < rows;
        r += int64_t(gridDim.y) * tiling.row_threads) {
     float fx[V], g[V];

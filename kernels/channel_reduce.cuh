@@ -145,6 +145,7 @@ __global__ void channel_partials_rows_vec(const T* __restrict__ x, const T* __re
     float mu[V];
 #pragma unroll
     for (int k = 0; k < V; ++k) mu[k] = S == Stat::backward ? mean[c0 + k] : 0.f;
+#pragma unroll 4
     for (int64_t o = o0 + t / tiling.lanes; o < o1; o += tiling.row_threads) {
       float v[V];
       load_vec(x + o * channels + c0, v);
