@@ -1,4 +1,4 @@
-// convoy bench --suite benchmarks/suites/default.yaml [--out DIR] [--devices cuda,cpu] [--quick]
+// convoy bench --suite benchmarks/suites/default.yaml [--out DIR] [--devices cuda,cpu] [--quick] [--profile]
 // Training and inference throughput and latency per model x batch x device x precision,
 // against PyTorch (and ONNX Runtime on the CPU) measured in the same run: a markdown table
 // on stdout, results.json and a GPU-over-CPU chart in --out. The app is apps/bench.
@@ -17,6 +17,7 @@ std::vector<std::string> bench_command_line(const BenchOptions& o) {
   if (!o.devices.empty()) argv.insert(argv.end(), {"--devices", o.devices});
   if (!o.peers.empty()) argv.insert(argv.end(), {"--peers", o.peers});
   if (o.quick) argv.push_back("--quick");
+  if (o.profile) argv.push_back("--profile");
   if (o.no_chart) argv.push_back("--no-chart");
   return argv;
 }
@@ -33,6 +34,8 @@ void add_bench_command(CLI::App& app, Action& chosen) {
   cmd->add_option("--peers", options->peers,
                   "comma-separated peers (pytorch, pytorch_compiled, onnxruntime) or 'none'; default: the suite's");
   cmd->add_flag("--quick", options->quick, "short timing (a few rounds per case): a smoke test, not a measurement");
+  cmd->add_flag("--profile", options->profile,
+                 "also time every layer's forward and backward (5 synchronized steps per case) and print the slowest");
   cmd->add_flag("--no-chart", options->no_chart, "do not run plot.py");
   cmd->callback([options, &chosen] {
     options->command = bench_command_line(*options);

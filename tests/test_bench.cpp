@@ -110,6 +110,45 @@ TEST(Bench, QuickSuiteWritesTableJsonAndReportsTheGpuCase) {
   fs::remove_all(dir);
 }
 
+// --profile: every layer of the model timed, forward in both modes and backward in training,
+// the slowest printed; the layer times fit in the synchronized step.
+TEST(Bench, ProfileTimesEveryLayer) {
+  const fs::path dir = fs::temp_directory_path() / ("convoy_bench_profile_" + std::to_string(getpid()));
+  fs::remove_all(dir);
+  fs::create_directories(dir);
+  const Result r = run_binary("bench --suite " + kSource + "/benchmarks/suites/quick.yaml --out " +
+                                  (dir / "out").string() + " --devices cpu --peers none --no-chart --profile",
+                              dir / "stderr.txt");
+  ASSERT_EQ(r.status, 0) << r.out << r.err;
+  EXPECT_NE(r.err.find("per-layer times (5 synchronized steps, median)"), std::string::npos) << r.err;
+  const std::vector<LayerInfo> infos = Model::from_file(kSource + "/models/lenet5.yaml", 1).layer_infos();
+  std::ifstream in(dir / "out" / "results.json");
+  const nlohmann::json doc = nlohmann::json::parse(in);
+  int profiled = 0;
+  for (const nlohmann::json& rec : doc.at("records")) {
+    if (rec.at("engine") != "convoy" || rec.at("status") != "ok") continue;
+    ++profiled;
+    const bool training = rec.at("mode") == "training";
+    const nlohmann::json& p = rec.at("profile");
+    ASSERT_EQ(p.at("layers").size(), infos.size()) << p.dump(2);
+    double sum = 0;
+    for (size_t i = 0; i < infos.size(); ++i) {
+      const nlohmann::json& l = p.at("layers")[i];
+      EXPECT_EQ(l.at("name"), infos[i].name);
+      EXPECT_EQ(l.at("type"), infos[i].type);
+      EXPECT_GT(l.at("forward_ms").get<double>(), 0) << l.dump();
+      if (training) EXPECT_GT(l.at("backward_ms").get<double>(), 0) << l.dump();
+      else EXPECT_TRUE(l.at("backward_ms").is_null()) << l.dump();
+      sum += l.at("forward_ms").get<double>() + (training ? l.at("backward_ms").get<double>() : 0);
+    }
+    // Medians per layer need not add up to the median step exactly; they cannot exceed it by much.
+    EXPECT_LT(sum, 1.5 * p.at("step_ms").get<double>()) << p.dump(2);
+    EXPECT_NE(r.err.find(infos[0].name), std::string::npos) << r.err;
+  }
+  EXPECT_EQ(profiled, 2);
+  fs::remove_all(dir);
+}
+
 TEST(Bench, FlopCountOfATinyModelMatchesAHandCount) {
   const Model m = Model::from_yaml(R"(
 name: tiny

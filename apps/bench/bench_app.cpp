@@ -1,4 +1,5 @@
 #include "apps/bench/bench_app.h"
+#include "apps/bench/bench_profile.h"
 
 #include <cstdlib>
 #include <filesystem>
@@ -186,7 +187,9 @@ class SuiteRun {
  public:
   explicit SuiteRun(const BenchOptions& options)
       : options_(options), suite_(load_suite(options)),
-        timing_(options.quick ? quick_bench_timing() : suite_.timing), out_dir_(options.out) {}
+        timing_(options.quick ? quick_bench_timing() : suite_.timing), out_dir_(options.out) {
+    if (options.profile) timing_.profile_steps = 5;
+  }
 
   int run();
 
@@ -261,6 +264,7 @@ void SuiteRun::run_convoy_cases() {
     json rec = run_case(c);
     if (rec.value("status", "") == "failed") ++failed_;
     std::cerr << bench_case_line(rec) << std::endl;
+    if (rec.contains("profile")) std::cerr << profile_table(rec.at("profile"), 15) << std::flush;
     records_.push_back(std::move(rec));
   }
 }
@@ -378,6 +382,7 @@ fs::path SuiteRun::write_results_json(const json& ratios) const {
                        {"suite_name", suite_.name},
                        {"command", options_.command},
                        {"quick", options_.quick},
+                       {"profile", options_.profile},
                        {"python", python_},
                        {"timing", timing_json(timing_)},
                        {"environment", env_},

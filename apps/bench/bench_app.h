@@ -13,6 +13,7 @@ struct BenchOptions {
   std::string out = "bench-out";  // directory for results.json, results.md and the charts
   std::string devices;            // comma-separated (cpu, cuda, cuda:N); empty = the suite's
   std::string peers;              // comma-separated (pytorch, pytorch_compiled, onnxruntime) or "none"; empty = the suite's
+  bool profile = false;           // per-layer forward and backward times of every case
   bool quick = false;             // a short timing: a smoke test, not a measurement
   bool no_chart = false;          // leave plot.py out
   std::vector<std::string> command;  // the command line, recorded in results.json

@@ -21,6 +21,7 @@
 #include "engine/core/error.h"
 #include "engine/graph/model.h"
 #include "engine/train/train_step.h"
+#include "apps/bench/bench_profile.h"
 
 namespace convoy {
 
@@ -236,6 +237,7 @@ nlohmann::json run_bench_case(Backend& backend, const BenchSuite& suite, const B
       };
     }
     const TimingResult t = measure_iterations(step, [&] { backend.synchronize(); }, timing);
+    if (timing.profile_steps > 0) rec["profile"] = profile_layers(backend, model, step, timing.profile_steps);
 
     // A benchmark of garbage is no benchmark: the outputs must be finite.
     if (training) {

@@ -21,6 +21,7 @@ struct BenchTiming {
   double max_seconds = 30;        // cap per case on warm-up + rounds (min_rounds always run)
   int64_t latency_samples = 200;  // per-iteration synchronized samples for p50/p99
   double latency_seconds = 3;     // cap on the latency phase
+  int64_t profile_steps = 0;      // > 0: then this many steps with per-layer times (--profile)
 };
 
 // One model of a suite and the batch sizes of each mode.

@@ -204,7 +204,9 @@ Tensor Model::forward(Backend& backend, const Tensor& x, const StepInfo& step) {
   for (size_t i = 0; i < nodes_.size(); ++i) {
     inputs.clear();
     for (int src : nodes_[i].inputs) inputs.push_back(src < 0 ? input : outputs[src]);
+    if (observer_) observer_->before(static_cast<int>(i), false);
     outputs[i] = nodes_[i].layer->forward(backend, inputs, step);
+    if (observer_) observer_->after(static_cast<int>(i), false);
   }
   Tensor logits = outputs[output_node_];
   if (step.training) {
@@ -233,8 +235,10 @@ void Model::backward(Backend& backend, const Tensor& grad_logits) {
       inputs.push_back(src < 0 ? saved_input_ : activations_[src]);
       needs[k] = src >= 0;
     }
+    if (observer_) observer_->before(i, true);
     std::vector<Tensor> dx = node.layer->backward(backend, inputs, activations_[i], grads[i],
                                                   std::span<const bool>(needs.get(), n));
+    if (observer_) observer_->after(i, true);
     for (size_t k = 0; k < node.inputs.size(); ++k) {
       const int src = node.inputs[k];
       if (src < 0 || !dx[k].defined()) continue;

@@ -25,6 +25,15 @@ struct LayerInfo {
   int64_t flops = 0;                // 2 x multiply-adds of one forward pass for one sample
 };
 
+// Watches each layer's forward and backward (node indices in file order, as layer_infos()),
+// for per-layer timing: `convoy bench --profile`.
+class LayerObserver {
+ public:
+  virtual ~LayerObserver() = default;
+  virtual void before(int node, bool backward) = 0;
+  virtual void after(int node, bool backward) = 0;
+};
+
 class Model {
  public:
   // Parses and builds the model (parameters initialized on the CPU from `seed`).
@@ -89,6 +98,8 @@ class Model {
   int64_t activation_count() const;
   // One line per layer: name, type, output shape, parameter count.
   std::string summary() const;
+  // Calls `observer` (not owned; nullptr for none) around every layer's forward and backward.
+  void set_observer(LayerObserver* observer) { observer_ = observer; }
 
  private:
   struct Node {
@@ -110,6 +121,7 @@ class Model {
   // From the last training forward: the input and every node's output.
   Tensor saved_input_;
   std::vector<Tensor> activations_;
+  LayerObserver* observer_ = nullptr;
 };
 
 }  // namespace convoy
