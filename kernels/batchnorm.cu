@@ -116,6 +116,35 @@ __global__ void bn_backward_apply(const T* x, const T* dy,
   }
 }
 
+// bn_eval_kernel over a (rows, C) tensor in 16-byte vectors (RowTiling): each thread folds its
+// channels' statistics into a scale and shift once.
+template <class T>
+__global__ void bn_eval_rows_vec(const T* x, T* y, const float* __restrict__ gamma, const float* __restrict__ beta,
+                                 const float* __restrict__ mean, const float* __restrict__ var, float eps,
+                                 int64_t channels, int64_t rows, RowTiling tiling) {
+  constexpr int V = kVec<T>;
+  const int t = threadIdx.x;
+  const int cv = static_cast<int>(blockIdx.x) * tiling.lanes + t % tiling.lanes;
+  if (t >= tiling.lanes * tiling.row_threads || cv >= tiling.cvecs) return;
+  const int64_t c0 = int64_t(cv) * V;
+  float mu[V], scale[V], shift[V];
+#pragma unroll
+  for (int k = 0; k < V; ++k) {
+    mu[k] = mean[c0 + k];
+    scale[k] = 1.f / sqrtf(var[c0 + k] + eps) * gamma[c0 + k];
+    shift[k] = beta[c0 + k];
+  }
+#pragma unroll 4
+  for (int64_t r = int64_t(blockIdx.y) * tiling.row_threads + t / tiling.lanes; r < rows;
+       r += int64_t(gridDim.y) * tiling.row_threads) {
+    float f[V];
+    load_vec(x + r * channels + c0, f);
+#pragma unroll
+    for (int k = 0; k < V; ++k) f[k] = (f[k] - mu[k]) * scale[k] + shift[k];
+    store_vec(y + r * channels + c0, f);
+  }
+}
+
 // bn_backward_apply over a (rows, C) tensor in 16-byte vectors (RowTiling).
 template <class T>
 __global__ void bn_backward_apply_rows_vec(const T* x, const T* dy, T* dx, const float* __restrict__ mean,
@@ -200,6 +229,14 @@ void batchnorm_forward_eval(Dt dt, const void* x, const float* gamma, const floa
   if (n == 0) return;
   dispatch_float(dt, "batchnorm_forward_eval", [&](auto t) {
     using T = decltype(t);
+    if (rows_vectorizable<T>(inner, channels, {x, y})) {
+      const RowTiling tiling = row_tiling(channels, kVec<T>);
+      const dim3 grid(tiling.blocks_x, row_blocks(tiling, outer));
+      bn_eval_rows_vec<T><<<grid, kThreads, 0, stream>>>(static_cast<const T*>(x), static_cast<T*>(y), gamma, beta,
+                                                          running_mean, running_var, eps, channels, outer, tiling);
+      CONVOY_LAUNCH_CHECK(bn_eval_rows_vec);
+      return;
+    }
     bn_eval_kernel<T><<<grid_for(n), kThreads, 0, stream>>>(
         static_cast<const T*>(x), static_cast<T*>(y), gamma, beta, running_mean, running_var, eps,
         channels, inner, n);

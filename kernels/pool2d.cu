@@ -255,36 +255,60 @@ __global__ void pool_forward_nhwc_vec(Dims<int32_t> d, const T* __restrict__ x, 
   }
 }
 
+// Max pooling's output y tells each window's maximum, so an element takes a window's gradient
+// only if it equals that maximum and no element before it in the window does (the first one,
+// as window_argmax picks): one load of the window's maximum per window instead of its whole
+// argmax, and a scan of the earlier elements only on a tie (common after a ReLU: windows of
+// zeros). NaN matches NaN, as the first NaN wins.
 template <class T>
-__global__ void pool_backward_nhwc_vec(Dims<int32_t> d, const T* __restrict__ x, const T* __restrict__ dy,
-                                       T* __restrict__ dx, int32_t total_vec) {
+__global__ void pool_backward_nhwc_vec(Dims<int32_t> d, const T* __restrict__ x, const T* __restrict__ y,
+                                       const T* __restrict__ dy, T* __restrict__ dx, int32_t total_vec) {
   constexpr int V = kVec<T>;
   const int32_t cvecs = d.c / V;
+  const auto same = [](float a, float b) { return a == b || (isnan(a) && isnan(b)); };
   for (int32_t i = blockIdx.x * blockDim.x + threadIdx.x; i < total_vec; i += gridDim.x * blockDim.x) {
     const int32_t cv = i % cvecs, pix = i / cvecs;
     const int32_t col = pix % d.w, r = (pix / d.w) % d.h, n = pix / (d.h * d.w);
     const T* xp = x + n * d.x_plane + cv * V;
+    const T* yp = y + n * d.y_plane + cv * V;
     const T* dyp = dy + n * d.y_plane + cv * V;
     int32_t p0, p1, q0, q1;
     covering(r + d.ph, d.kh, d.sh, d.div_sh, d.p, p0, p1);
     covering(col + d.pw, d.kw, d.sw, d.div_sw, d.q, q0, q1);
-    const int32_t self = r * d.w + col;
-    float g[V];
+    float g[V], self[V];
 #pragma unroll
     for (int k = 0; k < V; ++k) g[k] = 0.f;
+    if (d.max) load_vec(xp + (r * d.w + col) * d.c, self);
     for (int32_t p = p0; p < p1; ++p)
       for (int32_t q = q0; q < q1; ++q) {
         const int32_t h0 = p * d.sh - d.ph, w0 = q * d.sw - d.pw;
-        float gy[V];
-        load_vec(dyp + (p * d.q + q) * d.c, gy);
+        const int32_t o = (p * d.q + q) * d.c;
         if (d.max) {
-          float best[V];
-          int32_t arg[V];
-          window_argmax_vec(d, xp, h0, w0, best, arg);
+          float m[V];
+          load_vec(yp + o, m);
+          bool hit[V], any = false;
+#pragma unroll
+          for (int k = 0; k < V; ++k) any |= hit[k] = same(self[k], m[k]);
+          if (!any) continue;
+          // The elements before this one in the window, row-major: a tie there takes it.
+          for (int32_t h = max(h0, 0); h <= r && any; ++h)
+            for (int32_t w = max(w0, 0); w < (h == r ? col : min(w0 + d.kw, d.w)); ++w) {
+              float v[V];
+              load_vec(xp + (h * d.w + w) * d.c, v);
+              any = false;
+#pragma unroll
+              for (int k = 0; k < V; ++k) any |= hit[k] = hit[k] && !same(v[k], m[k]);
+              if (!any) break;
+            }
+          if (!any) continue;
+          float gy[V];
+          load_vec(dyp + o, gy);
 #pragma unroll
           for (int k = 0; k < V; ++k)
-            if (arg[k] == self) g[k] += gy[k];
+            if (hit[k]) g[k] += gy[k];
         } else {
+          float gy[V];
+          load_vec(dyp + o, gy);
           const int32_t hc = min(h0 + d.kh, d.h) - max(h0, 0);
           const int32_t wc = min(w0 + d.kw, d.w) - max(w0, 0);
 #pragma unroll
@@ -325,17 +349,17 @@ void pool2d_forward(const PoolShape& s, Dt dt, const void* x, void* y, cudaStrea
   });
 }
 
-void pool2d_backward(const PoolShape& s, Dt dt, const void* x, const void* dy, void* dx,
+void pool2d_backward(const PoolShape& s, Dt dt, const void* x, const void* y, const void* dy, void* dx,
                      cudaStream_t stream) {
   const int64_t total = s.n * s.c * s.h * s.w;
   if (total == 0) return;
   dispatch_float(dt, "pool2d_backward", [&](auto t) {
     using T = decltype(t);
-    if (nhwc_vectorizable<T>(s, {x, dy, dx})) {
+    if (nhwc_vectorizable<T>(s, {x, y, dy, dx})) {
       const int64_t total_vec = total / kVec<T>;
       pool_backward_nhwc_vec<T><<<grid_for(total_vec), kThreads, 0, stream>>>(
-          make_dims<int32_t>(s), static_cast<const T*>(x), static_cast<const T*>(dy), static_cast<T*>(dx),
-          static_cast<int32_t>(total_vec));
+          make_dims<int32_t>(s), static_cast<const T*>(x), static_cast<const T*>(y), static_cast<const T*>(dy),
+          static_cast<T*>(dx), static_cast<int32_t>(total_vec));
       CONVOY_LAUNCH_CHECK(pool_backward_nhwc_vec);
       return;
     }

@@ -17,7 +17,8 @@ struct PoolShape {
 };
 void pool2d_forward(const PoolShape& s, Dt dt, const void* x, void* y, cudaStream_t stream);
 // Max: the gradient goes to the first maximum of each window (PyTorch's choice).
-void pool2d_backward(const PoolShape& s, Dt dt, const void* x, const void* dy, void* dx,
+// y is the forward's output (max pooling's window maxima).
+void pool2d_backward(const PoolShape& s, Dt dt, const void* x, const void* y, const void* dy, void* dx,
                      cudaStream_t stream);
 
 }  // namespace convoy::kernels

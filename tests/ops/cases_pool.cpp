@@ -12,6 +12,7 @@ struct PoolShape {
   const char* name;
   Shape x;  // (N, C, H, W)
   Pool2dParams p;
+  bool relu_ties = false;  // x through a ReLU first: windows of equal zeros (the first one takes the gradient)
 };
 
 Pool2dParams pool(PoolKind kind, int64_t kh, int64_t kw, int64_t sh, int64_t sw, int64_t ph, int64_t pw) {
@@ -44,13 +45,18 @@ const PoolShape kShapes[] = {
     {"max_3x3_s2_pad1_c16", {2, 16, 9, 7}, pool(kMax, 3, 3, 2, 2, 1, 1)},
     {"max_2x2_s2_c8", {2, 8, 8, 8}, pool(kMax, 2, 2, 2, 2, 0, 0)},
     {"avg_3x3_s2_pad1_c8", {2, 8, 9, 7}, pool(kAvg, 3, 3, 2, 2, 1, 1)},
+    {"max_3x3_s2_pad1_c16_relu_ties", {2, 16, 9, 7}, pool(kMax, 3, 3, 2, 2, 1, 1), true},
+    {"max_2x2_s2_c8_relu_ties", {2, 8, 8, 8}, pool(kMax, 2, 2, 2, 2, 0, 0), true},
 };
 
 struct PoolData {
   Shape ys;
   Vec x, dy;
   PoolData(const PoolShape& c, DType values)
-      : ys(ref::pool2d_output_shape(c.p, c.x)), x(distinct_planes(c.x, 11)), dy(random_values(ys, 12, values)) {}
+      : ys(ref::pool2d_output_shape(c.p, c.x)), x(distinct_planes(c.x, 11)), dy(random_values(ys, 12, values)) {
+    if (c.relu_ties)
+      for (double& v : x) v = v > 0 ? v : 0;
+  }
 };
 
 // f32: a window's maximum is exact and its mean one short sum. bf16 and f16: the GPU bounds

@@ -47,7 +47,7 @@ void CudaOps::pool2d_backward(const Pool2dParams& p, const Tensor& x, const Tens
   check_pool2d_backward(p, x, y, dy, dx, device());
   require_supported(OpKind::pool2d_backward, x);
   const kernels::PoolShape s = pool_shape(p, x, dy);
-  kernels::pool2d_backward(s, dt_of(x.dtype()), x.raw(), dy.raw(), dx.raw(), ctx_.stream);
+  kernels::pool2d_backward(s, dt_of(x.dtype()), x.raw(), y.raw(), dy.raw(), dx.raw(), ctx_.stream);
 }
 
 }  // namespace convoy::cuda
