@@ -6,6 +6,7 @@
 // export of a small ResNet imports and agrees with PyTorch. Skips name what is missing.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <fstream>
 #include <regex>
 
@@ -189,7 +190,7 @@ TEST_F(Onnx, EachSupportedOpImportsAndAgreesWithOrt) {
 }
 
 // Convoy -> ONNX -> Convoy: the same names, weights and logits (ResNet-20 and a net of every
-// other layer type).
+// other layer type; gelu goes out as its erf formula and comes back as one layer).
 TEST_F(Onnx, RoundTripKeepsTheLogits) {
   testing::write_text_file(dir_ / "all.yaml", R"(name: all_layers
 input: [3, 12, 12]
@@ -198,12 +199,13 @@ layers:
   - {name: stem.bn, type: batchnorm2d, eps: 0.001}
   - {name: stem.act, type: leaky_relu, negative_slope: 0.1}
   - {name: a, type: conv2d, out_channels: 8, kernel: 3, padding: 2, dilation: 2, groups: 4}
-  - {name: b, type: relu}
+  - {name: b, type: gelu}
   - {name: sum, type: add, inputs: [b, stem.act]}
   - {name: pool, type: avgpool2d, kernel: 3, stride: 2, padding: 1}
   - {name: m, type: maxpool2d, kernel: 2, inputs: [stem.act]}
   - {name: m2, type: avgpool2d, kernel: 1, stride: 2, inputs: [m]}
   - {name: cat, type: concat, inputs: [pool, m]}
+  - {name: r, type: relu}
   - {name: drop, type: dropout, p: 0.3}
   - {name: g1, type: global_max_pool}
   - {name: fc1, type: linear, out_features: 6}
@@ -218,6 +220,8 @@ layers:
     r = convoy("import " + onnx.string() + " -o " + yaml.string() + " --weights " + weights.string());
     ASSERT_EQ(r.status, 0) << r.output;
     Model original = Model::from_file(model, 4);
+    std::vector<std::string> types_there, types_back;
+    for (const LayerInfo& l : original.layer_infos()) types_there.push_back(l.type);
     Model back = Model::from_file(yaml.string(), 0);
     back.load_state(read_safetensors(weights).tensors, weights.string());
     std::vector<std::string> a, b;
@@ -226,17 +230,34 @@ layers:
     std::sort(a.begin(), a.end());
     std::sort(b.begin(), b.end());
     EXPECT_EQ(a, b);
+    for (const LayerInfo& l : back.layer_infos()) types_back.push_back(l.type);
+    for (const std::string& type : types_there)  // every type comes back (linear may gain a flatten)
+      EXPECT_NE(std::find(types_back.begin(), types_back.end(), type), types_back.end()) << type;
     const Tensor x = test_input(2, original.input_shape());
-    EXPECT_LE(testing::relative_error(cpu_forward(back, x), cpu_forward(original, x)), 1e-6);
+    const Tensor y = cpu_forward(original, x);
+    EXPECT_LE(testing::relative_error(cpu_forward(back, x), y), 1e-6);
+    // The export of every layer type passes the checker and runs in ONNX Runtime too.
+    if (!need_onnx_python().empty()) continue;
+    r = run_command(testing::torch_python() + " " + kSource + "/tests/interchange/onnx_ops.py check " + onnx.string() + " 2>&1");
+    EXPECT_EQ(r.status, 0) << r.output;
+    std::string skip;
+    const Tensor ort = ort_logits(onnx, x, original.num_classes(), skip);
+    if (skip.empty()) {
+      EXPECT_LE(testing::relative_error(ort, y), 1e-4);
+    }
   }
 }
 
 // torch.onnx (Debian's torch 1.13, opset 17; batch norm folded into the convolutions) of a small
-// torchvision-style ResNet: imports and gives PyTorch's float64 logits.
+// torchvision-style ResNet with a GELU: imports and gives PyTorch's float64 logits.
 TEST_F(Onnx, ImportsTorchExportAndAgreesWithTorch) {
   if (const std::string why = testing::run_torch_models("onnx", dir_.path()); !why.empty()) GTEST_SKIP() << why;
   const CommandResult r = convoy("import " + (dir_ / "torch.onnx").string() + " -o " + (dir_ / "t.yaml").string());
   ASSERT_EQ(r.status, 0) << r.output;
+  // torch's module scopes name the layers as its state dict does; GELU's erf formula is one layer.
+  const std::string yaml = Model::read_file((dir_ / "t.yaml").string());
+  for (const char* part : {"{name: layer2.0.downsample.0, type: conv2d", "{name: relu, type: gelu}", "{name: fc, type: linear"})
+    EXPECT_NE(yaml.find(part), std::string::npos) << part << " in " << yaml;
   Model m = Model::from_file((dir_ / "t.yaml").string(), 0);
   m.load_state(read_safetensors(dir_ / "t.safetensors").tensors, "t.safetensors");
   const SafetensorsFile golden = read_safetensors(dir_ / "golden.safetensors");

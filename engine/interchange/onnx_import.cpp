@@ -2,6 +2,7 @@
 
 #include <onnx/onnx_pb.h>
 
+#include <cmath>
 #include <cstring>
 #include <fstream>
 #include <set>
@@ -99,6 +100,8 @@ class Importer {
     layers_.push_back(std::move(spec));
   }
   void convert(const NodeProto& node);
+  bool scalar_is(const std::string& value, double expected) const;
+  size_t gelu_formula_at(const std::vector<const NodeProto*>& nodes, size_t i);
 
   const onnx::ModelProto& proto_;
   std::string source_;
@@ -137,13 +140,40 @@ Tensor Importer::constant(const NodeProto& node, const std::string& value) const
   return out;
 }
 
+// torch.onnx's node names are module scopes, "/layer2/layer2.0/downsample/downsample.0/Conv": the
+// module path layer2.0.downsample.0, as in its state dict. Functional ops get their op's name
+// after the path ("/layer1/layer1.0/Add" -> layer1.0.add). Empty when the name is not of that form.
+std::string torch_module_path(const std::string& node_name) {
+  if (node_name.size() < 2 || node_name[0] != '/') return "";
+  std::vector<std::string> parts;
+  std::stringstream in(node_name.substr(1));
+  for (std::string part; std::getline(in, part, '/');) parts.push_back(part);
+  if (parts.empty()) return "";
+  std::string op = parts.back();
+  parts.pop_back();
+  std::string path, previous;
+  for (const std::string& part : parts) {
+    // A child's scope repeats its parent's ("layer2" then "layer2.0"): keep what it adds.
+    const bool nested = !previous.empty() && part.rfind(previous + ".", 0) == 0;
+    const std::string add = nested ? part.substr(previous.size() + 1) : part;
+    path += (path.empty() ? "" : ".") + add;
+    previous = part;
+  }
+  for (char& c : op) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  static const std::set<std::string> functional = {"add", "concat", "flatten", "identity", "matmul", "dropout"};
+  const std::string base = op.substr(0, op.find('_'));
+  if (path.empty() || functional.count(base)) return path.empty() ? op : path + "." + op;
+  return path;
+}
+
 // Torch's parameter names make the best layer names (layer1.0.conv1.weight -> layer1.0.conv1);
-// then the node's name, then its op and position, each made valid and unique.
+// then torch.onnx's module scope, the node's name, its op and position; made valid and unique.
 std::string Importer::unique_name(const NodeProto& node, const std::string& weight_value) {
   std::string name;
   const std::string tail = ".weight";
   if (weight_value.size() > tail.size() && weight_value.compare(weight_value.size() - tail.size(), tail.size(), tail) == 0)
     name = weight_value.substr(0, weight_value.size() - tail.size());
+  if (name.empty()) name = torch_module_path(node.name());
   if (name.empty()) name = node.name();
   if (name.empty()) name = node.op_type() + std::to_string(layers_.size());
   for (char& c : name)
@@ -315,6 +345,41 @@ void Importer::convert(const NodeProto& node) {
   add_layer(node, std::move(spec));
 }
 
+bool Importer::scalar_is(const std::string& value, double expected) const {
+  auto it = constants_.find(value);
+  if (it == constants_.end() || it->second->data_type() != TensorProto::FLOAT) return false;
+  const TensorProto& t = *it->second;
+  float v = 0;
+  if (t.raw_data().size() == sizeof v) std::memcpy(&v, t.raw_data().data(), sizeof v);
+  else if (t.raw_data().empty() && t.float_data_size() == 1) v = t.float_data(0);
+  else return false;
+  return std::abs(v - expected) <= 1e-6 * std::abs(expected);
+}
+
+// Gelu before opset 20, as torch.onnx and `convoy export` write it: x * (erf(x / sqrt(2)) + 1) * 0.5,
+// five nodes from nodes[i] (Constant nodes left out). Returns how many nodes became one gelu layer (0: not the formula).
+size_t Importer::gelu_formula_at(const std::vector<const NodeProto*>& nodes, size_t i) {
+  if (i + 5 > nodes.size()) return 0;
+  const NodeProto &div = *nodes[i], &erf = *nodes[i + 1], &add = *nodes[i + 2], &mul = *nodes[i + 3],
+                  &half = *nodes[i + 4];
+  auto other = [](const NodeProto& n, const std::string& v) { return n.input(0) == v ? n.input(1) : n.input(0); };
+  auto reads = [](const NodeProto& n, const std::string& v) {
+    return n.input_size() == 2 && (n.input(0) == v || n.input(1) == v);
+  };
+  if (div.op_type() != "Div" || div.input_size() != 2 || !scalar_is(div.input(1), std::sqrt(2.0))) return 0;
+  const std::string& x = div.input(0);
+  if (erf.op_type() != "Erf" || erf.input(0) != div.output(0)) return 0;
+  if (add.op_type() != "Add" || !reads(add, erf.output(0)) || !scalar_is(other(add, erf.output(0)), 1.0)) return 0;
+  if (mul.op_type() != "Mul" || !reads(mul, add.output(0)) || other(mul, add.output(0)) != x) return 0;
+  if (half.op_type() != "Mul" || !reads(half, mul.output(0)) || !scalar_is(other(half, mul.output(0)), 0.5)) return 0;
+  LayerSpec spec;
+  spec.name = unique_name(half, "");
+  spec.type = "gelu";
+  spec.inputs.push_back(layer_of(div, x));
+  add_layer(half, std::move(spec));
+  return 5;
+}
+
 ImportedModel Importer::run(const std::string& fallback_name) {
   const onnx::GraphProto& graph = proto_.graph();
   for (const TensorProto& t : graph.initializer()) constants_[t.name()] = &t;
@@ -338,8 +403,16 @@ ImportedModel Importer::run(const std::string& fallback_name) {
   }
   if (graph.output_size() != 1) fail("the graph must have one output (the logits), it has " + std::to_string(graph.output_size()));
   layer_of_[input->name()] = "input";
+  std::vector<const NodeProto*> nodes;  // Constant nodes are values, read where used
   for (const NodeProto& node : graph.node())
-    if (node.op_type() != "Constant") convert(node);
+    if (node.op_type() != "Constant") nodes.push_back(&node);
+  for (size_t i = 0; i < nodes.size(); ++i) {
+    if (const size_t n = gelu_formula_at(nodes, i)) {
+      i += n - 1;
+      continue;
+    }
+    convert(*nodes[i]);
+  }
   auto out = layer_of_.find(graph.output(0).name());
   if (out == layer_of_.end() || out->second == "input") fail("the output '" + graph.output(0).name() + "' is not a layer's");
   if (layers_.empty()) fail("the graph has no layers");

@@ -2,7 +2,7 @@
 """Torch's side of the interchange tests (Debian's python3-torch; no torchvision needed).
 
     torch_models.py state OUT_DIR    # small_resnet's state_dict as safetensors + golden logits
-    torch_models.py onnx OUT_DIR     # the same net exported by torch.onnx + golden logits
+    torch_models.py onnx OUT_DIR     # the same net, GELU in the stem, exported by torch.onnx + golden logits
 
 The net mirrors tests/interchange/small_resnet.yaml with torchvision's module classes rebuilt in
 torch.nn (conv1, bn1, layer1.0.conv1, layer2.0.downsample.0, fc), so its state_dict keys are
@@ -60,11 +60,11 @@ class BasicBlock(nn.Module):
 
 
 class SmallResNet(nn.Module):
-    def __init__(self, classes=5):
+    def __init__(self, classes=5, stem_gelu=False):
         super().__init__()
         self.conv1 = nn.Conv2d(1, 8, 3, 1, 1, bias=False)
         self.bn1 = nn.BatchNorm2d(8)
-        self.relu = nn.ReLU(inplace=True)
+        self.relu = nn.GELU() if stem_gelu else nn.ReLU(inplace=True)
         self.maxpool = nn.MaxPool2d(3, 2, 1)
         self.layer1 = nn.Sequential(BasicBlock(8, 8, 1))
         self.layer2 = nn.Sequential(BasicBlock(8, 16, 2))
@@ -77,9 +77,9 @@ class SmallResNet(nn.Module):
         return self.fc(torch.flatten(self.avgpool(x), 1))
 
 
-def make_net():
+def make_net(stem_gelu=False):
     torch.manual_seed(1234)
-    net = SmallResNet()
+    net = SmallResNet(stem_gelu=stem_gelu)
     with torch.no_grad():
         for m in net.modules():
             if isinstance(m, nn.BatchNorm2d):
@@ -93,7 +93,7 @@ def make_net():
 
 def main():
     mode, out = sys.argv[1], sys.argv[2]
-    net = make_net()
+    net = make_net(stem_gelu=mode == "onnx")  # torch.onnx writes GELU as its erf formula (opset < 20)
     x = torch.randn(2, 1, 28, 28, generator=torch.Generator().manual_seed(99))
     with torch.no_grad():
         logits = net.double()(x.double()).float()  # float64 reference
