@@ -131,13 +131,19 @@ TEST_F(InitWeights, TrainCommandPrintsTheReport) {
   const std::string config = (dir_ / "run.yaml").string();
   testing::write_text_file(config, "name: ft\nmodel: " + kYaml + "\nnum_classes: 10\ndataset:\n  kind: fashion-mnist\n  path: " +
                                        data + "\n  train_limit: 256\n  test_limit: 256\nbatch_size: 64\nepochs: 1\n"
-                                       "optimizer: {type: sgd, lr: 0.01}\ndevice: cpu\noutput: {dir: " + dir_.path().string() + "}\n");
+                                       "optimizer: {type: sgd, lr: 0.01, momentum: 0.9}\ndevice: cpu\noutput: {dir: " + dir_.path().string() + "}\n");
   const std::string convoy = std::string(CONVOY_BINARY) + " train --config " + config + " --init-weights " +
                              (dir_ / "state.safetensors").string();
   testing::CommandResult r = testing::run_command(convoy + " --init-weights-strict 2>&1");
   ASSERT_EQ(r.status, 0) << r.output;
   for (const char* part : {"init weights: loaded 30 of 32 tensors", "classifier resized", "fc.weight: file (5, 16) F32, model (10, 16) F32",
                            "ignored: 6 num_batches_tracked"})
+    EXPECT_NE(r.output.find(part), std::string::npos) << part << " in " << r.output;
+  // A Convoy checkpoint: the model's tensors load, its optimizer state is left out and counted.
+  r = testing::run_command(std::string(CONVOY_BINARY) + " train --config " + config + " --set name=ft1 --init-weights " +
+                           (dir_ / "ft/last.safetensors").string() + " --init-weights-strict 2>&1");
+  ASSERT_EQ(r.status, 0) << r.output;
+  for (const char* part : {"init weights: loaded 32 of 32 tensors", "optimizer state tensors (the run starts a fresh optimizer)"})
     EXPECT_NE(r.output.find(part), std::string::npos) << part << " in " << r.output;
   // A file that is not the model's: strict fails with exit 1 naming the tensors, non-strict reports them.
   write_safetensors(dir_ / "other.safetensors", std::vector<NamedTensor>{{"conv1.weight", Tensor::zeros({8, 3, 3, 3})}});

@@ -1,5 +1,6 @@
 #include "engine/graph/load_weights.h"
 
+#include <algorithm>
 #include <map>
 #include <sstream>
 
@@ -15,6 +16,8 @@ bool ends_with(const std::string& s, const std::string& tail) {
 
 // PyTorch's BatchNorm counts its batches (for momentum=None); Convoy's momentum is fixed.
 bool is_batch_counter(const std::string& name) { return ends_with(name, ".num_batches_tracked"); }
+// A Convoy checkpoint's optimizer state ("optim.<parameter>.momentum"): fine-tuning starts afresh.
+bool is_optimizer_state(const std::string& name) { return name.rfind("optim.", 0) == 0; }
 
 std::string list(const std::vector<std::string>& names, size_t most = 8) {
   std::string out;
@@ -34,8 +37,11 @@ std::string WeightsLoadReport::str(const std::string& source) const {
   if (!mismatched.empty()) out << "  mis-shaped (left as initialized): " << list(mismatched) << "\n";
   if (!missing.empty()) out << "  missing in the file (left as initialized): " << list(missing) << "\n";
   if (!unexpected.empty()) out << "  unexpected (not in the model, ignored): " << list(unexpected) << "\n";
-  if (!ignored.empty())
-    out << "  ignored: " << ignored.size() << " num_batches_tracked counters (Convoy's batch norm keeps none)\n";
+  const auto counters = std::count_if(ignored.begin(), ignored.end(), is_batch_counter);
+  if (counters)
+    out << "  ignored: " << counters << " num_batches_tracked counters (Convoy's batch norm keeps none)\n";
+  if (counters != static_cast<std::ptrdiff_t>(ignored.size()))
+    out << "  ignored: " << ignored.size() - counters << " optimizer state tensors (the run starts a fresh optimizer)\n";
   return out.str();
 }
 
@@ -81,8 +87,10 @@ WeightsLoadReport load_matching_weights(Model& model, const std::vector<NamedTen
     to_copy.emplace_back(slot, &src);
     report.loaded.push_back(slot.name);
   }
-  for (const NamedTensor& t : tensors)
-    if (!seen.count(t.name) && !is_batch_counter(t.name)) report.unexpected.push_back(t.name);
+  for (const NamedTensor& t : tensors) {
+    if (seen.count(t.name) || is_batch_counter(t.name)) continue;
+    (is_optimizer_state(t.name) ? report.ignored : report.unexpected).push_back(t.name);
+  }
   for (const auto& [name, dtype] : foreign)
     if (!seen.count(name) && !is_batch_counter(name)) report.unexpected.push_back(name);
   if (strict && !report.strict_ok()) {

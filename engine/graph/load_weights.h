@@ -17,7 +17,8 @@ struct WeightsLoadReport {
   std::vector<std::string> unexpected;  // the file's, not in the model: ignored
   std::vector<std::string> mismatched;  // same name, another shape or dtype: "name: file (..) F32, model (..)"
   std::vector<std::string> classifier;  // mismatched tensors of the resized classifier (new num_classes)
-  std::vector<std::string> ignored;     // PyTorch's num_batches_tracked: Convoy keeps no such counter
+  std::vector<std::string> ignored;     // PyTorch's num_batches_tracked (Convoy keeps no such counter),
+                                        // a Convoy checkpoint's optimizer state ("optim.*")
   // Strict: nothing missing, unexpected or mismatched (the resized classifier excepted).
   bool strict_ok() const { return missing.empty() && unexpected.empty() && mismatched.empty(); }
   // The report as lines, "loaded 62 of 62 tensors from F" then one line per kind of problem.
@@ -26,8 +27,8 @@ struct WeightsLoadReport {
 
 // Copies every tensor of `tensors` whose name and shape match one of the model's (parameters
 // and batch-norm statistics) into it. `foreign` are the file's tensors of a dtype Convoy has
-// none for ({name, dtype}); `*.num_batches_tracked` among them or among `tensors` is ignored
-// and reported. When `resized_classifier` names a layer (the run changed num_classes), that
+// none for ({name, dtype}); `*.num_batches_tracked` among them or among `tensors`, and a Convoy
+// checkpoint's optimizer state (`optim.*`), are ignored and counted in the report. When `resized_classifier` names a layer (the run changed num_classes), that
 // layer's mismatched tensors stay freshly initialized and are reported apart. With `strict`,
 // anything missing, unexpected or mismatched is an InputError naming the file and the tensors,
 // and nothing is loaded.

@@ -122,10 +122,17 @@ Tensor Importer::constant(const NodeProto& node, const std::string& value) const
   if (t.has_data_location() && t.data_location() == TensorProto::EXTERNAL)
     fail_node(node, "constant '" + value + "' is stored in an external file, which the import does not read");
   Shape shape(t.dims().begin(), t.dims().end());
-  for (int64_t d : shape)
-    if (d < 0) fail_node(node, "constant '" + value + "' has a negative dimension");
+  // The data's size bounds the shape before anything is allocated (the file may be hostile).
+  const size_t held = t.raw_data().empty() ? static_cast<size_t>(t.float_data_size()) : t.raw_data().size() / sizeof(float);
+  size_t n = 1;
+  for (int64_t d : shape) {
+    if (d < 0 || (d > 0 && n > held / static_cast<size_t>(d) + 1))
+      fail_node(node, "constant '" + value + "' has dimensions " + shape_str(shape) + " its data does not hold");
+    n *= static_cast<size_t>(d);
+  }
+  if (n != held)
+    fail_node(node, "constant '" + value + "' holds " + std::to_string(held) + " floats for " + shape_str(shape));
   Tensor out = Tensor::empty(shape);
-  const auto n = static_cast<size_t>(out.numel());
   if (!t.raw_data().empty()) {
     if (t.raw_data().size() != n * sizeof(float))
       fail_node(node, "constant '" + value + "' holds " + std::to_string(t.raw_data().size()) + " bytes for " +
