@@ -8,6 +8,7 @@
 
 #include <algorithm>
 #include <fstream>
+#include <iterator>
 #include <regex>
 
 #include "interchange/torch_fixture.h"
@@ -187,6 +188,38 @@ TEST_F(Onnx, EachSupportedOpImportsAndAgreesWithOrt) {
   const CommandResult r = convoy("import " + (dir_ / "unsupported.onnx").string() + " -o " + (dir_ / "u.yaml").string());
   EXPECT_EQ(r.status, 1) << r.output;
   EXPECT_NE(r.output.find("node 'squash' (op Sigmoid): this op is not supported"), std::string::npos) << r.output;
+}
+
+// Files that are not ONNX, cut short, or hold what Convoy cannot honour: InputErrors naming the file.
+TEST_F(Onnx, MalformedFilesAreInputErrorsNamingTheFile) {
+  if (const std::string why = need_onnx_python(); !why.empty()) GTEST_SKIP() << why;
+  const CommandResult made = run_command(testing::torch_python() + " " + kSource + "/tests/interchange/onnx_ops.py " +
+                                         dir_.path().string() + " 2>&1");
+  ASSERT_EQ(made.status, 0) << made.output;
+  std::ifstream in(dir_ / "conv.onnx", std::ios::binary);
+  const std::string bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  testing::write_text_file(dir_ / "garbage.onnx", "this is not a protobuf \xff\xff\xff\xff");
+  testing::write_text_file(dir_ / "cut.onnx", bytes.substr(0, bytes.size() / 2));
+  for (const char* name : {"garbage.onnx", "cut.onnx", "absent.onnx"}) {
+    try {
+      import_onnx(dir_ / name, "x");
+      ADD_FAILURE() << name << " was imported";
+    } catch (const InputError& e) {
+      EXPECT_NE(std::string(e.what()).find(name), std::string::npos) << e.what();
+    }
+  }
+  // Asymmetric padding (as TensorFlow's SAME makes) has no Convoy equivalent.
+  const CommandResult r = run_command(testing::torch_python() + " -c \"import onnx,sys; m=onnx.load(sys.argv[1]); "
+                                      "a=[a for a in m.graph.node[0].attribute if a.name=='pads'][0]; a.ints[:]=[1,1,0,0]; "
+                                      "onnx.save(m, sys.argv[2])\" " + (dir_ / "conv.onnx").string() + " " +
+                                      (dir_ / "asym.onnx").string() + " 2>&1");
+  ASSERT_EQ(r.status, 0) << r.output;
+  try {
+    import_onnx(dir_ / "asym.onnx", "x");
+    ADD_FAILURE() << "asymmetric pads were imported";
+  } catch (const InputError& e) {
+    EXPECT_NE(std::string(e.what()).find("node 'conv' (op Conv): asymmetric pads"), std::string::npos) << e.what();
+  }
 }
 
 // Convoy -> ONNX -> Convoy: the same names, weights and logits (ResNet-20 and a net of every
