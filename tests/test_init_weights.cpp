@@ -124,6 +124,23 @@ TEST_F(InitWeights, ReportsMissingUnexpectedAndMisshapedAndStrictRefusesThem) {
   }
 }
 
+// torchvision's ResNet-18 and ResNet-50 module trees (rebuilt in torch.nn): their state dicts load
+// strictly into the shipped models/resnet18.yaml and resnet50.yaml and give PyTorch's logits.
+TEST_F(InitWeights, TorchvisionResNetStateDictsLoadStrictlyIntoTheShippedModels) {
+  for (const std::string arch : {"resnet18", "resnet50"}) {
+    SCOPED_TRACE(arch);
+    ASSERT_EQ(testing::run_torch_models(arch, dir_.path()), "");
+    const SafetensorsFile file = read_safetensors(dir_ / (arch + ".safetensors"), ForeignDtypes::skip);
+    const SafetensorsFile golden = read_safetensors(dir_ / "golden.safetensors");
+    Model model = Model::from_file(std::string(CONVOY_SOURCE_DIR) + "/models/" + arch + ".yaml", 1);
+    const WeightsLoadReport r = load_matching_weights(model, file.tensors, file.skipped, "", /*strict=*/true, arch);
+    EXPECT_EQ(r.loaded.size(), model.state().size());
+    EXPECT_EQ(r.ignored.size(), arch == "resnet18" ? 20u : 53u);  // a num_batches_tracked per batch norm
+    const double err = testing::relative_error(cpu_forward(model, golden.at("input")), golden.at("logits"));
+    EXPECT_LE(err, 1e-4);
+  }
+}
+
 // Through the command: a Fashion-MNIST run (10 classes) from the 5-class torch weights, strict.
 TEST_F(InitWeights, TrainCommandPrintsTheReport) {
   const std::string data = "/usr/share/datasets/fashion-mnist";

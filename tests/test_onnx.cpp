@@ -296,6 +296,24 @@ TEST_F(Onnx, ImportsTorchExportAndAgreesWithTorch) {
   const SafetensorsFile golden = read_safetensors(dir_ / "golden.safetensors");
   EXPECT_LE(testing::relative_error(cpu_forward(m, golden.at("input")), golden.at("logits")), 1e-4);
 }
+
+// torchvision's ResNet-18 (its module tree rebuilt in torch.nn) through torch.onnx: imports with
+// torchvision's layer names and gives PyTorch's logits.
+TEST_F(Onnx, ImportsTorchvisionResNet18ExportAndAgreesWithTorch) {
+  const std::string why = testing::run_torch_models("resnet18", dir_.path(), "onnx");
+  if (!why.empty()) GTEST_SKIP() << why;
+  const CommandResult r = convoy("import " + (dir_ / "resnet18.onnx").string() + " -o " + (dir_ / "r18.yaml").string());
+  ASSERT_EQ(r.status, 0) << r.output;
+  const std::string yaml = Model::read_file((dir_ / "r18.yaml").string());
+  for (const char* part : {"{name: layer4.1.conv2, type: conv2d", "{name: layer3.0.downsample.0, type: conv2d", "{name: fc, type: linear"})
+    EXPECT_NE(yaml.find(part), std::string::npos) << part << " in " << yaml;
+  Model m = Model::from_file((dir_ / "r18.yaml").string(), 0);
+  // torch.onnx folds each batch norm (2C parameters) into its convolution's new bias (C): 4,800 fewer.
+  EXPECT_EQ(m.parameter_count(), 11'689'512 - 4'800);
+  m.load_state(read_safetensors(dir_ / "r18.safetensors").tensors, "r18.safetensors");
+  const SafetensorsFile golden = read_safetensors(dir_ / "golden.safetensors");
+  EXPECT_LE(testing::relative_error(cpu_forward(m, golden.at("input")), golden.at("logits")), 1e-4);
+}
 #endif
 
 }  // namespace

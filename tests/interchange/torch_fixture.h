@@ -20,9 +20,10 @@ inline std::string torch_python() {
 }
 
 // Runs the script's `mode` into `dir`; exit 3 (no torch) is a skip, said by the returned text.
-inline std::string run_torch_models(const std::string& mode, const std::filesystem::path& dir) {
+inline std::string run_torch_models(const std::string& mode, const std::filesystem::path& dir,
+                                    const std::string& extra = "") {
   const CommandResult r = run_command(torch_python() + " " + CONVOY_SOURCE_DIR + "/tests/interchange/torch_models.py " +
-                                      mode + " " + dir.string() + " 2>&1");
+                                      mode + " " + dir.string() + " " + extra + " 2>&1");
   if (r.status == 3) return "python3-torch is not installed (apt-get install python3-torch)";
   EXPECT_EQ(r.status, 0) << r.output;
   return "";
