@@ -37,8 +37,9 @@ int run_train(const TrainArgs& args) {
   TrainOptions options;
   options.resume = args.resume;
   options.max_steps = args.max_steps;
-  options.init_weights = args.init_weights;
-  options.init_weights_strict = args.init_weights_strict;
+  // The command line's --init-weights wins over the config's init_weights.
+  options.init_weights = args.init_weights.empty() ? config.init_weights : args.init_weights;
+  options.init_weights_strict = args.init_weights.empty() ? config.init_weights_strict : args.init_weights_strict;
   options.stop_requested = &stop_requested;
   const TrainResult r = train(config, options, std::cout);
   std::cout << std::fixed << std::setprecision(2);

@@ -172,6 +172,15 @@ TEST_F(InitWeights, TrainCommandPrintsTheReport) {
   r = testing::run_command(other + " --set name=ft3 2>&1");
   EXPECT_EQ(r.status, 0) << r.output;
   EXPECT_NE(r.output.find("init weights: loaded 0 of 32"), std::string::npos) << r.output;
+  // The same from the config: init_weights: {path, strict}.
+  const std::string by_config = std::string(CONVOY_BINARY) + " train --config " + config + " --set name=ft4 --set init_weights.path=" +
+                                (dir_ / "other.safetensors").string();
+  r = testing::run_command(by_config + " --set init_weights.strict=true 2>&1");
+  EXPECT_EQ(r.status, 1) << r.output;
+  EXPECT_NE(r.output.find("(strict loading)"), std::string::npos) << r.output;
+  r = testing::run_command(by_config + " 2>&1");
+  EXPECT_EQ(r.status, 0) << r.output;
+  EXPECT_NE(r.output.find("init weights: loaded 0 of 32"), std::string::npos) << r.output;
 }
 
 }  // namespace
