@@ -15,5 +15,7 @@ void add_infer_command(CLI::App& app, Action& chosen);
 void add_doctor_command(CLI::App& app, Action& chosen);
 void add_bench_command(CLI::App& app, Action& chosen);
 void add_info_command(CLI::App& app, Action& chosen);
+void add_export_command(CLI::App& app, Action& chosen);
+void add_import_command(CLI::App& app, Action& chosen);
 
 }  // namespace convoy::cli

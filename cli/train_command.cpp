@@ -1,4 +1,4 @@
-// convoy train --config configs/x.yaml [--set key=value]... [--resume]
+// convoy train --config configs/x.yaml [--set key=value]... [--resume] [--init-weights F [--init-weights-strict]]
 #include <csignal>
 #include <iomanip>
 #include <iostream>
@@ -20,6 +20,8 @@ struct TrainArgs {
   std::string config;
   std::vector<std::string> overrides;
   bool resume = false;
+  std::string init_weights;
+  bool init_weights_strict = false;
   int64_t max_steps = 0;
   int64_t data_only = -1;  // >= 0: measure the loader over this many batches (0 = one epoch)
 };
@@ -35,6 +37,9 @@ int run_train(const TrainArgs& args) {
   TrainOptions options;
   options.resume = args.resume;
   options.max_steps = args.max_steps;
+  // The command line's --init-weights wins over the config's init_weights.
+  options.init_weights = args.init_weights.empty() ? config.init_weights : args.init_weights;
+  options.init_weights_strict = args.init_weights.empty() ? config.init_weights_strict : args.init_weights_strict;
   options.stop_requested = &stop_requested;
   const TrainResult r = train(config, options, std::cout);
   std::cout << std::fixed << std::setprecision(2);
@@ -59,6 +64,12 @@ void add_train_command(CLI::App& app, Action& chosen) {
   cmd->add_option("--config,-c", args->config, "run config YAML, e.g. configs/fashion_mnist.yaml")->required();
   cmd->add_option("--set", args->overrides, "override a config key: --set optimizer.lr=0.05 (repeatable)");
   cmd->add_flag("--resume", args->resume, "continue from <output>/<name>/last.safetensors if it exists");
+  cmd->add_option("--init-weights", args->init_weights,
+                  "start from these weights (safetensors: a torchvision state dict or a Convoy checkpoint) "
+                  "where names and shapes match, reporting the rest");
+  cmd->add_flag("--init-weights-strict", args->init_weights_strict,
+                "with --init-weights: a missing, unexpected or mis-shaped tensor is an error (the classifier "
+                "resized by num_classes excepted)");
   cmd->add_option("--max-steps", args->max_steps, "stop with a checkpoint after this many steps in total")
       ->check(CLI::NonNegativeNumber);
   cmd->add_option("--data-only", args->data_only,

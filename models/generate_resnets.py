@@ -6,10 +6,13 @@
 ImageNet ResNets (resnet18, resnet34, resnet50) follow torchvision's `torchvision.models.resnetNN`
 exactly: convolutions without bias, batch norm with affine, fc with bias, downsample = 1x1 conv
 with stride s + BN on the first block of a stage whose shape changes, and for Bottleneck the
-stride on the 3x3 conv ("ResNet v1.5"). Layer names are torchvision's module names with '.'
-replaced by '_' (Convoy does not allow '.' in names), so a Convoy state-dict name such as
-`layer1_0_downsample_0.weight` maps to torchvision's `layer1.0.downsample.0.weight` by
-replacing every '_' in the layer part with '.'.
+stride on the 3x3 conv ("ResNet v1.5"). Layers with weights carry torchvision's module names
+(conv1, bn1, layer1.0.conv1, layer1.0.downsample.0, fc), so Convoy's state-dict names are
+torchvision's state_dict keys (`layer1.0.downsample.0.weight`, `bn1.running_var`) and
+`convoy train --init-weights` loads a torchvision state dict as it is. Convoy keeps no
+`num_batches_tracked` (its batch norm has a fixed momentum); the loader skips those.
+Layers without weights (ReLUs, the residual adds) get names in the same style
+(layer1.0.relu1, layer1.0.add).
 
 CIFAR ResNets (resnet20, resnet56) are those of He et al. 2016 (section 4.2), with the option B
 shortcut (1x1 conv + BN where the shape changes, identity elsewhere).
@@ -104,17 +107,17 @@ def basic_block(wr, prefix, planes, stride):
     """torchvision's BasicBlock: 3x3 (stride s) -> BN -> ReLU -> 3x3 -> BN, + shortcut, ReLU."""
     block_in = wr.last
     in_ch = wr.shapes[block_in][0]
-    wr.conv(f"{prefix}_conv1", planes, 3, stride, 1)
-    wr.bn(f"{prefix}_bn1")
-    wr.relu(f"{prefix}_relu1")
-    wr.conv(f"{prefix}_conv2", planes, 3, 1, 1)
-    main = wr.bn(f"{prefix}_bn2")
+    wr.conv(f"{prefix}.conv1", planes, 3, stride, 1)
+    wr.bn(f"{prefix}.bn1")
+    wr.relu(f"{prefix}.relu1")
+    wr.conv(f"{prefix}.conv2", planes, 3, 1, 1)
+    main = wr.bn(f"{prefix}.bn2")
     shortcut = block_in
     if stride != 1 or in_ch != planes:
-        wr.conv(f"{prefix}_downsample_0", planes, 1, stride, 0, src=block_in)
-        shortcut = wr.bn(f"{prefix}_downsample_1")
-    wr.add(f"{prefix}_add", main, shortcut)
-    wr.relu(f"{prefix}_relu")
+        wr.conv(f"{prefix}.downsample.0", planes, 1, stride, 0, src=block_in)
+        shortcut = wr.bn(f"{prefix}.downsample.1")
+    wr.add(f"{prefix}.add", main, shortcut)
+    wr.relu(f"{prefix}.relu")
 
 
 def bottleneck(wr, prefix, planes, stride):
@@ -123,20 +126,20 @@ def bottleneck(wr, prefix, planes, stride):
     block_in = wr.last
     in_ch = wr.shapes[block_in][0]
     out_ch = planes * 4
-    wr.conv(f"{prefix}_conv1", planes, 1)
-    wr.bn(f"{prefix}_bn1")
-    wr.relu(f"{prefix}_relu1")
-    wr.conv(f"{prefix}_conv2", planes, 3, stride, 1)
-    wr.bn(f"{prefix}_bn2")
-    wr.relu(f"{prefix}_relu2")
-    wr.conv(f"{prefix}_conv3", out_ch, 1)
-    main = wr.bn(f"{prefix}_bn3")
+    wr.conv(f"{prefix}.conv1", planes, 1)
+    wr.bn(f"{prefix}.bn1")
+    wr.relu(f"{prefix}.relu1")
+    wr.conv(f"{prefix}.conv2", planes, 3, stride, 1)
+    wr.bn(f"{prefix}.bn2")
+    wr.relu(f"{prefix}.relu2")
+    wr.conv(f"{prefix}.conv3", out_ch, 1)
+    main = wr.bn(f"{prefix}.bn3")
     shortcut = block_in
     if stride != 1 or in_ch != out_ch:
-        wr.conv(f"{prefix}_downsample_0", out_ch, 1, stride, 0, src=block_in)
-        shortcut = wr.bn(f"{prefix}_downsample_1")
-    wr.add(f"{prefix}_add", main, shortcut)
-    wr.relu(f"{prefix}_relu")
+        wr.conv(f"{prefix}.downsample.0", out_ch, 1, stride, 0, src=block_in)
+        shortcut = wr.bn(f"{prefix}.downsample.1")
+    wr.add(f"{prefix}.add", main, shortcut)
+    wr.relu(f"{prefix}.relu")
 
 
 def imagenet_resnet(block, blocks_per_stage):
@@ -152,7 +155,7 @@ def imagenet_resnet(block, blocks_per_stage):
             if i == 0:
                 wr.comment(f"layer{stage}: {n} blocks of {planes} planes")
             stride = 2 if stage > 1 and i == 0 else 1
-            block(wr, f"layer{stage}_{i}", planes, stride)
+            block(wr, f"layer{stage}.{i}", planes, stride)
     wr.blank()
     wr.comment("head")
     wr.gap("avgpool")
@@ -173,7 +176,7 @@ def cifar_resnet(n):
             if i == 0:
                 wr.comment(f"layer{stage}: {n} blocks of {planes} planes")
             stride = 2 if stage > 1 and i == 0 else 1
-            basic_block(wr, f"layer{stage}_{i}", planes, stride)
+            basic_block(wr, f"layer{stage}.{i}", planes, stride)
     wr.blank()
     wr.comment("head")
     wr.gap("avgpool")
@@ -207,18 +210,18 @@ def main():
     write("resnet18", imagenet_resnet(basic_block, (2, 2, 2, 2)),
           [TORCHVISION.format(18),
            "BasicBlock x [2, 2, 2, 2]; 1x1 conv + BN downsample on the first block of layer2-4.",
-           "Layer names are torchvision's module names with '_' for '.' (layer1_0_conv1 = layer1.0.conv1)."],
+           "Layer names are torchvision's module names (layer1.0.conv1), so state-dict names are its keys."],
           1000)
     write("resnet34", imagenet_resnet(basic_block, (3, 4, 6, 3)),
           [TORCHVISION.format(34),
            "BasicBlock x [3, 4, 6, 3]; 1x1 conv + BN downsample on the first block of layer2-4.",
-           "Layer names are torchvision's module names with '_' for '.' (layer1_0_conv1 = layer1.0.conv1)."],
+           "Layer names are torchvision's module names (layer1.0.conv1), so state-dict names are its keys."],
           1000)
     write("resnet50", imagenet_resnet(bottleneck, (3, 4, 6, 3)),
           [TORCHVISION.format(50),
            "Bottleneck x [3, 4, 6, 3], v1.5: the stride is on the 3x3 conv, not the first 1x1;",
            "1x1 conv + BN downsample on the first block of every stage (layer1's for 64 -> 256 channels).",
-           "Layer names are torchvision's module names with '_' for '.' (layer1_0_conv1 = layer1.0.conv1)."],
+           "Layer names are torchvision's module names (layer1.0.conv1), so state-dict names are its keys."],
           1000)
     write("resnet20", cifar_resnet(3),
           ["the CIFAR-10 ResNet-20 of He et al. 2016 (section 4.2), n = 3 (6n + 2 = 20 layers).",

@@ -18,6 +18,9 @@ packages=(
   dataset-fashion-mnist  # the real Fashion-MNIST
   python3-numpy python3-torch python3-matplotlib   # golden tests, peers, charts
   python3-pil            # scripts/datasets/*.py: the image-folder fixtures (JPEG/PNG through Pillow)
+  libonnx-dev libprotobuf-dev  # convoy export/import: ONNX's protobuf definitions (onnx_pb.h, libonnx_proto) and protobuf
+  python3-onnx           # the onnx tests: onnx.checker on exports, small ONNX files of each op
+  nodejs                 # the onnx tests run exports in ONNX Runtime (npm's onnxruntime-node, scripts/install-onnxruntime-node.sh)
 )
 [ "${CONVOY_SETUP_MINIMAL:-0}" = 1 ] && packages=("${packages[@]/python3-torch/}")
 

@@ -34,7 +34,7 @@ TEST(CliInfo, ResNet18TableAndTotals) {
     return std::regex_search(r.output, std::regex("\n" + pattern + "\n"));
   };
   EXPECT_TRUE(has_row(R"(conv1 +conv2d +\(64, 112, 112\) +9,408 +236\.03)")) << r.output;
-  EXPECT_TRUE(has_row(R"(layer2_0_add +add +layer2_0_bn2, layer2_0_downsample_1 +\(128, 28, 28\) +- +0\.10)"))
+  EXPECT_TRUE(has_row(R"(layer2.0.add +add +layer2.0.bn2, layer2.0.downsample.1 +\(128, 28, 28\) +- +0\.10)"))
       << r.output;
   EXPECT_TRUE(has_row(R"(fc +linear +\(1000,\) +513,000 +1\.02)")) << r.output;
 }

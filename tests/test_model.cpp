@@ -84,6 +84,40 @@ layers:
                                              "fc.bias", "bn.running_mean", "bn.running_var"}));
 }
 
+// PyTorch's nested module names (layer1.0.conv1) are layer names, so state-dict names are
+// torchvision's keys; names with empty parts or blanks are refused, naming the layer.
+TEST(Model, DottedNamesAreStateDictNames) {
+  const std::string yaml = R"(
+name: t
+input: [1, 8, 8]
+layers:
+  - {name: layer1.0.conv1, type: conv2d, out_channels: 4, kernel: 3, bias: false}
+  - {name: layer1.0.downsample.1, type: batchnorm2d}
+  - {name: layer1.0.relu, type: relu}
+  - {name: layer1.0.add, type: add, inputs: [layer1.0.relu, layer1.0.conv1]}
+  - {type: global_avg_pool}
+  - {name: head.fc, type: linear, out_features: 3}
+)";
+  Model m = Model::from_yaml(yaml, "t.yaml", 1);
+  std::vector<std::string> names;
+  for (const auto& t : m.state()) names.push_back(t.name);
+  EXPECT_EQ(names, (std::vector<std::string>{"layer1.0.conv1.weight", "layer1.0.downsample.1.weight",
+                                             "layer1.0.downsample.1.bias", "head.fc.weight", "head.fc.bias",
+                                             "layer1.0.downsample.1.running_mean",
+                                             "layer1.0.downsample.1.running_var"}));
+  // The names survive a checkpoint: another seed's model loads this one's state by name.
+  Model other = Model::from_yaml(yaml, "t.yaml", 2);
+  ASSERT_NE(other.state()[0].tensor.to_floats(), m.state()[0].tensor.to_floats());
+  other.load_state(m.state(), "t.safetensors");
+  for (size_t i = 0; i < names.size(); ++i)
+    EXPECT_EQ(other.state()[i].tensor.to_floats(), m.state()[i].tensor.to_floats()) << names[i];
+  for (const char* bad : {".a", "a.", "a..b", "a b", "a,b"}) {
+    const std::string e = error_of(std::string("name: x\ninput: [1, 8, 8]\nlayers:\n  - {name: '") + bad +
+                                   "', type: flatten}\n");
+    EXPECT_NE(e.find(std::string("'") + bad + "'"), std::string::npos) << bad << ": " << e;
+  }
+}
+
 TEST(Model, SameSeedSameWeightsOtherSeedOtherWeights) {
   const std::string path = std::string(CONVOY_SOURCE_DIR) + "/models/lenet5.yaml";
   Model a = Model::from_file(path, 5), b = Model::from_file(path, 5), c = Model::from_file(path, 6);

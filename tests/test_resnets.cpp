@@ -54,26 +54,26 @@ TEST(ResNets, StateNamesAndShapesFollowTorchvision) {
   Model m = Model::from_file(kModels + "resnet50.yaml", 1);
   std::map<std::string, Shape> shapes;
   for (const NamedTensor& t : m.state()) shapes[t.name] = t.tensor.shape();
-  // torchvision's names with '_' for '.', e.g. layer1.0.downsample.0.weight.
+  // torchvision's state_dict keys, e.g. layer1.0.downsample.0.weight.
   EXPECT_EQ(shapes.at("conv1.weight"), (Shape{64, 3, 7, 7}));
-  EXPECT_EQ(shapes.at("layer1_0_downsample_0.weight"), (Shape{256, 64, 1, 1}));  // stage 1: 64 -> 256
-  EXPECT_EQ(shapes.at("layer1_0_downsample_1.running_var"), (Shape{256}));
-  EXPECT_EQ(shapes.at("layer2_0_conv2.weight"), (Shape{128, 128, 3, 3}));
-  EXPECT_EQ(shapes.at("layer4_2_conv3.weight"), (Shape{2048, 512, 1, 1}));
+  EXPECT_EQ(shapes.at("layer1.0.downsample.0.weight"), (Shape{256, 64, 1, 1}));  // stage 1: 64 -> 256
+  EXPECT_EQ(shapes.at("layer1.0.downsample.1.running_var"), (Shape{256}));
+  EXPECT_EQ(shapes.at("layer2.0.conv2.weight"), (Shape{128, 128, 3, 3}));
+  EXPECT_EQ(shapes.at("layer4.2.conv3.weight"), (Shape{2048, 512, 1, 1}));
   EXPECT_EQ(shapes.at("fc.weight"), (Shape{1000, 2048}));
   EXPECT_EQ(shapes.at("fc.bias"), (Shape{1000}));
   EXPECT_FALSE(shapes.count("conv1.bias"));
-  EXPECT_FALSE(shapes.count("layer1_1_downsample_0.weight"));  // identity shortcut after the first block
+  EXPECT_FALSE(shapes.count("layer1.1.downsample.0.weight"));  // identity shortcut after the first block
   // v1.5: the stride is on the 3x3 conv, so layer2's first 1x1 still sees 56x56.
   std::map<std::string, LayerInfo> infos;
   for (const LayerInfo& l : m.layer_infos()) infos[l.name] = l;
-  EXPECT_EQ(infos.at("layer2_0_conv1").output, (Shape{128, 56, 56}));
-  EXPECT_EQ(infos.at("layer2_0_conv2").output, (Shape{128, 28, 28}));
-  EXPECT_EQ(infos.at("layer4_2_relu").output, (Shape{2048, 7, 7}));
-  EXPECT_EQ(infos.at("layer2_0_add").inputs, (std::vector<std::string>{"layer2_0_bn3", "layer2_0_downsample_1"}));
-  EXPECT_FALSE(infos.at("layer2_0_add").reads_previous);
-  EXPECT_EQ(infos.at("layer2_0_downsample_0").inputs, (std::vector<std::string>{"layer1_2_relu"}));
-  EXPECT_TRUE(infos.at("layer2_0_conv1").reads_previous);
+  EXPECT_EQ(infos.at("layer2.0.conv1").output, (Shape{128, 56, 56}));
+  EXPECT_EQ(infos.at("layer2.0.conv2").output, (Shape{128, 28, 28}));
+  EXPECT_EQ(infos.at("layer4.2.relu").output, (Shape{2048, 7, 7}));
+  EXPECT_EQ(infos.at("layer2.0.add").inputs, (std::vector<std::string>{"layer2.0.bn3", "layer2.0.downsample.1"}));
+  EXPECT_FALSE(infos.at("layer2.0.add").reads_previous);
+  EXPECT_EQ(infos.at("layer2.0.downsample.0").inputs, (std::vector<std::string>{"layer1.2.relu"}));
+  EXPECT_TRUE(infos.at("layer2.0.conv1").reads_previous);
   EXPECT_TRUE(infos.at("conv1").reads_previous);  // the first layer reads the input by default
 }
 

@@ -200,7 +200,9 @@ def build_model(doc):
             super().__init__()
             self.name = doc.get("name", "model")
             self.input_shape = tuple(int(d) for d in doc["input"])
+            # torch module names cannot hold '.', Convoy's layer names may (layer1.0.conv1).
             self.mods = nn.ModuleDict()
+            self.key_of = {}  # layer name -> its key in mods
             self.nodes = []  # (name, type, inputs)
             shapes = {"input": self.input_shape}
             prev = "input"
@@ -216,7 +218,8 @@ def build_model(doc):
                         raise ValueError(f"layer '{name}': input '{s}' is not an earlier layer")
                 mod = _make_module(nn, spec, [shapes[s] for s in inputs])
                 if mod is not None:
-                    self.mods[name] = mod
+                    self.key_of[name] = f"l{i}"
+                    self.mods[self.key_of[name]] = mod
                 self.nodes.append((name, spec["type"], list(inputs)))
                 with torch.no_grad():  # per-sample output shape from an evaluation-mode pass
                     if mod is not None:
@@ -235,7 +238,7 @@ def build_model(doc):
                 return xs[0] + xs[1]
             if type_ == "concat":
                 return torch.cat(xs, dim=1)
-            return self.mods[name](xs[0])
+            return self.mods[self.key_of[name]](xs[0])
 
         def forward(self, x):
             outs = {"input": x}
@@ -246,7 +249,8 @@ def build_model(doc):
         def state_slots(self):
             """(name as Convoy's model.state() spells it, tensor, is a parameter) of every
             parameter and buffer: torch's `mods.fc.1.weight` is Convoy's `fc.weight`."""
-            for name, mod in self.mods.items():
+            for name, key in self.key_of.items():
+                mod = self.mods[key]
                 leaf = mod[1] if isinstance(mod, nn.Sequential) else mod  # linear: Flatten + Linear
                 for pname, p in leaf.named_parameters(recurse=False):
                     yield f"{name}.{pname}", p, True

@@ -137,7 +137,21 @@ const Tensor& SafetensorsFile::at(std::string_view name) const {
   throw InputError(file_message(path, "has no tensor '" + std::string(name) + "'"));
 }
 
-SafetensorsFile read_safetensors(const std::filesystem::path& path) {
+namespace {
+
+// Bytes per element of the safetensors dtypes Convoy has no DType for (0: not a dtype).
+size_t foreign_dtype_size(const std::string& name) {
+  static constexpr std::pair<std::string_view, size_t> kSizes[] = {
+      {"BOOL", 1}, {"I8", 1}, {"F8_E4M3", 1}, {"F8_E5M2", 1}, {"I16", 2}, {"U16", 2},
+      {"U32", 4},  {"I64", 8}, {"U64", 8},     {"F64", 8}};
+  for (const auto& [n, bytes] : kSizes)
+    if (n == name) return bytes;
+  return 0;
+}
+
+}  // namespace
+
+SafetensorsFile read_safetensors(const std::filesystem::path& path, ForeignDtypes foreign) {
   InputFile file(path);
   const uint64_t size = file.size();
   if (size < 8)
@@ -172,6 +186,7 @@ SafetensorsFile read_safetensors(const std::filesystem::path& path) {
     DType dtype;
     Shape shape;
     uint64_t begin, end;
+    std::string foreign;  // a dtype Convoy has none for, skipped (ForeignDtypes::skip)
   };
   std::vector<Entry> entries;
   SafetensorsFile result;
@@ -193,10 +208,14 @@ SafetensorsFile read_safetensors(const std::filesystem::path& path) {
     Entry e;
     e.name = key;
     if (!value.contains("dtype") || !value["dtype"].is_string()) file.fail(where + "missing string 'dtype'");
+    size_t es = 0;
     try {
       e.dtype = dtype_from_name(value["dtype"].get<std::string>());
+      es = dtype_size(e.dtype);
     } catch (const InputError& err) {
-      file.fail(where + err.what());
+      e.foreign = value["dtype"].get<std::string>();
+      es = foreign == ForeignDtypes::skip ? foreign_dtype_size(e.foreign) : 0;
+      if (es == 0) file.fail(where + err.what());
     }
     if (!value.contains("shape") || !value["shape"].is_array())
       file.fail(where + "missing 'shape' array");
@@ -221,9 +240,9 @@ SafetensorsFile read_safetensors(const std::filesystem::path& path) {
     if (e.end > data_bytes)
       file.fail(where + range + " are out of range: the file holds " + std::to_string(data_bytes) +
                 " bytes of data");
-    const size_t es = dtype_size(e.dtype);
     if (numel > std::numeric_limits<uint64_t>::max() / es || numel * es != e.end - e.begin)
-      file.fail(where + "shape " + shape_str(e.shape) + " of " + std::string(dtype_name(e.dtype)) +
+      file.fail(where + "shape " + shape_str(e.shape) + " of " +
+                (e.foreign.empty() ? std::string(dtype_name(e.dtype)) : e.foreign) +
                 " needs " + std::to_string(numel) + " x " + std::to_string(es) + " bytes, but " +
                 range + " span " + std::to_string(e.end - e.begin));
     entries.push_back(std::move(e));
@@ -247,6 +266,12 @@ SafetensorsFile read_safetensors(const std::filesystem::path& path) {
 
   // Every range is now inside the file, so allocating these sizes is safe.
   for (const Entry& e : entries) {
+    if (!e.foreign.empty()) {
+      std::vector<char> skipped(e.end - e.begin);
+      file.read_exact(skipped.data(), skipped.size(), "tensor '" + e.name + "' data");
+      result.skipped.push_back({e.name, e.foreign});
+      continue;
+    }
     Tensor t = Tensor::empty(e.shape, e.dtype);
     file.read_exact(t.raw(), t.nbytes(), "tensor '" + e.name + "' data");
     result.tensors.push_back({e.name, std::move(t)});

@@ -28,6 +28,9 @@ struct SafetensorsFile {
   std::filesystem::path path;
   std::vector<NamedTensor> tensors;  // on the CPU, nchw, in file (data offset) order
   std::map<std::string, std::string> metadata;
+  // With ForeignDtypes::skip: tensors of a dtype Convoy has none for (I64, F64, ...), as
+  // {name, safetensors dtype}, e.g. PyTorch's batch-norm counter {"bn1.num_batches_tracked", "I64"}.
+  std::vector<std::pair<std::string, std::string>> skipped;
 
   bool contains(std::string_view name) const;
   // Throws InputError naming the tensor and the file when it is absent.
@@ -38,6 +41,9 @@ struct SafetensorsFile {
 // shapes vs byte ranges, and that the ranges tile the data exactly (no overlap, gap or
 // trailing bytes, as the reference implementation requires). Errors are InputErrors
 // naming the file.
-SafetensorsFile read_safetensors(const std::filesystem::path& path);
+// ForeignDtypes::skip reads past tensors whose dtype is a safetensors dtype Convoy has no DType
+// for, listing them in `skipped` (files from PyTorch hold I64 counters); ::refuse fails on them.
+enum class ForeignDtypes { refuse, skip };
+SafetensorsFile read_safetensors(const std::filesystem::path& path, ForeignDtypes foreign = ForeignDtypes::refuse);
 
 }  // namespace convoy

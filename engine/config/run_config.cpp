@@ -87,6 +87,13 @@ RunConfig parse_run_config(const std::string& yaml_text, const std::string& sour
     top.fail("model", c.model_path + " is not a regular file (a model YAML was expected)");
   c.num_classes = top.get_int("num_classes", 0);
   if (c.num_classes < 0 || c.num_classes > 1000000) top.fail("num_classes", "must be 0 (the model's) or 1 ... 1000000");
+  if (top.has("init_weights")) {  // init_weights: {path: F.safetensors, strict: false}
+    const YamlMap init = top.get_map("init_weights");
+    c.init_weights = resolve_path(base_dir, init.get_string("path"));
+    if (!file_exists(c.init_weights)) init.fail("path", "file not found: " + c.init_weights);
+    c.init_weights_strict = init.get_bool("strict", false);
+    init.finish();
+  }
 
   const YamlMap data = top.get_map("dataset");
   c.dataset.kind = data.get_choice("kind", c.dataset.kind,

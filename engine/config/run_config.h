@@ -60,6 +60,9 @@ struct RunConfig {
   std::string name = "run"; // runs/<name>/
   std::string model_path;   // resolved model YAML path
   int64_t num_classes = 0;  // resize the model's classifier to this many classes; 0 = as the model says
+  // init_weights: {path, strict}: a new run starts from these weights (`convoy train --init-weights`)
+  std::string init_weights;
+  bool init_weights_strict = false;
   DatasetConfig dataset;
   int64_t batch_size = 128;
   int64_t epochs = 1;

@@ -80,6 +80,20 @@ void check_layer_sizes(Layer& layer, const Shape& out, int64_t& model_parameters
                            " parameters by this layer");
 }
 
+// Names may be dotted like PyTorch's module paths (layer1.0.downsample.0), so that state-dict
+// names "<layer>.<tensor>" are torchvision's. A tensor name splits at its last dot, so dotted
+// layer names cannot collide; empty parts ("a..b", ".a", "a.") and blanks would make names
+// that PyTorch cannot hold or that read ambiguously in a list, so they are refused.
+std::string layer_name_problem(const std::string& name) {
+  if (name.empty()) return "is empty";
+  for (char c : name)
+    if (static_cast<unsigned char>(c) <= ' ' || c == 0x7f || c == ',')
+      return "must not contain blanks, control characters or ','";
+  if (name.front() == '.' || name.back() == '.' || name.find("..") != std::string::npos)
+    return "has an empty part between dots (expected e.g. layer1.0.conv1)";
+  return "";
+}
+
 }  // namespace
 
 Shape Model::input_shape_of(const std::string& yaml_text, const std::string& source) {
@@ -113,7 +127,7 @@ Model Model::from_yaml(const std::string& yaml_text, const std::string& source, 
     named.get_string("type");
     named.get_string("name", "");
     if (name == "input" || index_of.count(name)) named.fail("name", "'" + name + "' is already taken");
-    if (name.find('.') != std::string::npos) named.fail("name", "must not contain '.'");
+    if (const std::string bad = layer_name_problem(name); !bad.empty()) named.fail("name", "'" + name + "' " + bad);
     Node node;
     node.layer = make_layer(type, name, YamlLayerAttrs(named));
     const auto sources = named.get_strings("inputs", {i == 0 ? "input" : m.nodes_.back().layer->name()});

@@ -58,6 +58,8 @@ class Model {
   const Shape& input_shape() const { return input_shape_; }  // (C, H, W)
   const Shape& output_shape() const { return output_shape_; }
   int64_t num_classes() const { return output_shape_.empty() ? 0 : output_shape_[0]; }
+  // The name of the layer whose output is the logits (the classifier).
+  const std::string& output_layer() const { return nodes_[output_node_].layer->name(); }
   DType compute_dtype() const { return compute_dtype_; }
 
   // Moves parameters and buffers to the backend's device and prepares gradients in

@@ -5,7 +5,9 @@
 #include <thread>
 #include <vector>
 
+#include "engine/checkpoint/safetensors.h"
 #include "engine/core/error.h"
+#include "engine/graph/load_weights.h"
 
 namespace convoy {
 
@@ -117,6 +119,15 @@ Model build_model(const RunConfig& config, const Dataset& train_data, Backend& b
   const DType dtype = training_dtype(config, model, backend, log);
   model.to(backend, dtype, choose_layout(config.layout, backend, dtype));
   return model;
+}
+
+void load_init_weights(const RunConfig& config, Model& model, Backend& backend, const std::string& path, bool strict,
+                       std::ostream& log) {
+  const SafetensorsFile file = read_safetensors(path, ForeignDtypes::skip);
+  const std::string classifier = config.num_classes ? model.output_layer() : "";
+  const WeightsLoadReport report = load_matching_weights(model, file.tensors, file.skipped, classifier, strict, path);
+  log << report.str(path) << std::flush;
+  model.refresh_compute_weights(backend);
 }
 
 }  // namespace convoy

@@ -26,5 +26,11 @@ LoaderOptions train_loader_options(const RunConfig& config, const Dataset& data,
 Model load_config_model(const RunConfig& config);
 // The config's model, checked against the data, on the backend in the training dtype.
 Model build_model(const RunConfig& config, const Dataset& train_data, Backend& backend, std::ostream& log);
+// `convoy train --init-weights`: the tensors of `path` (a torchvision state dict or a Convoy
+// checkpoint, safetensors) that match the model's by name and shape, loaded into it, with a
+// report on `log` of what was missing, unexpected or mis-shaped; any of those is an error when
+// `strict`, except the classifier when the config resizes it (num_classes).
+void load_init_weights(const RunConfig& config, Model& model, Backend& backend, const std::string& path, bool strict,
+                       std::ostream& log);
 
 }  // namespace convoy

@@ -182,6 +182,10 @@ TrainResult TrainingRun::run() {
 TrainResult TrainingRun::run_epochs() {
   remove_stale_temporaries(run_dir_, log_);
   resume();
+  if (!options_.init_weights.empty() && pos_.step > 0)
+    log_ << "--init-weights " << options_.init_weights << " not used: the run resumes with its own weights" << std::endl;
+  else if (!options_.init_weights.empty())
+    load_init_weights(config_, model_, *backend_, options_.init_weights, options_.init_weights_strict, log_);
   log_start();
   LoaderOptions train_options = train_loader_options(config_, *train_data_, preprocess_);
   train_options.host_empty = [this](Shape shape, DType dtype) { return uploader_->host_empty(std::move(shape), dtype); };

@@ -13,6 +13,11 @@ namespace convoy {
 struct TrainOptions {
   bool resume = false;  // continue from <run>/last.safetensors when it exists
   int64_t max_steps = 0;  // stop (with a checkpoint) after this many steps in total; 0 = no limit
+  // A new run starts from these weights (safetensors: a torchvision state dict or a Convoy
+  // checkpoint) where names and shapes match; strict: any mismatch is an error. A resumed run
+  // keeps its checkpoint's.
+  std::string init_weights;
+  bool init_weights_strict = false;
   const std::atomic<bool>* stop_requested = nullptr;  // set by SIGTERM/SIGINT: checkpoint and stop
   // Tests: the loss of these steps (0-based run step indices) reads as NaN, as from a diverged
   // step, without one (nan_policy's paths on demand).

@@ -1,0 +1,466 @@
+#include "engine/interchange/onnx_import.h"
+
+#include <onnx/onnx_pb.h>
+
+#include <cmath>
+#include <cstring>
+#include <fstream>
+#include <set>
+#include <sstream>
+
+#include "engine/core/error.h"
+
+namespace convoy {
+
+namespace {
+
+using onnx::AttributeProto;
+using onnx::NodeProto;
+using onnx::TensorProto;
+
+constexpr const char* kSupportedOps =
+    "Conv, BatchNormalization, Relu, LeakyRelu, Gelu, MaxPool, AveragePool, GlobalAveragePool, GlobalMaxPool, "
+    "Gemm, MatMul, Flatten, Add, Concat, Dropout, Identity";
+
+// One Convoy layer as it goes into the YAML.
+struct LayerSpec {
+  std::string name, type;
+  std::vector<std::string> inputs;                        // Convoy layer names, "input"
+  std::vector<std::pair<std::string, std::string>> attrs;  // key, YAML value
+};
+
+std::string ints_yaml(const std::vector<int64_t>& v) {
+  if (v.size() == 2 && v[0] == v[1]) return std::to_string(v[0]);
+  std::string s = "[";
+  for (size_t i = 0; i < v.size(); ++i) s += (i ? ", " : "") + std::to_string(v[i]);
+  return s + "]";
+}
+
+std::string number_yaml(double v) {
+  std::ostringstream out;
+  out.precision(9);
+  out << v;
+  return out.str();
+}
+
+// A name as a YAML scalar: plain where it is safe, else single-quoted.
+std::string name_yaml(const std::string& name) {
+  bool plain = !name.empty() && (std::isalpha(static_cast<unsigned char>(name[0])) || name[0] == '_');
+  for (char c : name) plain = plain && (std::isalnum(static_cast<unsigned char>(c)) || c == '_' || c == '.' || c == '-');
+  if (plain && name != "true" && name != "false" && name != "null" && name != "yes" && name != "no") return name;
+  std::string out = "'";
+  for (char c : name) out += c == '\'' ? std::string("''") : std::string(1, c);
+  return out + "'";
+}
+
+class Importer {
+ public:
+  Importer(const onnx::ModelProto& proto, std::string source) : proto_(proto), source_(std::move(source)) {}
+
+  ImportedModel run(const std::string& fallback_name);
+
+ private:
+  [[noreturn]] void fail_node(const NodeProto& node, const std::string& message) const {
+    throw InputError(source_ + ": node '" + node.name() + "' (op " + node.op_type() + "): " + message);
+  }
+  [[noreturn]] void fail(const std::string& message) const { throw InputError(source_ + ": " + message); }
+
+  const AttributeProto* attr(const NodeProto& node, const std::string& name) const {
+    for (const AttributeProto& a : node.attribute())
+      if (a.name() == name) return &a;
+    return nullptr;
+  }
+  int64_t attr_int(const NodeProto& node, const std::string& name, int64_t fallback) const {
+    const AttributeProto* a = attr(node, name);
+    return a ? a->i() : fallback;
+  }
+  double attr_float(const NodeProto& node, const std::string& name, double fallback) const {
+    const AttributeProto* a = attr(node, name);
+    return a ? a->f() : fallback;
+  }
+  std::vector<int64_t> attr_ints(const NodeProto& node, const std::string& name, std::vector<int64_t> fallback) const {
+    const AttributeProto* a = attr(node, name);
+    return a ? std::vector<int64_t>(a->ints().begin(), a->ints().end()) : fallback;
+  }
+
+  bool is_constant(const std::string& value) const { return constants_.count(value) > 0; }
+  // An f32 constant (initializer or Constant node) as a CPU tensor.
+  Tensor constant(const NodeProto& node, const std::string& value) const;
+  // The Convoy layer that holds an ONNX value.
+  const std::string& layer_of(const NodeProto& node, const std::string& value) const {
+    auto it = layer_of_.find(value);
+    if (it == layer_of_.end())
+      fail_node(node, "its input '" + value + "' is not the graph input, a supported node's output or a constant");
+    return it->second;
+  }
+  std::string unique_name(const NodeProto& node, const std::string& weight_value);
+  void windows(const NodeProto& node, LayerSpec& spec, const std::vector<int64_t>& kernel, bool pool);
+  void add_layer(const NodeProto& node, LayerSpec spec) {
+    layer_of_[node.output(0)] = spec.name;
+    layers_.push_back(std::move(spec));
+  }
+  void convert(const NodeProto& node);
+  bool scalar_is(const std::string& value, double expected) const;
+  size_t gelu_formula_at(const std::vector<const NodeProto*>& nodes, size_t i);
+
+  const onnx::ModelProto& proto_;
+  std::string source_;
+  std::map<std::string, const TensorProto*> constants_;
+  std::map<std::string, std::string> layer_of_;  // ONNX value -> Convoy layer
+  std::set<std::string> taken_{"input"};
+  std::vector<LayerSpec> layers_;
+  std::vector<NamedTensor> tensors_;
+  std::set<std::string> bias_free_linear_;  // MatMul layers whose bias may follow as an Add
+};
+
+Tensor Importer::constant(const NodeProto& node, const std::string& value) const {
+  auto it = constants_.find(value);
+  if (it == constants_.end()) fail_node(node, "input '" + value + "' must be a constant (an initializer)");
+  const TensorProto& t = *it->second;
+  if (t.data_type() != TensorProto::FLOAT)
+    fail_node(node, "constant '" + value + "' has ONNX data type " + std::to_string(t.data_type()) + ", expected float");
+  if (t.has_data_location() && t.data_location() == TensorProto::EXTERNAL)
+    fail_node(node, "constant '" + value + "' is stored in an external file, which the import does not read");
+  Shape shape(t.dims().begin(), t.dims().end());
+  // The data's size bounds the shape before anything is allocated (the file may be hostile).
+  const size_t held = t.raw_data().empty() ? static_cast<size_t>(t.float_data_size()) : t.raw_data().size() / sizeof(float);
+  size_t n = 1;
+  for (int64_t d : shape) {
+    if (d < 0 || (d > 0 && n > held / static_cast<size_t>(d) + 1))
+      fail_node(node, "constant '" + value + "' has dimensions " + shape_str(shape) + " its data does not hold");
+    n *= static_cast<size_t>(d);
+  }
+  if (n != held)
+    fail_node(node, "constant '" + value + "' holds " + std::to_string(held) + " floats for " + shape_str(shape));
+  Tensor out = Tensor::empty(shape);
+  if (!t.raw_data().empty()) {
+    if (t.raw_data().size() != n * sizeof(float))
+      fail_node(node, "constant '" + value + "' holds " + std::to_string(t.raw_data().size()) + " bytes for " +
+                          shape_str(shape) + " floats");
+    std::memcpy(out.raw(), t.raw_data().data(), n * sizeof(float));
+  } else {
+    if (static_cast<size_t>(t.float_data_size()) != n)
+      fail_node(node, "constant '" + value + "' holds " + std::to_string(t.float_data_size()) + " floats for " +
+                          shape_str(shape));
+    std::copy(t.float_data().begin(), t.float_data().end(), out.data<float>());
+  }
+  return out;
+}
+
+// torch.onnx's node names are module scopes, "/layer2/layer2.0/downsample/downsample.0/Conv": the
+// module path layer2.0.downsample.0, as in its state dict. Functional ops get their op's name
+// after the path ("/layer1/layer1.0/Add" -> layer1.0.add). Empty when the name is not of that form.
+std::string torch_module_path(const std::string& node_name) {
+  if (node_name.size() < 2 || node_name[0] != '/') return "";
+  std::vector<std::string> parts;
+  std::stringstream in(node_name.substr(1));
+  for (std::string part; std::getline(in, part, '/');) parts.push_back(part);
+  if (parts.empty()) return "";
+  std::string op = parts.back();
+  parts.pop_back();
+  std::string path, previous;
+  for (const std::string& part : parts) {
+    // A child's scope repeats its parent's ("layer2" then "layer2.0"): keep what it adds.
+    const bool nested = !previous.empty() && part.rfind(previous + ".", 0) == 0;
+    const std::string add = nested ? part.substr(previous.size() + 1) : part;
+    path += (path.empty() ? "" : ".") + add;
+    previous = part;
+  }
+  for (char& c : op) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  static const std::set<std::string> functional = {"add", "concat", "flatten", "identity", "matmul", "dropout"};
+  const std::string base = op.substr(0, op.find('_'));
+  if (path.empty() || functional.count(base)) return path.empty() ? op : path + "." + op;
+  return path;
+}
+
+// Torch's parameter names make the best layer names (layer1.0.conv1.weight -> layer1.0.conv1);
+// then torch.onnx's module scope, the node's name, its op and position; made valid and unique.
+std::string Importer::unique_name(const NodeProto& node, const std::string& weight_value) {
+  std::string name;
+  const std::string tail = ".weight";
+  if (weight_value.size() > tail.size() && weight_value.compare(weight_value.size() - tail.size(), tail.size(), tail) == 0)
+    name = weight_value.substr(0, weight_value.size() - tail.size());
+  if (name.empty()) name = torch_module_path(node.name());
+  if (name.empty()) name = node.name();
+  if (name.empty()) name = node.op_type() + std::to_string(layers_.size());
+  for (char& c : name)
+    if (static_cast<unsigned char>(c) <= ' ' || c == ',' || c == 0x7f) c = '_';
+  std::string cleaned;  // no empty parts between dots
+  for (char c : name) {
+    if (c == '.' && (cleaned.empty() || cleaned.back() == '.')) continue;
+    cleaned += c;
+  }
+  while (!cleaned.empty() && cleaned.back() == '.') cleaned.pop_back();
+  if (cleaned.empty() || cleaned == "logits") cleaned = node.op_type() + std::to_string(layers_.size());
+  std::string unique = cleaned;
+  for (int k = 1; taken_.count(unique); ++k) unique = cleaned + "_" + std::to_string(k);
+  taken_.insert(unique);
+  return unique;
+}
+
+// Convolution and pooling windows: strides, symmetric pads, dilations.
+void Importer::windows(const NodeProto& node, LayerSpec& spec, const std::vector<int64_t>& kernel, bool pool) {
+  const std::string auto_pad = attr(node, "auto_pad") ? attr(node, "auto_pad")->s() : "NOTSET";
+  if (auto_pad != "NOTSET" && auto_pad != "VALID")
+    fail_node(node, "auto_pad " + auto_pad + " is not supported (give explicit pads)");
+  const auto pads = attr_ints(node, "pads", {0, 0, 0, 0});
+  if (pads.size() != 4) fail_node(node, "only 2-d windows are supported (pads has " + std::to_string(pads.size()) + " values)");
+  if (pads[0] != pads[2] || pads[1] != pads[3])
+    fail_node(node, "asymmetric pads [" + ints_yaml(pads) + "] are not supported");
+  const auto strides = attr_ints(node, "strides", {1, 1});
+  const auto dilations = attr_ints(node, "dilations", {1, 1});
+  if (strides.size() != 2 || dilations.size() != 2) fail_node(node, "only 2-d windows are supported");
+  spec.attrs.push_back({"kernel", ints_yaml(kernel)});
+  spec.attrs.push_back({"stride", ints_yaml(strides)});
+  if (pads[0] || pads[1]) spec.attrs.push_back({"padding", ints_yaml({pads[0], pads[1]})});
+  if (pool) {
+    if (dilations != std::vector<int64_t>{1, 1}) fail_node(node, "dilated pooling is not supported");
+    if (attr_int(node, "ceil_mode", 0) != 0) fail_node(node, "ceil_mode 1 is not supported");
+  } else if (dilations != std::vector<int64_t>{1, 1}) {
+    spec.attrs.push_back({"dilation", ints_yaml(dilations)});
+  }
+}
+
+void Importer::convert(const NodeProto& node) {
+  const std::string& op = node.op_type();
+  if (!node.domain().empty() && node.domain() != "ai.onnx") fail_node(node, "domain '" + node.domain() + "' is not supported");
+  if (node.input_size() == 0 || node.output_size() == 0) fail_node(node, "expected inputs and an output");
+  if (op == "Identity") {
+    layer_of_[node.output(0)] = layer_of(node, node.input(0));
+    return;
+  }
+  LayerSpec spec;
+  auto from = [&](int i) { spec.inputs.push_back(layer_of(node, node.input(i))); };
+  auto weight = [&](const std::string& key, const std::string& value) { tensors_.push_back({spec.name + "." + key, constant(node, value)}); };
+  if (op == "Conv") {
+    if (node.input_size() < 2) fail_node(node, "expected a weight input");
+    const Tensor w = constant(node, node.input(1));  // (K, C/groups, R, S)
+    if (w.ndim() != 4) fail_node(node, "only 2-d convolutions are supported (weight " + shape_str(w.shape()) + ")");
+    spec.name = unique_name(node, node.input(1));
+    spec.type = "conv2d";
+    from(0);
+    spec.attrs.push_back({"out_channels", std::to_string(w.dim(0))});
+    const auto kernel = attr_ints(node, "kernel_shape", {w.dim(2), w.dim(3)});
+    if (kernel != std::vector<int64_t>{w.dim(2), w.dim(3)}) fail_node(node, "kernel_shape disagrees with the weight");
+    windows(node, spec, kernel, false);
+    if (const int64_t groups = attr_int(node, "group", 1); groups != 1) spec.attrs.push_back({"groups", std::to_string(groups)});
+    const bool bias = node.input_size() > 2 && !node.input(2).empty();
+    if (!bias) spec.attrs.push_back({"bias", "false"});
+    tensors_.push_back({spec.name + ".weight", w});
+    if (bias) weight("bias", node.input(2));
+  } else if (op == "BatchNormalization") {
+    if (node.input_size() != 5) fail_node(node, "expected X, scale, B, mean and var");
+    if (attr_int(node, "training_mode", 0) != 0) fail_node(node, "training_mode 1 is not supported (export in eval mode)");
+    spec.name = unique_name(node, node.input(1));
+    spec.type = "batchnorm2d";
+    from(0);
+    if (const double eps = attr_float(node, "epsilon", 1e-5); std::abs(eps - 1e-5) > 1e-12)
+      spec.attrs.push_back({"eps", number_yaml(eps)});
+    weight("weight", node.input(1));
+    weight("bias", node.input(2));
+    weight("running_mean", node.input(3));
+    weight("running_var", node.input(4));
+  } else if (op == "Relu" || op == "LeakyRelu" || op == "Gelu" || op == "GlobalAveragePool" || op == "GlobalMaxPool" ||
+             op == "Flatten" || op == "Dropout") {
+    spec.name = unique_name(node, "");
+    from(0);
+    if (op == "Relu") spec.type = "relu";
+    if (op == "LeakyRelu") {
+      spec.type = "leaky_relu";
+      spec.attrs.push_back({"negative_slope", number_yaml(attr_float(node, "alpha", 0.01))});
+    }
+    if (op == "Gelu") {
+      spec.type = "gelu";
+      if (attr(node, "approximate") && attr(node, "approximate")->s() != "none")
+        fail_node(node, "approximate '" + attr(node, "approximate")->s() + "' is not supported (Convoy's gelu is erf's)");
+    }
+    if (op == "GlobalAveragePool") spec.type = "global_avg_pool";
+    if (op == "GlobalMaxPool") spec.type = "global_max_pool";
+    if (op == "Flatten") {
+      spec.type = "flatten";
+      if (attr_int(node, "axis", 1) != 1) fail_node(node, "only axis 1 is supported");
+    }
+    if (op == "Dropout") {
+      spec.type = "dropout";
+      if (node.input_size() > 1 && !node.input(1).empty()) {
+        const Tensor ratio = constant(node, node.input(1));
+        if (ratio.numel() != 1) fail_node(node, "ratio must be a scalar");
+        spec.attrs.push_back({"p", number_yaml(ratio.data<float>()[0])});
+      }
+    }
+  } else if (op == "MaxPool" || op == "AveragePool") {
+    spec.name = unique_name(node, "");
+    spec.type = op == "MaxPool" ? "maxpool2d" : "avgpool2d";
+    from(0);
+    if (node.output_size() > 1 && !node.output(1).empty()) fail_node(node, "the Indices output is not supported");
+    const auto kernel = attr_ints(node, "kernel_shape", {});
+    if (kernel.size() != 2) fail_node(node, "expected a 2-d kernel_shape");
+    windows(node, spec, kernel, true);
+    const auto pads = attr_ints(node, "pads", {0, 0, 0, 0});
+    if (op == "AveragePool" && attr_int(node, "count_include_pad", 0) != 0 && (pads[0] || pads[1]))
+      fail_node(node, "count_include_pad 1 with padding is not supported (Convoy averages over the real elements)");
+  } else if (op == "Gemm" || op == "MatMul") {
+    if (node.input_size() < 2) fail_node(node, "expected two inputs");
+    Tensor b = constant(node, node.input(1));
+    if (b.ndim() != 2) fail_node(node, "the weight must be 2-d, got " + shape_str(b.shape()));
+    const bool trans_b = op == "Gemm" && attr_int(node, "transB", 0) != 0;
+    if (op == "Gemm" && (attr_int(node, "transA", 0) != 0 || attr_float(node, "alpha", 1) != 1.0f ||
+                         attr_float(node, "beta", 1) != 1.0f))
+      fail_node(node, "only transA 0, alpha 1 and beta 1 are supported");
+    if (!trans_b) {  // (in, out) -> (out, in)
+      Tensor t = Tensor::empty({b.dim(1), b.dim(0)});
+      for (int64_t i = 0; i < b.dim(0); ++i)
+        for (int64_t j = 0; j < b.dim(1); ++j) t.data<float>()[j * b.dim(0) + i] = b.data<float>()[i * b.dim(1) + j];
+      b = t;
+    }
+    spec.name = unique_name(node, node.input(1));
+    spec.type = "linear";
+    from(0);
+    spec.attrs.push_back({"out_features", std::to_string(b.dim(0))});
+    tensors_.push_back({spec.name + ".weight", b});
+    const bool bias = op == "Gemm" && node.input_size() > 2 && !node.input(2).empty();
+    if (bias) {
+      Tensor c = constant(node, node.input(2));
+      if (c.numel() != b.dim(0)) fail_node(node, "the bias C must hold one value per output, got " + shape_str(c.shape()));
+      tensors_.push_back({spec.name + ".bias", c.reshape({b.dim(0)})});
+    } else {
+      spec.attrs.push_back({"bias", "false"});
+      bias_free_linear_.insert(spec.name);
+    }
+  } else if (op == "Add" || op == "Concat") {
+    if (op == "Add" && node.input_size() == 2 && (is_constant(node.input(0)) || is_constant(node.input(1)))) {
+      // MatMul + Add of a bias vector: the linear layer's bias.
+      const int ci = is_constant(node.input(0)) ? 0 : 1;
+      const std::string& target = layer_of(node, node.input(1 - ci));
+      if (!bias_free_linear_.count(target)) fail_node(node, "adding a constant is supported only as a MatMul's bias");
+      for (LayerSpec& l : layers_)
+        if (l.name == target) std::erase(l.attrs, std::pair<std::string, std::string>{"bias", "false"});
+      Tensor c = constant(node, node.input(ci));
+      tensors_.push_back({target + ".bias", c.reshape({c.numel()})});
+      bias_free_linear_.erase(target);
+      layer_of_[node.output(0)] = target;
+      return;
+    }
+    spec.name = unique_name(node, "");
+    spec.type = op == "Add" ? "add" : "concat";
+    for (int i = 0; i < node.input_size(); ++i) from(i);
+    if (op == "Concat" && attr_int(node, "axis", 1) != 1 && attr_int(node, "axis", 1) != -3)
+      fail_node(node, "only axis 1 (channels) is supported");
+  } else {
+    fail_node(node, "this op is not supported (Convoy imports " + std::string(kSupportedOps) + ")");
+  }
+  add_layer(node, std::move(spec));
+}
+
+bool Importer::scalar_is(const std::string& value, double expected) const {
+  auto it = constants_.find(value);
+  if (it == constants_.end() || it->second->data_type() != TensorProto::FLOAT) return false;
+  const TensorProto& t = *it->second;
+  float v = 0;
+  if (t.raw_data().size() == sizeof v) std::memcpy(&v, t.raw_data().data(), sizeof v);
+  else if (t.raw_data().empty() && t.float_data_size() == 1) v = t.float_data(0);
+  else return false;
+  return std::abs(v - expected) <= 1e-6 * std::abs(expected);
+}
+
+// Gelu before opset 20, as torch.onnx and `convoy export` write it: x * (erf(x / sqrt(2)) + 1) * 0.5,
+// five nodes from nodes[i] (Constant nodes left out). Returns how many nodes became one gelu layer (0: not the formula).
+size_t Importer::gelu_formula_at(const std::vector<const NodeProto*>& nodes, size_t i) {
+  if (i + 5 > nodes.size()) return 0;
+  const NodeProto &div = *nodes[i], &erf = *nodes[i + 1], &add = *nodes[i + 2], &mul = *nodes[i + 3],
+                  &half = *nodes[i + 4];
+  auto other = [](const NodeProto& n, const std::string& v) { return n.input(0) == v ? n.input(1) : n.input(0); };
+  auto reads = [](const NodeProto& n, const std::string& v) {
+    return n.input_size() == 2 && (n.input(0) == v || n.input(1) == v);
+  };
+  if (div.op_type() != "Div" || div.input_size() != 2 || !scalar_is(div.input(1), std::sqrt(2.0))) return 0;
+  const std::string& x = div.input(0);
+  if (erf.op_type() != "Erf" || erf.input(0) != div.output(0)) return 0;
+  if (add.op_type() != "Add" || !reads(add, erf.output(0)) || !scalar_is(other(add, erf.output(0)), 1.0)) return 0;
+  if (mul.op_type() != "Mul" || !reads(mul, add.output(0)) || other(mul, add.output(0)) != x) return 0;
+  if (half.op_type() != "Mul" || !reads(half, mul.output(0)) || !scalar_is(other(half, mul.output(0)), 0.5)) return 0;
+  LayerSpec spec;
+  spec.name = unique_name(half, "");
+  spec.type = "gelu";
+  spec.inputs.push_back(layer_of(div, x));
+  add_layer(half, std::move(spec));
+  return 5;
+}
+
+ImportedModel Importer::run(const std::string& fallback_name) {
+  const onnx::GraphProto& graph = proto_.graph();
+  for (const TensorProto& t : graph.initializer()) constants_[t.name()] = &t;
+  for (const NodeProto& node : graph.node())
+    if (node.op_type() == "Constant" && node.output_size() == 1 && attr(node, "value") && attr(node, "value")->has_t())
+      constants_[node.output(0)] = &attr(node, "value")->t();
+  const onnx::ValueInfoProto* input = nullptr;
+  for (const onnx::ValueInfoProto& v : graph.input())
+    if (!constants_.count(v.name())) {
+      if (input) fail("the graph has more than one input ('" + input->name() + "', '" + v.name() + "'); Convoy models take one image batch");
+      input = &v;
+    }
+  if (!input) fail("the graph has no input");
+  const auto& dims = input->type().tensor_type().shape().dim();
+  if (dims.size() != 4) fail("input '" + input->name() + "' must be (N, C, H, W), it has " + std::to_string(dims.size()) + " dimensions");
+  Shape sample;
+  for (int i = 1; i < 4; ++i) {
+    if (!dims[i].has_dim_value() || dims[i].dim_value() <= 0)
+      fail("input '" + input->name() + "': dimension " + std::to_string(i) + " must be a fixed size");
+    sample.push_back(dims[i].dim_value());
+  }
+  if (graph.output_size() != 1) fail("the graph must have one output (the logits), it has " + std::to_string(graph.output_size()));
+  layer_of_[input->name()] = "input";
+  std::vector<const NodeProto*> nodes;  // Constant nodes are values, read where used
+  for (const NodeProto& node : graph.node())
+    if (node.op_type() != "Constant") nodes.push_back(&node);
+  for (size_t i = 0; i < nodes.size(); ++i) {
+    if (const size_t n = gelu_formula_at(nodes, i)) {
+      i += n - 1;
+      continue;
+    }
+    convert(*nodes[i]);
+  }
+  auto out = layer_of_.find(graph.output(0).name());
+  if (out == layer_of_.end() || out->second == "input") fail("the output '" + graph.output(0).name() + "' is not a layer's");
+  if (layers_.empty()) fail("the graph has no layers");
+
+  ImportedModel result;
+  for (const auto& p : proto_.metadata_props()) result.metadata[p.key()] = p.value();
+  std::ostringstream yaml;
+  yaml << "# Imported from " << source_ << " (producer " << (proto_.producer_name().empty() ? "unknown" : proto_.producer_name())
+       << " " << proto_.producer_version() << ") by convoy import.\n";
+  yaml << "name: " << name_yaml(graph.name().empty() ? fallback_name : graph.name()) << "\n";
+  yaml << "input: [" << sample[0] << ", " << sample[1] << ", " << sample[2] << "]\n";
+  if (out->second != layers_.back().name) yaml << "output: " << name_yaml(out->second) << "\n";
+  yaml << "layers:\n";
+  std::string previous = "input";
+  for (const LayerSpec& l : layers_) {
+    yaml << "  - {name: " << name_yaml(l.name) << ", type: " << l.type;
+    for (const auto& [k, v] : l.attrs) yaml << ", " << k << ": " << v;
+    if (l.inputs != std::vector<std::string>{previous}) {
+      yaml << ", inputs: [";
+      for (size_t i = 0; i < l.inputs.size(); ++i) yaml << (i ? ", " : "") << name_yaml(l.inputs[i]);
+      yaml << "]";
+    }
+    yaml << "}\n";
+    previous = l.name;
+  }
+  result.yaml = yaml.str();
+  result.tensors = std::move(tensors_);
+  return result;
+}
+
+}  // namespace
+
+ImportedModel import_onnx(const std::filesystem::path& path, const std::string& name) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) throw InputError(path.string() + ": cannot open the ONNX file");
+  onnx::ModelProto proto;
+  if (!proto.ParseFromIstream(&in)) throw InputError(path.string() + ": not an ONNX model (the protobuf does not parse)");
+  for (const auto& opset : proto.opset_import())
+    if ((opset.domain().empty() || opset.domain() == "ai.onnx") && (opset.version() < 7 || opset.version() > 21))
+      throw InputError(path.string() + ": opset " + std::to_string(opset.version()) + " is not supported (7 ... 21)");
+  return Importer(proto, path.string()).run(name);
+}
+
+}  // namespace convoy

@@ -1,0 +1,187 @@
+// `convoy train --init-weights`: a torchvision-style state dict (saved by PyTorch, num_batches_tracked
+// included) loads into the Convoy model with the same module names and gives PyTorch's logits;
+// the report names missing, unexpected and mis-shaped tensors; strict loading refuses them; a new
+// num_classes leaves only the classifier freshly initialized.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <fstream>
+
+#include "interchange/torch_fixture.h"
+#include "run_command.h"
+#include "temp_dir.h"
+#include "engine/backends/backend.h"
+#include "engine/checkpoint/safetensors.h"
+#include "engine/core/error.h"
+#include "engine/graph/load_weights.h"
+#include "engine/graph/model.h"
+
+namespace convoy {
+namespace {
+
+namespace fs = std::filesystem;
+using testing::TempDir;
+
+const std::string kYaml = std::string(CONVOY_SOURCE_DIR) + "/tests/interchange/small_resnet.yaml";
+
+Tensor cpu_forward(Model& model, const Tensor& x) {
+  const std::unique_ptr<Backend> cpu = make_cpu_backend({});
+  model.to(*cpu, DType::f32);
+  return model.forward(*cpu, x, StepInfo{});
+}
+
+bool contains(const std::vector<std::string>& v, const std::string& prefix) {
+  return std::any_of(v.begin(), v.end(), [&](const std::string& s) { return s.rfind(prefix, 0) == 0; });
+}
+
+class InitWeights : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    if (const std::string why = testing::run_torch_models("state", dir_.path()); !why.empty()) GTEST_SKIP() << why;
+    state_ = read_safetensors(dir_ / "state.safetensors", ForeignDtypes::skip);
+    golden_ = read_safetensors(dir_ / "golden.safetensors");
+  }
+  TempDir dir_{"convoy-init-weights"};
+  SafetensorsFile state_, golden_;
+};
+
+TEST_F(InitWeights, TorchStateDictGivesTorchLogits) {
+  // The file holds torchvision's keys, I64 counters among them, which Convoy does not keep.
+  ASSERT_TRUE(state_.contains("layer2.0.downsample.0.weight"));
+  EXPECT_EQ(state_.skipped.size(), 6u);  // one num_batches_tracked per batch norm (6)
+  EXPECT_EQ(state_.skipped[0].second, "I64");
+  Model model = Model::from_file(kYaml, 5);
+  const WeightsLoadReport r = load_matching_weights(model, state_.tensors, state_.skipped, "", /*strict=*/true, "state");
+  EXPECT_EQ(r.loaded.size(), model.state().size());
+  EXPECT_TRUE(r.missing.empty() && r.unexpected.empty() && r.mismatched.empty() && r.classifier.empty());
+  EXPECT_EQ(r.ignored.size(), 6u);
+  EXPECT_NE(r.str("state").find("ignored: 6 num_batches_tracked"), std::string::npos) << r.str("state");
+  const double err = testing::relative_error(cpu_forward(model, golden_.at("input")), golden_.at("logits"));
+  EXPECT_LE(err, 1e-4);
+}
+
+TEST_F(InitWeights, NewNumClassesLeavesOnlyTheClassifierFresh) {
+  const std::string yaml = Model::with_classes(Model::read_file(kYaml), kYaml, 3);
+  Model fresh = Model::from_yaml(yaml, kYaml, 5);
+  Model model = Model::from_yaml(yaml, kYaml, 5);
+  const WeightsLoadReport r = load_matching_weights(model, state_.tensors, state_.skipped, "fc", /*strict=*/true, "state");
+  EXPECT_EQ(r.classifier.size(), 2u);
+  EXPECT_TRUE(contains(r.classifier, "fc.weight: file (5, 16) F32, model (3, 16) F32")) << r.str("s");
+  EXPECT_TRUE(contains(r.classifier, "fc.bias"));
+  EXPECT_EQ(r.loaded.size() + 2, model.state().size());
+  EXPECT_NE(r.str("state").find("classifier resized"), std::string::npos);
+  const std::vector<NamedTensor> loaded = model.state(), initial = fresh.state();
+  for (size_t i = 0; i < loaded.size(); ++i) {
+    const NamedTensor& t = loaded[i];
+    const bool is_fc = t.name.rfind("fc.", 0) == 0;
+    EXPECT_EQ(t.tensor.to_floats() == initial[i].tensor.to_floats(), is_fc) << t.name;
+    if (!is_fc) {
+      EXPECT_EQ(t.tensor.to_floats(), state_.at(t.name).to_floats()) << t.name;
+    }
+  }
+}
+
+TEST_F(InitWeights, ReportsMissingUnexpectedAndMisshapedAndStrictRefusesThem) {
+  // The model differs from the file: layer2.0.conv1 has 12 channels, not 16 (so its batch norm and
+  // layer2.0.conv2 mis-shape too),
+  // and it has an extra layer; the file gets a tensor the model lacks.
+  std::string yaml = Model::read_file(kYaml);
+  const std::string conv = "layer2.0.conv1, type: conv2d, out_channels: 16";
+  ASSERT_NE(yaml.find(conv), std::string::npos);
+  yaml.replace(yaml.find(conv), conv.size(), "layer2.0.conv1, type: conv2d, out_channels: 12");
+  yaml += "  - {name: extra.fc, type: linear, out_features: 5}\n";
+  std::vector<NamedTensor> tensors = state_.tensors;
+  tensors.push_back({"head.weight", Tensor::zeros({2})});
+  Model fresh = Model::from_yaml(yaml, "m.yaml", 5);
+  Model model = Model::from_yaml(yaml, "m.yaml", 5);
+  try {
+    load_matching_weights(model, tensors, state_.skipped, "", /*strict=*/true, "state.safetensors");
+    ADD_FAILURE() << "strict loading accepted a mismatch";
+  } catch (const InputError& e) {
+    const std::string what = e.what();
+    for (const char* part : {"state.safetensors", "strict", "missing: extra.fc.weight", "unexpected: head.weight",
+                             "layer2.0.conv1.weight: file (16, 8, 3, 3) F32, model (12, 8, 3, 3) F32"})
+      EXPECT_NE(what.find(part), std::string::npos) << part << " in " << what;
+  }
+  for (size_t i = 0; i < model.state().size(); ++i)  // strict failed: nothing was loaded
+    EXPECT_EQ(model.state()[i].tensor.to_floats(), fresh.state()[i].tensor.to_floats());
+
+  const WeightsLoadReport r = load_matching_weights(model, tensors, state_.skipped, "", /*strict=*/false, "s");
+  EXPECT_EQ(r.missing, (std::vector<std::string>{"extra.fc.weight", "extra.fc.bias"}));
+  EXPECT_EQ(r.unexpected, (std::vector<std::string>{"head.weight"}));
+  EXPECT_EQ(r.mismatched.size(), 6u);  // layer2.0.conv1, its batch norm's 4, layer2.0.conv2
+  EXPECT_TRUE(contains(r.mismatched, "layer2.0.bn1.running_var"));
+  EXPECT_TRUE(contains(r.mismatched, "layer2.0.conv2.weight: file (16, 16, 3, 3) F32, model (16, 12, 3, 3) F32"));
+  EXPECT_TRUE(contains(r.loaded, "layer1.0.conv1.weight"));
+  EXPECT_TRUE(contains(r.loaded, "layer2.0.downsample.0.weight"));
+  const std::string text = r.str("s");
+  for (const char* part : {"mis-shaped", "missing in the file", "unexpected"}) EXPECT_NE(text.find(part), std::string::npos) << text;
+  std::map<std::string, std::vector<float>> before;
+  for (const NamedTensor& t : fresh.state()) before[t.name] = t.tensor.to_floats();
+  for (const NamedTensor& t : model.state()) {
+    const bool loaded = std::find(r.loaded.begin(), r.loaded.end(), t.name) != r.loaded.end();
+    EXPECT_EQ(t.tensor.to_floats() == (loaded ? state_.at(t.name).to_floats() : before[t.name]), true) << t.name;
+  }
+}
+
+// torchvision's ResNet-18 and ResNet-50 module trees (rebuilt in torch.nn): their state dicts load
+// strictly into the shipped models/resnet18.yaml and resnet50.yaml and give PyTorch's logits.
+TEST_F(InitWeights, TorchvisionResNetStateDictsLoadStrictlyIntoTheShippedModels) {
+  for (const std::string arch : {"resnet18", "resnet50"}) {
+    SCOPED_TRACE(arch);
+    ASSERT_EQ(testing::run_torch_models(arch, dir_.path()), "");
+    const SafetensorsFile file = read_safetensors(dir_ / (arch + ".safetensors"), ForeignDtypes::skip);
+    const SafetensorsFile golden = read_safetensors(dir_ / "golden.safetensors");
+    Model model = Model::from_file(std::string(CONVOY_SOURCE_DIR) + "/models/" + arch + ".yaml", 1);
+    const WeightsLoadReport r = load_matching_weights(model, file.tensors, file.skipped, "", /*strict=*/true, arch);
+    EXPECT_EQ(r.loaded.size(), model.state().size());
+    EXPECT_EQ(r.ignored.size(), arch == "resnet18" ? 20u : 53u);  // a num_batches_tracked per batch norm
+    const double err = testing::relative_error(cpu_forward(model, golden.at("input")), golden.at("logits"));
+    EXPECT_LE(err, 1e-4);
+  }
+}
+
+// Through the command: a Fashion-MNIST run (10 classes) from the 5-class torch weights, strict.
+TEST_F(InitWeights, TrainCommandPrintsTheReport) {
+  const std::string data = "/usr/share/datasets/fashion-mnist";
+  if (!fs::exists(data + "/t10k-images-idx3-ubyte.gz")) GTEST_SKIP() << "Fashion-MNIST is not installed at " << data;
+  const std::string config = (dir_ / "run.yaml").string();
+  testing::write_text_file(config, "name: ft\nmodel: " + kYaml + "\nnum_classes: 10\ndataset:\n  kind: fashion-mnist\n  path: " +
+                                       data + "\n  train_limit: 256\n  test_limit: 256\nbatch_size: 64\nepochs: 1\n"
+                                       "optimizer: {type: sgd, lr: 0.01, momentum: 0.9}\ndevice: cpu\noutput: {dir: " + dir_.path().string() + "}\n");
+  const std::string convoy = std::string(CONVOY_BINARY) + " train --config " + config + " --init-weights " +
+                             (dir_ / "state.safetensors").string();
+  testing::CommandResult r = testing::run_command(convoy + " --init-weights-strict 2>&1");
+  ASSERT_EQ(r.status, 0) << r.output;
+  for (const char* part : {"init weights: loaded 30 of 32 tensors", "classifier resized", "fc.weight: file (5, 16) F32, model (10, 16) F32",
+                           "ignored: 6 num_batches_tracked"})
+    EXPECT_NE(r.output.find(part), std::string::npos) << part << " in " << r.output;
+  // A Convoy checkpoint: the model's tensors load, its optimizer state is left out and counted.
+  r = testing::run_command(std::string(CONVOY_BINARY) + " train --config " + config + " --set name=ft1 --init-weights " +
+                           (dir_ / "ft/last.safetensors").string() + " --init-weights-strict 2>&1");
+  ASSERT_EQ(r.status, 0) << r.output;
+  for (const char* part : {"init weights: loaded 32 of 32 tensors", "optimizer state tensors (the run starts a fresh optimizer)"})
+    EXPECT_NE(r.output.find(part), std::string::npos) << part << " in " << r.output;
+  // A file that is not the model's: strict fails with exit 1 naming the tensors, non-strict reports them.
+  write_safetensors(dir_ / "other.safetensors", std::vector<NamedTensor>{{"conv1.weight", Tensor::zeros({8, 3, 3, 3})}});
+  const std::string other = std::string(CONVOY_BINARY) + " train --config " + config + " --set name=ft2 --init-weights " +
+                            (dir_ / "other.safetensors").string();
+  r = testing::run_command(other + " --init-weights-strict 2>&1");
+  EXPECT_EQ(r.status, 1) << r.output;
+  EXPECT_NE(r.output.find("conv1.weight: file (8, 3, 3, 3) F32, model (8, 1, 3, 3) F32"), std::string::npos) << r.output;
+  r = testing::run_command(other + " --set name=ft3 2>&1");
+  EXPECT_EQ(r.status, 0) << r.output;
+  EXPECT_NE(r.output.find("init weights: loaded 0 of 32"), std::string::npos) << r.output;
+  // The same from the config: init_weights: {path, strict}.
+  const std::string by_config = std::string(CONVOY_BINARY) + " train --config " + config + " --set name=ft4 --set init_weights.path=" +
+                                (dir_ / "other.safetensors").string();
+  r = testing::run_command(by_config + " --set init_weights.strict=true 2>&1");
+  EXPECT_EQ(r.status, 1) << r.output;
+  EXPECT_NE(r.output.find("(strict loading)"), std::string::npos) << r.output;
+  r = testing::run_command(by_config + " 2>&1");
+  EXPECT_EQ(r.status, 0) << r.output;
+  EXPECT_NE(r.output.find("init weights: loaded 0 of 32"), std::string::npos) << r.output;
+}
+
+}  // namespace
+}  // namespace convoy
