@@ -111,6 +111,8 @@ struct PlanCase {
   bool float64;  // also against the float64 reference (small models only: it is slow)
 };
 
+void PrintTo(const PlanCase& c, std::ostream* os) { *os << c.file << " batch " << c.batch; }
+
 class InferencePlanModels : public ::testing::TestWithParam<PlanCase> {};
 
 TEST_P(InferencePlanModels, AgreesWithTheLayerByLayerForward) {
@@ -194,7 +196,7 @@ TEST(InferencePlan, ThreadCountsAndBatchSizes) {
   }
   // Latency first: a tiny pass runs on one thread when the count is left to the plan.
   Model lenet = Model::from_file(kModels + "lenet5.yaml", 1);
-  EXPECT_EQ(InferencePlan(lenet, 1, {0, lenet.forward_flops() + 1}).threads(), 1);
+  EXPECT_EQ(InferencePlan(lenet, 1, {0, kSingleThreadBelowFlops}).threads(), 1);
   EXPECT_EQ(InferencePlan(lenet, 8, {0, lenet.forward_flops() + 1}).threads(), InferencePlan(lenet, 8, {}).threads());
   EXPECT_EQ(InferencePlan(lenet, 1, {2, kSingleThreadBelowFlops}).threads(), 2);
 }

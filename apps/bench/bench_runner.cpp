@@ -20,6 +20,7 @@
 #include "engine/core/counter_rng.h"
 #include "engine/core/error.h"
 #include "engine/graph/model.h"
+#include "engine/inference/inference_plan.h"
 #include "engine/train/train_step.h"
 
 namespace convoy {
@@ -218,6 +219,8 @@ nlohmann::json run_bench_case(Backend& backend, const BenchSuite& suite, const B
     int64_t iteration = 0;
     Tensor last_loss, last_logits;
     std::unique_ptr<TrainStep> train_step;
+    std::unique_ptr<InferencePlan> plan;
+    Tensor plan_input;
     std::function<void()> step;
     if (training) {
       train_step = std::make_unique<TrainStep>(
@@ -227,7 +230,23 @@ nlohmann::json run_bench_case(Backend& backend, const BenchSuite& suite, const B
         const size_t i = static_cast<size_t>(iteration) % images.size();
         last_loss = train_step->run(images[i], labels[i], iteration++, suite.optimizer.lr).loss;
       };
+    } else if (suite.cpu_inference_plan && backend.device().is_cpu() && dtype == DType::f32 &&
+               InferencePlan::unsupported_reason(model).empty()) {
+      // CPU inference as `convoy infer` runs it: the plan, built once before the timing.
+      InferenceOptions o;
+      o.threads = static_cast<int>(suite.threads);
+      o.single_thread_below_flops = kSingleThreadBelowFlops;
+      plan = std::make_unique<InferencePlan>(model, c.batch, o);
+      rec["path"] = "inference plan";
+      rec["threads_used"] = plan->threads();
+      plan_input = backend.empty(shape, dtype);  // (N, C, H, W)
+      step = [&] {
+        const size_t i = static_cast<size_t>(iteration++) % images.size();
+        backend.ops().normalize_augment(images[i], plain, 0, plan_input);
+        last_logits = plan->run(plan_input);  // (N, classes)
+      };
     } else {
+      rec["path"] = "layer by layer";
       step = [&] {
         const size_t i = static_cast<size_t>(iteration++) % images.size();
         Tensor x = backend.empty(images[i].shape(), dtype, layout);  // (N, C, H, W)
