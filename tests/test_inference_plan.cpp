@@ -124,6 +124,7 @@ TEST_P(InferencePlanModels, AgreesWithTheLayerByLayerForward) {
   const Tensor x = random_input(model, c.batch, 3);
   const Tensor expected = model.forward(*cpu, x, StepInfo{});  // (N, classes)
   InferencePlan plan(model, c.batch);
+  RecordProperty("plan", plan.describe());  // the steps and their formats, in --gtest_output=xml
   const Tensor got = plan.run(x);
   ASSERT_EQ(got.shape(), expected.shape());
   EXPECT_LT(scaled_error(got, expected), 1e-4) << plan.describe();

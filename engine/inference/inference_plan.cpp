@@ -20,30 +20,6 @@ using dnnl::prop_kind;
 
 namespace {
 
-constexpr size_t kAlign = 64;
-
-bool is_activation(std::string_view t) { return t == "relu" || t == "leaky_relu" || t == "gelu"; }
-bool is_pool(std::string_view t) {
-  return t == "maxpool2d" || t == "avgpool2d" || t == "global_avg_pool" || t == "global_max_pool";
-}
-bool is_alias(std::string_view t) { return t == "flatten" || t == "dropout"; }  // dropout: eval mode
-bool is_known(std::string_view t) {
-  return t == "conv2d" || t == "batchnorm2d" || t == "linear" || t == "add" || is_activation(t) || is_pool(t) ||
-         is_alias(t);
-}
-
-algorithm eltwise_alg(Activation a) {
-  switch (a) {
-    case Activation::relu: return algorithm::eltwise_relu;
-    case Activation::leaky_relu: return algorithm::eltwise_relu;  // alpha = negative slope
-    case Activation::gelu: return algorithm::eltwise_gelu_erf;
-  }
-  return algorithm::eltwise_relu;
-}
-float eltwise_alpha(const LayerSpec& s) { return s.activation == Activation::leaky_relu ? s.alpha : 0.0f; }
-
-Tag plain_tag(size_t rank) { return rank == 4 ? Tag::nchw : rank == 2 ? Tag::nc : Tag::a; }
-
 // Layers fused into one step: a convolution (or a batch norm alone), its batch norm, a residual
 // add and an activation; or a linear layer and its activation; or one other layer.
 struct Group {
@@ -53,18 +29,6 @@ struct Group {
   int residual = -2;  // node index, -1 = the model input
   int act = -1;       // activation post-op
   int last = -1;      // the node whose output this group produces
-};
-
-// OpenMP's thread count for the primitives built and run in this scope, restored after.
-class ThreadScope {
- public:
-  explicit ThreadScope(int threads) : previous_(omp_get_max_threads()) { omp_set_num_threads(threads); }
-  ~ThreadScope() { omp_set_num_threads(previous_); }
-  ThreadScope(const ThreadScope&) = delete;
-  ThreadScope& operator=(const ThreadScope&) = delete;
-
- private:
-  int previous_;
 };
 
 }  // namespace
@@ -111,6 +75,7 @@ struct InferencePlan::Impl {
   Tensor output;  // (batch, classes)
   int output_value = -1;
   std::vector<dnnl::memory*> input_mems;
+  std::vector<bool> done;  // while building: the layers whose group has been emitted
 
   Impl(Model& m, int64_t n, int t) : model(m), batch(n), threads(t) {}
   ~Impl() { std::free(arena); }
@@ -234,12 +199,15 @@ int InferencePlan::Impl::emit_conv(const Group& g, const std::vector<Model::Grap
     const int res = value_of[g.residual + 1];
     const Buffer& rb = buffers[values[res].buffer];
     // Sum post-op: the destination holds the residual before the convolution adds to it. Take
-    // over the residual's buffer when nothing reads it after this step (its last reader).
-    int readers = 0;
-    for (const auto& nd : nodes)
-      for (int src : nd.inputs) readers += src == g.residual;
-    if (values[res].md == pd.dst_desc() && rb.kind == Buffer::Kind::arena && readers == 1 &&
-        g.residual != model.output_node()) {
+    // over the residual's buffer when every other reader ran before this step (a ResNet block's
+    // first convolution reads the identity shortcut first), else copy it.
+    bool free_after = rb.kind == Buffer::Kind::arena && g.residual >= 0 && g.residual != model.output_node() &&
+                      !is_alias(nodes[g.residual].layer->type()) && values[res].md == pd.dst_desc();
+    for (size_t j = 0; j < nodes.size(); ++j)
+      for (int src : nodes[j].inputs)
+        if (src == g.residual && static_cast<int>(j) != g.add && (!done[j] || is_alias(nodes[j].layer->type())))
+          free_after = false;
+    if (free_after) {
       Value shared;
       shared.md = pd.dst_desc();
       shared.buffer = values[res].buffer;
@@ -341,7 +309,12 @@ void InferencePlan::Impl::build() {
   const Shape& in = model.input_shape();  // (C, H, W)
   std::vector<int> value_of(nodes.size() + 1, -1);  // by node index + 1; [0] = the model input
   value_of[0] = new_value(f32_md({batch, in[0], in[1], in[2]}, Tag::nchw), Buffer::Kind::input);
-  for (const Group& g : fuse(nodes)) value_of[g.last + 1] = emit(g, nodes, value_of);
+  done.assign(nodes.size(), false);
+  for (const Group& g : fuse(nodes)) {
+    value_of[g.last + 1] = emit(g, nodes, value_of);
+    for (int j : {g.head, g.bn, g.add, g.act})
+      if (j >= 0) done[j] = true;
+  }
   // The logits, plain (N, classes), written straight into `output` when the last step makes them so.
   const int last = value_of[model.output_node() + 1];
   const Dims dims = cpu::onednn::dims_of(values[last].md);  // (N, classes), or (N, classes, 1, 1) before a flatten
@@ -466,7 +439,12 @@ size_t InferencePlan::primitive_count() const { return impl_->steps.size(); }
 
 std::string InferencePlan::describe() const {
   std::ostringstream out;
-  for (const Impl::Step& s : impl_->steps) out << s.what << "\n";
+  for (const Impl::Step& s : impl_->steps) {
+    out << s.what;
+    if (s.bound.count(DNNL_ARG_SRC)) out << " src " << format_of(s.bound.at(DNNL_ARG_SRC).get_desc());
+    if (s.bound.count(DNNL_ARG_DST)) out << " dst " << format_of(s.bound.at(DNNL_ARG_DST).get_desc());
+    out << "\n";
+  }
   return out.str();
 }
 

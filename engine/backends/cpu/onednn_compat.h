@@ -222,6 +222,26 @@ inline memory::dims dims_of(const memory::desc& md) {
 #endif
 }
 
+// The inner blocks of a blocked memory descriptor (empty for a plain layout such as nchw).
+inline memory::dims inner_blocks(const memory::desc& md) {
+#if DNNL_VERSION_MAJOR >= 3
+  return md.get_inner_blks();
+#else
+  const auto& b = md.data.format_desc.blocking;
+  return memory::dims(b.inner_blks, b.inner_blks + b.inner_nblks);
+#endif
+}
+
+// The strides of a blocked (or plain) memory descriptor, one per dimension.
+inline memory::dims strides_of(const memory::desc& md) {
+#if DNNL_VERSION_MAJOR >= 3
+  return md.get_strides();
+#else
+  const auto& b = md.data.format_desc.blocking;
+  return memory::dims(b.strides, b.strides + md.data.ndims);
+#endif
+}
+
 // Bytes a memory descriptor spans (same spelling in 2.x and 3.x, kept here for symmetry).
 inline size_t md_bytes(const memory::desc& md) { return md.get_size(); }
 
