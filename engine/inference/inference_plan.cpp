@@ -56,6 +56,7 @@ struct InferencePlan::Impl {
     std::vector<Arg> args;
     std::string what;
     std::unordered_map<int, dnnl::memory> bound;
+    std::string impl;  // oneDNN's implementation, e.g. "brgconv:avx512_core"
   };
 
   Model& model;
@@ -104,7 +105,9 @@ struct InferencePlan::Impl {
     const int index = static_cast<int>(steps.size());
     for (const Arg& a : args)
       if (a.value >= 0) touch(a.value, index);
-    steps.push_back({std::move(prim), std::move(args), std::move(what), {}});
+    const char* impl = nullptr;
+    dnnl_primitive_desc_query(prim.get_primitive_desc(), dnnl_query_impl_info_str, 0, &impl);
+    steps.push_back({std::move(prim), std::move(args), std::move(what), {}, impl ? impl : ""});
   }
   // `value` in format `md`: itself, or a reorder into a new value (made once per format).
   int in_format(int value, const Md& md) {
@@ -440,7 +443,7 @@ size_t InferencePlan::primitive_count() const { return impl_->steps.size(); }
 std::string InferencePlan::describe() const {
   std::ostringstream out;
   for (const Impl::Step& s : impl_->steps) {
-    out << s.what;
+    out << s.what << " [" << s.impl << "]";
     if (s.bound.count(DNNL_ARG_SRC)) out << " src " << format_of(s.bound.at(DNNL_ARG_SRC).get_desc());
     if (s.bound.count(DNNL_ARG_DST)) out << " dst " << format_of(s.bound.at(DNNL_ARG_DST).get_desc());
     out << "\n";
