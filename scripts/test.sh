@@ -7,6 +7,8 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 build=${CONVOY_BUILD_DIR:-build}
 bash scripts/setup.sh
+# ONNX Runtime for the bench peer's test (npm's registry; the test skips, saying why, without it).
+bash scripts/install-onnxruntime-node.sh || echo "test.sh: onnxruntime-node not installed; its test will skip" >&2
 CONVOY_BUILD_DIR=$build bash scripts/build.sh "$@"
 status=0
 ctest --test-dir "$build" --output-on-failure -j"$(nproc)" --output-junit ctest-junit.xml || status=$?
