@@ -3,9 +3,9 @@
 // oneDNN. Batch norm is folded into the convolution before it (or becomes a depthwise 1x1
 // convolution where none is); bias, a residual add (sum post-op) and the activation after it
 // are post-ops of the convolution or inner product; weights are reordered once into the
-// layout each primitive prefers and refreshed only when the model's weights change;
-// activations stay in oneDNN's blocked layouts between layers, with reorders only where a
-// consumer wants another; every activation and every primitive's scratchpad live in one arena
+// layout each primitive prefers (blocked) and refreshed only when the model's weights change;
+// activations stay in the layout oneDNN picks (nhwc for oneDNN 2.6's brgemm convolutions on
+// AVX-512) between layers, with reorders only where a consumer wants another; every activation and every primitive's scratchpad live in one arena
 // planned up front; primitives are created once. run() allocates nothing.
 // The training path (Model::forward) is untouched: the plan reads the model's layers and
 // weights, it never writes them.
