@@ -16,6 +16,8 @@ std::vector<std::string> bench_command_line(const BenchOptions& o) {
   std::vector<std::string> argv = {"convoy", "bench", "--suite", o.suite, "--out", o.out};
   if (!o.devices.empty()) argv.insert(argv.end(), {"--devices", o.devices});
   if (!o.peers.empty()) argv.insert(argv.end(), {"--peers", o.peers});
+  if (o.threads >= 0) argv.insert(argv.end(), {"--threads", std::to_string(o.threads)});
+  if (o.no_plan) argv.push_back("--no-plan");
   if (o.quick) argv.push_back("--quick");
   if (o.profile) argv.push_back("--profile");
   if (o.no_chart) argv.push_back("--no-chart");
@@ -33,6 +35,10 @@ void add_bench_command(CLI::App& app, Action& chosen) {
   cmd->add_option("--devices", options->devices, "comma-separated devices to run (cuda, cuda:N, cpu); default: the suite's");
   cmd->add_option("--peers", options->peers,
                   "comma-separated peers (pytorch, pytorch_compiled, onnxruntime) or 'none'; default: the suite's");
+  cmd->add_option("--threads", options->threads,
+                  "CPU threads for Convoy and its peers (0 = all cores; default: the suite's)")
+      ->check(CLI::Range(0, 1024));
+  cmd->add_flag("--no-plan", options->no_plan, "CPU inference layer by layer, not through the compiled inference plan");
   cmd->add_flag("--quick", options->quick, "short timing (a few rounds per case): a smoke test, not a measurement");
   cmd->add_flag("--profile", options->profile,
                  "also time every layer's forward and backward (5 synchronized steps per case) and print the slowest");

@@ -29,6 +29,8 @@ struct InferArgs {
   int64_t top_k = 3;
   int64_t batch_size = 256;
   int64_t workers = 4;  // decoding threads
+  int threads = 0;      // CPU threads for the model; 0 = all cores (one for a tiny pass)
+  bool no_plan = false;  // run the layers one by one (the training graph's forward)
   bool invert = false;
 };
 
@@ -99,6 +101,15 @@ std::vector<FileDataset::Sample> image_files(const std::vector<std::string>& arg
   return files;
 }
 
+// CPU inference plans (engine/inference) unless --no-plan.
+std::unique_ptr<InferencePlans> make_plans(const InferArgs& args) {
+  if (args.no_plan) return nullptr;
+  InferenceOptions o;
+  o.threads = args.threads;
+  o.single_thread_below_flops = kSingleThreadBelowFlops;
+  return std::make_unique<InferencePlans>(o);
+}
+
 void evaluate_split(const InferArgs& args, LoadedModel& loaded, Backend& backend) {
   const size_t colon = args.data.find(':');
   if (colon == std::string::npos)
@@ -111,7 +122,8 @@ void evaluate_split(const InferArgs& args, LoadedModel& loaded, Backend& backend
     throw InputError(data->name() + " has " + std::to_string(data->class_names().size()) + " classes, the model " +
                      std::to_string(loaded.class_names.size()));
   DataLoader loader(*data, eval_loader_options(loaded.preprocess, args.batch_size, args.workers));
-  const EvalResult r = evaluate(loaded.model, backend, loader, loaded.normalize);
+  const auto plans = make_plans(args);
+  const EvalResult r = evaluate(loaded.model, backend, loader, loaded.normalize, plans.get());
   std::cout << std::fixed << std::setprecision(2) << data->name() << ": " << r.samples << " images, accuracy "
             << r.accuracy * 100 << "%, loss " << std::setprecision(4) << r.loss << " on " << backend.device().str()
             << "\n";
@@ -130,11 +142,12 @@ void classify_images(const InferArgs& args, LoadedModel& loaded, Backend& backen
   loader.start_epoch(0);
   Batch batch;
   int64_t next_file = 0;
+  const auto plans = make_plans(args);
   while (loader.next(batch)) {
     Tensor& pixels = batch.images;  // (B, C, H, W) u8
     if (args.invert)
       for (int64_t i = 0; i < pixels.numel(); ++i) pixels.data<uint8_t>()[i] = 255 - pixels.data<uint8_t>()[i];
-    const std::vector<float> probs = predict_probabilities(loaded.model, backend, pixels, loaded.normalize);
+    const std::vector<float> probs = predict_probabilities(loaded.model, backend, pixels, loaded.normalize, plans.get());
     const auto classes = static_cast<int64_t>(loaded.class_names.size());
     const size_t k = static_cast<size_t>(std::clamp<int64_t>(args.top_k, 1, classes));
     for (int64_t b = 0; b < pixels.dim(0); ++b, ++next_file) {
@@ -156,6 +169,7 @@ int run_infer(const InferArgs& args) {
   if (args.images.empty() && args.data.empty())
     throw InputError("infer: give image files or folders, or --data KIND:SPLIT (e.g. --data fashion-mnist:test)");
   BackendOptions options;
+  options.threads = args.threads;
   std::unique_ptr<Backend> backend = select_backend(args.device, options, std::cerr);
   LoadedModel loaded = load_model(args.model, *backend);
   if (!args.data.empty()) evaluate_split(args, loaded, *backend);
@@ -177,6 +191,9 @@ void add_infer_command(CLI::App& app, Action& chosen) {
   cmd->add_option("--top-k,-k", args->top_k, "classes to print per image")->capture_default_str();
   cmd->add_option("--batch-size", args->batch_size, "images per forward pass")->capture_default_str()->check(CLI::Range(1, 1 << 16));
   cmd->add_option("--workers", args->workers, "image decoding threads")->capture_default_str()->check(CLI::Range(1, 256));
+  cmd->add_option("--threads", args->threads, "CPU threads (0 = all cores; a tiny pass takes one)")
+      ->capture_default_str()->check(CLI::Range(0, 1024));
+  cmd->add_flag("--no-plan", args->no_plan, "CPU: run the layers one by one instead of the compiled inference plan");
   cmd->add_flag("--invert", args->invert, "invert the image (dark object on a light background, as in photos)");
   cmd->callback([args, &chosen] { chosen = [args] { return run_infer(*args); }; });
 }

@@ -17,6 +17,7 @@ packages=(
   clang libfuzzer-14-dev # scripts/fuzz.sh: the libFuzzer targets (tests/fuzz/) need clang's libFuzzer
   dataset-fashion-mnist  # the real Fashion-MNIST
   python3-numpy python3-torch python3-matplotlib   # golden tests, peers, charts
+  nodejs npm             # the ONNX Runtime peer of `convoy bench` (npm's onnxruntime-node: scripts/install-onnxruntime-node.sh)
   python3-pil            # scripts/datasets/*.py: the image-folder fixtures (JPEG/PNG through Pillow)
   libonnx-dev libprotobuf-dev  # convoy export/import: ONNX's protobuf definitions (onnx_pb.h, libonnx_proto) and protobuf
   python3-onnx           # the onnx tests: onnx.checker on exports, small ONNX files of each op

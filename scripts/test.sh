@@ -7,7 +7,8 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 build=${CONVOY_BUILD_DIR:-build}
 bash scripts/setup.sh
-bash scripts/install-onnxruntime-node.sh  # ONNX Runtime for the `onnx` tests (npm's onnxruntime-node)
+# ONNX Runtime (npm's onnxruntime-node): the `onnx` tests and the bench peer's test run in it.
+bash scripts/install-onnxruntime-node.sh
 CONVOY_BUILD_DIR=$build bash scripts/build.sh "$@"
 status=0
 ctest --test-dir "$build" --output-on-failure -j"$(nproc)" --output-junit ctest-junit.xml || status=$?

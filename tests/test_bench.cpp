@@ -146,6 +146,44 @@ TEST(Bench, ProfileTimesEveryLayer) {
     EXPECT_NE(r.err.find(infos[0].name), std::string::npos) << r.err;
   }
   EXPECT_EQ(profiled, 2);
+
+// ONNX Runtime 1.30 as the CPU-inference peer, in the same run: through npm's onnxruntime-node
+// (scripts/install-onnxruntime-node.sh) where Debian's Python has no onnxruntime; the ONNX comes
+// from Debian's torch. Convoy's CPU inference runs its inference plan.
+TEST(Bench, OnnxRuntimePeerTimesTheSameInferenceCase) {
+  if (!fs::exists(kSource + "/third_party/node/node_modules/onnxruntime-node/package.json"))
+    GTEST_SKIP() << "onnxruntime-node not installed (bash scripts/install-onnxruntime-node.sh)";
+  if (convoy::testing::run_command("/usr/bin/python3 -c 'import torch' 2>&1").status != 0)
+    GTEST_SKIP() << "Debian's python3-torch is not installed (it exports the ONNX model)";
+  if (convoy::testing::run_command("node --version 2>&1").status != 0) GTEST_SKIP() << "no node on PATH";
+  const fs::path dir = fs::temp_directory_path() / ("convoy_bench_ort_" + std::to_string(getpid()));
+  fs::remove_all(dir);
+  fs::create_directories(dir);
+  const Result r = run_binary("bench --suite " + kSource + "/benchmarks/suites/quick.yaml --out " + (dir / "out").string() +
+                                  " --devices cpu --peers onnxruntime --threads 1 --no-chart",
+                              dir / "stderr.txt");
+  ASSERT_EQ(r.status, 0) << r.out << r.err;
+  std::ifstream in(dir / "out" / "results.json");
+  const nlohmann::json doc = nlohmann::json::parse(in);
+  int convoy = 0, ort = 0;
+  for (const nlohmann::json& rec : doc.at("records")) {
+    if (rec.at("mode") != "inference") continue;
+    if (rec.at("engine") == "convoy") {
+      ++convoy;
+      EXPECT_EQ(rec.value("path", ""), "inference plan") << rec.dump(2);
+      EXPECT_EQ(rec.value("threads_used", 0), 1) << rec.dump(2);
+    } else if (rec.at("engine") == "onnxruntime") {
+      ++ort;
+      ASSERT_EQ(rec.at("status"), "ok") << rec.dump(2);
+      EXPECT_EQ(rec.at("onnxruntime_version"), "1.30.0") << rec.dump(2);
+      EXPECT_GT(rec.at("images_per_second").get<double>(), 0);
+      EXPECT_GE(rec.at("p99_ms").get<double>(), rec.at("p50_ms").get<double>());
+      EXPECT_GE(rec.at("rounds").get<int>(), 3);
+    }
+  }
+  EXPECT_EQ(convoy, 1);
+  EXPECT_EQ(ort, 1);
+  EXPECT_NE(r.out.find("Convoy / ONNX Runtime"), std::string::npos) << r.out;
   fs::remove_all(dir);
 }
 

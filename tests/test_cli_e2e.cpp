@@ -84,6 +84,19 @@ TEST_F(CliE2E, TrainsLenetOnASubsetAndBeatsChance) {
   EXPECT_NE(eval.output.find("fashion-mnist:test: 10000 images, accuracy"), std::string::npos) << eval.output;
   EXPECT_NE(eval.output.find("confusion matrix"), std::string::npos) << eval.output;
 
+  // The inference plan (the default on the CPU) and the layers one by one (--no-plan) give the
+  // same top-1 class on the real test set, but for near-ties within fp32 rounding.
+  const std::string model = " --model " + (dir_ / "subset/best.safetensors").string() + " --data fashion-mnist:test";
+  const Result planned = run("infer --device cpu --threads 1 --predictions " + (dir_ / "plan.txt").string() + model);
+  const Result layered = run("infer --device cpu --no-plan --predictions " + (dir_ / "layers.txt").string() + model);
+  ASSERT_EQ(planned.status, 0) << planned.output;
+  ASSERT_EQ(layered.status, 0) << layered.output;
+  std::ifstream a(dir_ / "plan.txt"), b(dir_ / "layers.txt");
+  int lines = 0, differ = 0;
+  for (std::string x, y; std::getline(a, x) && std::getline(b, y); ++lines) differ += x != y;
+  EXPECT_EQ(lines, 10000);
+  EXPECT_LE(differ, 3) << "of 10000 test images";
+
   // A 28x28 gray PNG: a bright block.
   const fs::path image = dir_ / "block.png";
   {

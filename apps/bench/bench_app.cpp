@@ -49,6 +49,8 @@ BenchSuite load_suite(const BenchOptions& options) {
         throw InputError("--devices: '" + d + "' is not one of: cpu, cuda, cuda:N");
     if (suite.devices.empty()) throw InputError("--devices: give at least one of cpu, cuda, cuda:N");
   }
+  if (options.threads >= 0) suite.threads = options.threads;
+  suite.cpu_inference_plan = !options.no_plan;
   if (!options.peers.empty()) {
     suite.peers = options.peers == "none" ? std::vector<std::string>{} : split_list(options.peers);
     for (const std::string& p : suite.peers)

@@ -14,6 +14,8 @@ struct BenchOptions {
   std::string devices;            // comma-separated (cpu, cuda, cuda:N); empty = the suite's
   std::string peers;              // comma-separated (pytorch, pytorch_compiled, onnxruntime) or "none"; empty = the suite's
   bool profile = false;           // per-layer forward and backward times of every case
+  bool no_plan = false;           // CPU inference layer by layer (the training graph's forward), not the plan
+  int threads = -1;               // CPU threads; -1 = the suite's, 0 = all cores
   bool quick = false;             // a short timing: a smoke test, not a measurement
   bool no_chart = false;          // leave plot.py out
   std::vector<std::string> command;  // the command line, recorded in results.json

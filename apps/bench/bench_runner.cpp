@@ -20,6 +20,7 @@
 #include "engine/core/counter_rng.h"
 #include "engine/core/error.h"
 #include "engine/graph/model.h"
+#include "engine/inference/inference_plan.h"
 #include "engine/train/train_step.h"
 #include "apps/bench/bench_profile.h"
 
@@ -219,6 +220,8 @@ nlohmann::json run_bench_case(Backend& backend, const BenchSuite& suite, const B
     int64_t iteration = 0;
     Tensor last_loss, last_logits;
     std::unique_ptr<TrainStep> train_step;
+    std::unique_ptr<InferencePlan> plan;
+    Tensor plan_input;
     std::function<void()> step;
     if (training) {
       train_step = std::make_unique<TrainStep>(
@@ -228,7 +231,23 @@ nlohmann::json run_bench_case(Backend& backend, const BenchSuite& suite, const B
         const size_t i = static_cast<size_t>(iteration) % images.size();
         last_loss = train_step->run(images[i], labels[i], iteration++, suite.optimizer.lr).loss;
       };
+    } else if (suite.cpu_inference_plan && backend.device().is_cpu() && dtype == DType::f32 &&
+               InferencePlan::unsupported_reason(model).empty()) {
+      // CPU inference as `convoy infer` runs it: the plan, built once before the timing.
+      InferenceOptions o;
+      o.threads = static_cast<int>(suite.threads);
+      o.single_thread_below_flops = kSingleThreadBelowFlops;
+      plan = std::make_unique<InferencePlan>(model, c.batch, o);
+      rec["path"] = "inference plan";
+      rec["threads_used"] = plan->threads();
+      plan_input = backend.empty(shape, dtype);  // (N, C, H, W)
+      step = [&] {
+        const size_t i = static_cast<size_t>(iteration++) % images.size();
+        backend.ops().normalize_augment(images[i], plain, 0, plan_input);
+        last_logits = plan->run(plan_input);  // (N, classes)
+      };
     } else {
+      rec["path"] = "layer by layer";
       step = [&] {
         const size_t i = static_cast<size_t>(iteration++) % images.size();
         Tensor x = backend.empty(images[i].shape(), dtype, layout);  // (N, C, H, W)
@@ -237,7 +256,16 @@ nlohmann::json run_bench_case(Backend& backend, const BenchSuite& suite, const B
       };
     }
     const TimingResult t = measure_iterations(step, [&] { backend.synchronize(); }, timing);
-    if (timing.profile_steps > 0) rec["profile"] = profile_layers(backend, model, step, timing.profile_steps);
+    if (timing.profile_steps > 0) {
+      // The plan runs fused layers, so its layers are timed on the layer-by-layer forward.
+      const std::function<void()> layer_by_layer = [&] {
+        Tensor x = backend.empty(images[0].shape(), dtype, layout);  // (N, C, H, W)
+        backend.ops().normalize_augment(images[0], plain, 0, x);
+        model.forward(backend, x, StepInfo{});
+      };
+      rec["profile"] = profile_layers(backend, model, plan ? layer_by_layer : step, timing.profile_steps);
+      if (plan) rec["profile"]["path"] = "layer by layer (the case itself runs the fused inference plan)";
+    }
 
     // A benchmark of garbage is no benchmark: the outputs must be finite.
     if (training) {

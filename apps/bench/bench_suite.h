@@ -57,7 +57,8 @@ struct BenchSuite {
   BenchTiming timing;
   std::vector<GpuPeak> gpu_peaks;  // the built-in table unless the suite gives one
   double cpu_peak_tflops = 0;      // 0 = estimate from /proc/cpuinfo
-  std::vector<std::string> peers = {"pytorch", "onnxruntime"};  // pytorch, pytorch_compiled, onnxruntime
+  std::vector<std::string> peers = {"pytorch", "onnxruntime"};
+  bool cpu_inference_plan = true;  // CPU fp32 inference through engine/inference (--no-plan: layer by layer)  // pytorch, pytorch_compiled, onnxruntime
 };
 
 // Reads and validates a suite; unknown keys and bad values name file:line and the key.

@@ -20,7 +20,8 @@ What is timed, per iteration (random u8 images and labels already on the device,
   inference: normalize and forward, in torch.inference_mode (eval-mode batch norm)
 bf16: torch.autocast(device_type="cuda", dtype=torch.bfloat16) with fp32 weights, as Convoy's
 mixed precision. ONNX Runtime: CPU inference only; the module, normalization included (u8 in),
-exported to ONNX and run with the CPUExecutionProvider with the same thread count.
+exported to ONNX and run with the CPUExecutionProvider with the same thread count: Python's onnxruntime where
+importable, else npm's onnxruntime-node through onnxruntime_bench.mjs (scripts/install-onnxruntime-node.sh).
 """
 import argparse
 import json
@@ -241,14 +242,54 @@ class Peer:
         self.exported[path] = (out, net, cm.forward_flops(net))
         return self.exported[path]
 
+    def node_peer(self):
+        """(node, script) for onnxruntime_bench.mjs with npm's onnxruntime-node, or (None, why)."""
+        import shutil
+        here = os.path.dirname(os.path.abspath(__file__))
+        script = os.path.join(here, "onnxruntime_bench.mjs")
+        node_dir = os.environ.get("CONVOY_ORT_NODE_DIR") or os.path.join(here, "..", "..", "third_party", "node")
+        node = shutil.which("node")
+        if node is None:
+            return None, "no node on PATH"
+        if not os.path.exists(os.path.join(node_dir, "node_modules", "onnxruntime-node", "package.json")):
+            return None, f"onnxruntime-node not in {os.path.normpath(node_dir)} (bash scripts/install-onnxruntime-node.sh)"
+        return node, script
+
+    def run_ort_node(self, rec, case, node, script):
+        """ONNX Runtime through Node: the same exported model, inputs of the same shape, the same timing."""
+        import subprocess
+        rec["onnxruntime_api"] = "node (onnxruntime-node)"
+        rec["layout"] = "nchw"
+        rec["device_name"] = "cpu"
+        try:
+            path, net, flops_per_image = self.export(case)
+            shape = [int(case["batch"])] + [int(d) for d in net.input_shape]
+            cmd = [node, script, "--model", path, "--shape", ",".join(map(str, shape)),
+                   "--threads", str(self.threads), "--timing", json.dumps(self.timing),
+                   "--input-sets", str(int(self.request.get("input_sets", 4))),
+                   "--seed", str(int(self.request.get("seed", 1)))]
+            p = subprocess.run(cmd, capture_output=True, text=True)
+            if p.returncode != 0:
+                raise RuntimeError(p.stderr.strip() or f"node exited with status {p.returncode}")
+            result = json.loads(p.stdout.strip().splitlines()[-1])
+            rec["onnxruntime_version"] = result.pop("onnxruntime_version", "")
+            return self.finish(rec, result, flops_per_image, int(case["batch"]))
+        except Exception as e:  # noqa: BLE001
+            rec.update(status="failed", reason=f"{type(e).__name__}: {e}")
+            return rec
+
     def run_ort(self, case):
         rec = base_record("onnxruntime", case)
-        if self.ort is None:
-            rec.update(status="missing", reason=self.ort_error)
-            return rec
         if self.torch is None:
             rec.update(status="missing", reason="the ONNX model is exported with torch: " + self.torch_error)
             return rec
+        if self.ort is None:
+            node, script = self.node_peer()
+            if node is None:
+                rec.update(status="missing", reason=f"{self.ort_error}; and the Node peer: {script}")
+                return rec
+            return self.run_ort_node(rec, case, node, script)
+        rec["onnxruntime_api"] = "python"
         ort = self.ort
         rec["onnxruntime_version"] = ort.__version__
         rec["layout"] = "nchw"

@@ -180,6 +180,7 @@ std::vector<OpKind> Model::unsupported_ops(const Ops& ops, DType compute, Layout
 }
 
 void Model::to(Backend& backend, DType compute, Layout layout) {
+  ++weights_version_;
   compute_dtype_ = compute;
   layout_ = layout;
   for (Node& node : nodes_) {
@@ -276,7 +277,14 @@ void Model::backward(Backend& backend, const Tensor& grad_logits) {
   saved_input_ = Tensor();
 }
 
+std::vector<Model::GraphNode> Model::graph_nodes() {
+  std::vector<GraphNode> out;
+  for (Node& node : nodes_) out.push_back({node.layer.get(), node.inputs, node.shape});
+  return out;
+}
+
 std::vector<std::pair<std::string, Parameter*>> Model::parameters() {
+  ++weights_version_;
   std::vector<std::pair<std::string, Parameter*>> out;
   for (Node& node : nodes_)
     for (Parameter* p : node.layer->parameters()) out.emplace_back(node.layer->name() + "." + p->name, p);

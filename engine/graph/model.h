@@ -88,6 +88,21 @@ class Model {
   // Loads values by name from a checkpoint; every tensor must be present with its shape.
   void load_state(const std::vector<NamedTensor>& tensors, const std::string& source);
 
+  // The DAG for code that compiles the model (engine/inference): each layer in forward order,
+  // its inputs (node indices, -1 = the model input) and its per-sample output shape.
+  struct GraphNode {
+    Layer* layer;
+    std::vector<int> inputs;
+    Shape shape;
+  };
+  std::vector<GraphNode> graph_nodes();
+  int output_node() const { return output_node_; }
+  // Counts changes of the weights that this object sees: load_state(), to(), and the mutable
+  // accessors parameters() and state(). Code that writes through Parameter pointers it kept
+  // (an optimizer) calls mark_weights_changed(); compiled plans compare the count.
+  uint64_t weights_version() const { return weights_version_; }
+  void mark_weights_changed() { ++weights_version_; }
+
   int64_t parameter_count() const;
   // Elements of the buffers (batch-norm running statistics), which checkpoints also hold.
   int64_t buffer_count() const;
@@ -120,6 +135,7 @@ class Model {
   Layout layout_ = Layout::nchw;
   std::vector<Node> nodes_;
   int output_node_ = -1;
+  uint64_t weights_version_ = 0;
   // From the last training forward: the input and every node's output.
   Tensor saved_input_;
   std::vector<Tensor> activations_;

@@ -32,6 +32,13 @@ class ActivationLayer final : public Layer {
     return {dx};
   }
 
+  LayerSpec spec() const override {
+    LayerSpec s;
+    s.activation = kind_;
+    s.alpha = alpha_;
+    return s;
+  }
+
   int64_t forward_flops(std::span<const Shape>, const Shape& out) const override {
     return shape_numel(out);
   }

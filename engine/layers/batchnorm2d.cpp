@@ -21,6 +21,12 @@ class BatchNorm2d final : public Layer {
   std::string_view type() const override { return "batchnorm2d"; }
   std::vector<OpKind> ops() const override { return {OpKind::batchnorm_forward_train, OpKind::batchnorm_forward_eval, OpKind::batchnorm_backward}; }
 
+  LayerSpec spec() const override {
+    LayerSpec s;
+    s.eps = eps_;
+    return s;
+  }
+
   Shape build(std::span<const Shape> in, std::mt19937_64&) override {
     expect_inputs(*this, in, 1, 3);
     const int64_t c = in[0][0];

@@ -81,6 +81,12 @@ class Conv2d final : public Layer {
     return {dx};
   }
 
+  LayerSpec spec() const override {
+    LayerSpec s;
+    s.conv = params_;
+    return s;
+  }
+
   std::vector<Parameter*> parameters() override {
     if (has_bias_) return {&weight_, &bias_};
     return {&weight_};

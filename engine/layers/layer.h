@@ -33,6 +33,16 @@ struct Buffer {
   Tensor value{};  // f32
 };
 
+// A layer's attributes for code that compiles a model rather than running its layers one by
+// one (engine/inference's plan): only the fields of the layer's own type are meaningful.
+struct LayerSpec {
+  Conv2dParams conv{};                    // conv2d
+  Pool2dParams pool{};                    // maxpool2d, avgpool2d; global pools (window = the plane)
+  Activation activation = Activation::relu;  // relu, leaky_relu, gelu
+  float alpha = 0;                        // leaky_relu's negative slope
+  float eps = 0;                          // batchnorm2d
+};
+
 // What a forward pass needs to know beyond its inputs.
 struct StepInfo {
   bool training = false;
@@ -76,6 +86,9 @@ class Layer {
   // The ops forward and backward call, so that a model can ask a backend whether it runs
   // them (Model::unsupported_ops) before the first step instead of failing inside it.
   virtual std::vector<OpKind> ops() const = 0;
+
+  // This layer's attributes (LayerSpec's fields for its type; the defaults elsewhere).
+  virtual LayerSpec spec() const { return {}; }
 
   virtual std::vector<Parameter*> parameters() { return {}; }
   virtual std::vector<Buffer*> buffers() { return {}; }

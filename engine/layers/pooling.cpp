@@ -63,6 +63,12 @@ class Pool2d final : public Layer {
     return {dx};
   }
 
+  LayerSpec spec() const override {
+    LayerSpec s;
+    s.pool = params_;
+    return s;
+  }
+
   int64_t forward_flops(std::span<const Shape>, const Shape& out) const override {
     return shape_numel(out) * params_.kernel_h * params_.kernel_w;
   }

@@ -28,6 +28,13 @@ Tensor normalized_input(Model& model, Backend& backend, const Tensor& images,
   return x;
 }
 
+// The logits of x: through an inference plan where one applies, else the layers one by one.
+Tensor eval_logits(Model& model, Backend& backend, const Tensor& x, InferencePlans* plans) {
+  if (plans && backend.device().is_cpu() && x.dtype() == DType::f32 && x.layout() == Layout::nchw)
+    if (const Tensor* logits = plans->run(model, x)) return *logits;
+  return model.forward(backend, x, StepInfo{});
+}
+
 }  // namespace
 
 LoaderOptions eval_loader_options(const Preprocess& preprocess, int64_t batch_size, int64_t workers) {
@@ -41,7 +48,8 @@ LoaderOptions eval_loader_options(const Preprocess& preprocess, int64_t batch_si
   return o;
 }
 
-EvalResult evaluate(Model& model, Backend& backend, DataLoader& loader, const NormalizeAugment& normalize) {
+EvalResult evaluate(Model& model, Backend& backend, DataLoader& loader, const NormalizeAugment& normalize,
+                    InferencePlans* plans) {
   const int64_t classes = model.num_classes();
   EvalResult r;
   r.confusion.assign(static_cast<size_t>(classes * classes), 0);
@@ -54,7 +62,7 @@ EvalResult evaluate(Model& model, Backend& backend, DataLoader& loader, const No
     if (count == 0) continue;  // every sample of it unreadable and skipped
     const Tensor x = normalized_input(model, backend, batch.images, normalize);
     const Tensor labels = backend.upload(batch.labels);
-    const Tensor logits = model.forward(backend, x, StepInfo{});
+    const Tensor logits = eval_logits(model, backend, x, plans);
     Tensor loss = backend.empty({1}, DType::f32), hits = backend.empty({1}, DType::i32), no_grad;
     backend.ops().softmax_cross_entropy(logits, labels, 0.0f, loss, no_grad, hits);
     const std::vector<float> scores = logits.to_floats();  // (B, classes)
@@ -79,9 +87,9 @@ EvalResult evaluate(Model& model, Backend& backend, DataLoader& loader, const No
 }
 
 std::vector<float> predict_probabilities(Model& model, Backend& backend, const Tensor& images,
-                                         const NormalizeAugment& normalize) {
+                                         const NormalizeAugment& normalize, InferencePlans* plans) {
   const Tensor x = normalized_input(model, backend, images, normalize);
-  const Tensor logits = model.forward(backend, x, StepInfo{});
+  const Tensor logits = eval_logits(model, backend, x, plans);
   Tensor probs = backend.empty(logits.shape(), DType::f32);
   backend.ops().softmax(logits, probs);
   return probs.to_floats();

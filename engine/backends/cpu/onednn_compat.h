@@ -18,22 +18,23 @@ using dnnl::prop_kind;
 inline dnnl::convolution_forward::primitive_desc conv_forward_pd(
     const dnnl::engine& eng, prop_kind kind, const memory::desc& src, const memory::desc& weights,
     const memory::desc* bias, const memory::desc& dst, const memory::dims& strides,
-    const memory::dims& dilates, const memory::dims& pad_l, const memory::dims& pad_r) {
+    const memory::dims& dilates, const memory::dims& pad_l, const memory::dims& pad_r,
+    const dnnl::primitive_attr& attr = dnnl::primitive_attr()) {
   using P = dnnl::convolution_forward;
 #if DNNL_VERSION_MAJOR >= 3
   if (bias)
     return P::primitive_desc(eng, kind, algorithm::convolution_direct, src, weights, *bias, dst,
-                             strides, dilates, pad_l, pad_r);
+                             strides, dilates, pad_l, pad_r, attr);
   return P::primitive_desc(eng, kind, algorithm::convolution_direct, src, weights, dst, strides,
-                           dilates, pad_l, pad_r);
+                           dilates, pad_l, pad_r, attr);
 #else
   if (bias)
     return P::primitive_desc(P::desc(kind, algorithm::convolution_direct, src, weights, *bias, dst,
                                      strides, dilates, pad_l, pad_r),
-                             eng);
+                             attr, eng);
   return P::primitive_desc(P::desc(kind, algorithm::convolution_direct, src, weights, dst, strides,
                                    dilates, pad_l, pad_r),
-                           eng);
+                           attr, eng);
 #endif
 }
 
@@ -81,13 +82,14 @@ inline dnnl::convolution_backward_weights::primitive_desc conv_backward_weights_
 inline dnnl::pooling_forward::primitive_desc pool_forward_pd(
     const dnnl::engine& eng, prop_kind kind, algorithm alg, const memory::desc& src,
     const memory::desc& dst, const memory::dims& strides, const memory::dims& kernel,
-    const memory::dims& pad_l, const memory::dims& pad_r) {
+    const memory::dims& pad_l, const memory::dims& pad_r,
+    const dnnl::primitive_attr& attr = dnnl::primitive_attr()) {
   using P = dnnl::pooling_forward;
 #if DNNL_VERSION_MAJOR >= 3
   const memory::dims dilation(strides.size(), 0);
-  return P::primitive_desc(eng, kind, alg, src, dst, strides, kernel, dilation, pad_l, pad_r);
+  return P::primitive_desc(eng, kind, alg, src, dst, strides, kernel, dilation, pad_l, pad_r, attr);
 #else
-  return P::primitive_desc(P::desc(kind, alg, src, dst, strides, kernel, pad_l, pad_r), eng);
+  return P::primitive_desc(P::desc(kind, alg, src, dst, strides, kernel, pad_l, pad_r), attr, eng);
 #endif
 }
 
@@ -133,12 +135,21 @@ inline dnnl::batch_normalization_backward::primitive_desc bnorm_backward_pd(
 
 inline dnnl::eltwise_forward::primitive_desc eltwise_forward_pd(
     const dnnl::engine& eng, prop_kind kind, algorithm alg, const memory::desc& data, float alpha,
-    float beta) {
+    float beta, const dnnl::primitive_attr& attr = dnnl::primitive_attr()) {
   using P = dnnl::eltwise_forward;
 #if DNNL_VERSION_MAJOR >= 3
-  return P::primitive_desc(eng, kind, alg, data, data, alpha, beta);
+  return P::primitive_desc(eng, kind, alg, data, data, alpha, beta, attr);
 #else
-  return P::primitive_desc(P::desc(kind, alg, data, alpha, beta), eng);
+  return P::primitive_desc(P::desc(kind, alg, data, alpha, beta), attr, eng);
+#endif
+}
+
+// An eltwise post-op (2.x took a leading scale, 3.x dropped it).
+inline void append_eltwise(dnnl::post_ops& ops, algorithm alg, float alpha, float beta) {
+#if DNNL_VERSION_MAJOR >= 3
+  ops.append_eltwise(alg, alpha, beta);
+#else
+  ops.append_eltwise(1.0f, alg, alpha, beta);
 #endif
 }
 
@@ -158,14 +169,15 @@ inline dnnl::eltwise_backward::primitive_desc eltwise_backward_pd(
 // bias: nullptr for an inner product without bias.
 inline dnnl::inner_product_forward::primitive_desc inner_product_forward_pd(
     const dnnl::engine& eng, prop_kind kind, const memory::desc& src,
-    const memory::desc& weights, const memory::desc* bias, const memory::desc& dst) {
+    const memory::desc& weights, const memory::desc* bias, const memory::desc& dst,
+    const dnnl::primitive_attr& attr = dnnl::primitive_attr()) {
   using P = dnnl::inner_product_forward;
 #if DNNL_VERSION_MAJOR >= 3
-  if (bias) return P::primitive_desc(eng, kind, src, weights, *bias, dst);
-  return P::primitive_desc(eng, kind, src, weights, dst);
+  if (bias) return P::primitive_desc(eng, kind, src, weights, *bias, dst, attr);
+  return P::primitive_desc(eng, kind, src, weights, dst, attr);
 #else
-  if (bias) return P::primitive_desc(P::desc(kind, src, weights, *bias, dst), eng);
-  return P::primitive_desc(P::desc(kind, src, weights, dst), eng);
+  if (bias) return P::primitive_desc(P::desc(kind, src, weights, *bias, dst), attr, eng);
+  return P::primitive_desc(P::desc(kind, src, weights, dst), attr, eng);
 #endif
 }
 
@@ -200,6 +212,35 @@ inline dnnl::inner_product_backward_weights::primitive_desc inner_product_backwa
 // gradients do not read it) and fails without it; 3.x counts one input fewer and fails with it
 // ("bad number of inputs"). CpuOps starts from this and flips once if execution disagrees.
 constexpr bool kBnormBackwardTakesShift = DNNL_VERSION_MAJOR < 3;
+
+// A memory descriptor's logical dimensions (2.x: dims(), 3.x: get_dims()).
+inline memory::dims dims_of(const memory::desc& md) {
+#if DNNL_VERSION_MAJOR >= 3
+  return md.get_dims();
+#else
+  return md.dims();
+#endif
+}
+
+// The inner blocks of a blocked memory descriptor (empty for a plain layout such as nchw).
+inline memory::dims inner_blocks(const memory::desc& md) {
+#if DNNL_VERSION_MAJOR >= 3
+  return md.get_inner_blks();
+#else
+  const auto& b = md.data.format_desc.blocking;
+  return memory::dims(b.inner_blks, b.inner_blks + b.inner_nblks);
+#endif
+}
+
+// The strides of a blocked (or plain) memory descriptor, one per dimension.
+inline memory::dims strides_of(const memory::desc& md) {
+#if DNNL_VERSION_MAJOR >= 3
+  return md.get_strides();
+#else
+  const auto& b = md.data.format_desc.blocking;
+  return memory::dims(b.strides, b.strides + md.data.ndims);
+#endif
+}
 
 // Bytes a memory descriptor spans (same spelling in 2.x and 3.x, kept here for symmetry).
 inline size_t md_bytes(const memory::desc& md) { return md.get_size(); }

@@ -1,0 +1,62 @@
+#pragma once
+// InferencePlan: a model compiled once for fp32 inference on the CPU at one batch size, with
+// oneDNN. Batch norm is folded into the convolution before it (or becomes a depthwise 1x1
+// convolution where none is); bias, a residual add (sum post-op) and the activation after it
+// are post-ops of the convolution or inner product; weights are reordered once into the
+// layout each primitive prefers (blocked) and refreshed only when the model's weights change;
+// activations stay in the layout oneDNN picks (nhwc for oneDNN 2.6's brgemm convolutions on
+// AVX-512) between layers, with reorders only where a consumer wants another; every activation and every primitive's scratchpad live in one arena
+// planned up front; primitives are created once. run() allocates nothing.
+// The training path (Model::forward) is untouched: the plan reads the model's layers and
+// weights, it never writes them.
+#include <cstdint>
+#include <memory>
+#include <string>
+
+#include "engine/core/tensor.h"
+#include "engine/graph/model.h"
+
+namespace convoy {
+
+struct InferenceOptions {
+  int threads = 0;  // OpenMP threads for the plan's primitives; 0 = all cores
+  // With threads = 0: a pass of fewer FLOPs than this runs on one thread, where forking and
+  // joining a team costs more than it saves (LeNet-5 at batch 1). 0 turns the rule off.
+  int64_t single_thread_below_flops = 0;
+};
+
+// The default single-thread threshold for latency-first small batches: LeNet-5 (5 MFLOP per image)
+// at batch 1 ran 1.7x faster on one thread than on two on the 2-core machine (RESULTS.md).
+inline constexpr int64_t kSingleThreadBelowFlops = 20'000'000;
+
+class InferencePlan {
+ public:
+  // Compiles `model` (f32 weights on the CPU) for inputs (batch, C, H, W). Throws
+  // UnsupportedError when a layer has no plan (see unsupported_reason()).
+  InferencePlan(Model& model, int64_t batch, const InferenceOptions& options = {});
+  ~InferencePlan();
+  InferencePlan(const InferencePlan&) = delete;
+  InferencePlan& operator=(const InferencePlan&) = delete;
+
+  // Why `model` cannot be planned (a layer type the plan does not know, weights not f32 on the
+  // CPU), or "" when it can.
+  static std::string unsupported_reason(Model& model);
+
+  // x (batch, C, H, W) f32 nchw on the CPU -> logits (batch, classes) f32, a tensor owned by the
+  // plan and overwritten by the next run(). Re-reads the weights first if they changed.
+  const Tensor& run(const Tensor& x);
+
+  int64_t batch() const;
+  int threads() const;
+  // Bytes of the activation + scratchpad arena, and the number of primitives (for tests).
+  size_t arena_bytes() const;
+  size_t primitive_count() const;
+  // One line per step: what runs and in which memory formats (for `convoy info`-like output).
+  std::string describe() const;
+
+ private:
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace convoy

@@ -1,0 +1,104 @@
+#pragma once
+// What inference_plan.cpp (the builder and run) and plan_weights.cpp (folding and reordering
+// the weights) share. Internal to engine/inference.
+#include <omp.h>
+#include <oneapi/dnnl/dnnl.hpp>
+
+#include <cstdint>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "engine/backends/cpu/onednn_compat.h"
+#include "engine/layers/layer.h"
+
+namespace convoy::plan {
+
+using Md = dnnl::memory::desc;
+using Dims = dnnl::memory::dims;
+using Tag = dnnl::memory::format_tag;
+
+inline Md f32_md(const Dims& dims, Tag tag) { return Md(dims, dnnl::memory::data_type::f32, tag); }
+
+inline constexpr size_t kAlign = 64;
+
+inline bool is_activation(std::string_view t) { return t == "relu" || t == "leaky_relu" || t == "gelu"; }
+inline bool is_pool(std::string_view t) {
+  return t == "maxpool2d" || t == "avgpool2d" || t == "global_avg_pool" || t == "global_max_pool";
+}
+inline bool is_alias(std::string_view t) { return t == "flatten" || t == "dropout"; }  // dropout: eval mode
+inline bool is_known(std::string_view t) {
+  return t == "conv2d" || t == "batchnorm2d" || t == "linear" || t == "add" || is_activation(t) || is_pool(t) ||
+         is_alias(t);
+}
+
+inline dnnl::algorithm eltwise_alg(Activation a) {
+  switch (a) {
+    case Activation::relu: return dnnl::algorithm::eltwise_relu;
+    case Activation::leaky_relu: return dnnl::algorithm::eltwise_relu;  // alpha = negative slope
+    case Activation::gelu: return dnnl::algorithm::eltwise_gelu_erf;
+  }
+  return dnnl::algorithm::eltwise_relu;
+}
+inline float eltwise_alpha(const LayerSpec& s) { return s.activation == Activation::leaky_relu ? s.alpha : 0.0f; }
+
+// "nchw", "nhwc", "plain", or the inner blocks, e.g. "blocked 16" (nChw16c).
+inline std::string format_of(const Md& md) {
+  const Dims blocks = cpu::onednn::inner_blocks(md);
+  if (blocks.empty()) {
+    const Dims st = cpu::onednn::strides_of(md);
+    if (st.size() == 4 && st[1] == 1 && st[3] > 1) return "nhwc";
+    if (st.size() == 4 && st[3] == 1) return "nchw";
+    return "plain";
+  }
+  std::string s = "blocked";
+  for (int64_t b : blocks) s += " " + std::to_string(b);
+  return s;
+}
+
+inline Tag plain_tag(size_t rank) { return rank == 4 ? Tag::nchw : rank == 2 ? Tag::nc : Tag::a; }
+
+// OpenMP's thread count for the primitives built and run in this scope, restored after.
+class ThreadScope {
+ public:
+  explicit ThreadScope(int threads) : previous_(omp_get_max_threads()) { omp_set_num_threads(threads); }
+  ~ThreadScope() { omp_set_num_threads(previous_); }
+  ThreadScope(const ThreadScope&) = delete;
+  ThreadScope& operator=(const ThreadScope&) = delete;
+
+ private:
+  int previous_;
+};
+
+// The weights of one convolution or inner product step, in the layout its primitive wants:
+// a convolution with the batch norm after it folded in, a batch norm alone as a depthwise 1x1
+// convolution, or a linear layer.
+class WeightSlot {
+ public:
+  // conv: the conv2d layer or nullptr (a batch norm alone); bn: the batchnorm2d folded in or
+  // nullptr; linear: the linear layer (then conv and bn are nullptr). user_md: the weights as
+  // the model holds them ((K, C/g, R, S) oihw, (G, K/G, C/G, R, S) goihw, (O, I) or (O, C, H, W));
+  // want_md: the primitive's weights_desc(); bias_md: (K).
+  WeightSlot(Layer* conv, Layer* bn, Layer* linear, const Md& user_md, const Md& want_md, const Md& bias_md,
+             const dnnl::engine& engine);
+
+  // Recomputes the folded weights from the layers and reorders them into the primitive's layout.
+  void refresh(dnnl::stream& stream);
+
+  const dnnl::memory& weights() const { return weights_; }
+  const dnnl::memory& bias() const { return bias_; }
+
+ private:
+  Layer* conv_;
+  Layer* bn_;
+  Layer* linear_;
+  dnnl::engine engine_;
+  Md user_md_;
+  std::vector<float> user_;    // folded weights in the model's layout
+  std::vector<float> stored_;  // in the primitive's layout (padded blocks included)
+  std::vector<float> bias_values_;  // (K)
+  dnnl::memory user_mem_, weights_, bias_;
+  dnnl::reorder reorder_;
+};
+
+}  // namespace convoy::plan

@@ -1,0 +1,213 @@
+// The CPU inference plan (engine/inference): for every shipped model it agrees with the
+// training graph's eval-mode forward (Model::forward, layer by layer) within fp32 tolerance,
+// with random weights and non-trivial batch-norm statistics; for the small models also with a
+// float64 forward built from the reference ops; it re-reads weights that changed; it runs
+// several batch sizes and thread counts.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <memory>
+#include <random>
+#include <string>
+
+#include "engine/backends/backend.h"
+#include "engine/core/error.h"
+#include "engine/layers/registry.h"
+#include "engine/graph/model.h"
+#include "engine/inference/inference_plan.h"
+#include "engine/inference/plan_cache.h"
+#include "tests/reference/reference_ops.h"
+
+namespace convoy {
+namespace {
+
+const std::string kModels = std::string(CONVOY_SOURCE_DIR) + "/models/";
+
+// Batch-norm statistics and affine parameters far from the identity (fresh ones are mean 0,
+// var 1, gamma 1, beta 0, which a wrong fold would pass), small enough to keep deep nets finite.
+void randomize_batchnorm(Model& model, uint64_t seed) {
+  std::mt19937_64 rng(seed);
+  std::uniform_real_distribution<float> u(0.0f, 1.0f);
+  for (const Model::GraphNode& n : model.graph_nodes()) {
+    if (n.layer->type() != "batchnorm2d") continue;
+    const auto ps = n.layer->parameters();
+    const auto bs = n.layer->buffers();
+    const int64_t c = ps[0]->value.numel();
+    for (int64_t i = 0; i < c; ++i) {
+      ps[0]->value.data<float>()[i] = 0.5f + u(rng);          // gamma
+      ps[1]->value.data<float>()[i] = 0.4f * (u(rng) - 0.5f);  // beta
+      bs[0]->value.data<float>()[i] = 0.4f * (u(rng) - 0.5f);  // running mean
+      bs[1]->value.data<float>()[i] = 0.5f + 1.5f * u(rng);    // running var
+    }
+  }
+  model.mark_weights_changed();
+}
+
+Tensor random_input(const Model& model, int64_t batch, uint64_t seed) {
+  const Shape& in = model.input_shape();
+  const Shape shape{batch, in[0], in[1], in[2]};
+  return ref::to_tensor(ref::random_vec(shape_numel(shape), seed), shape);
+}
+
+// max |a - b| / max(1, max |b|): fp32 error relative to the logits' scale.
+double scaled_error(const Tensor& a, const Tensor& b) {
+  const ref::Vec x = ref::to_vec(a), y = ref::to_vec(b);
+  EXPECT_EQ(x.size(), y.size());
+  double err = 0, scale = 1;
+  for (size_t i = 0; i < x.size() && i < y.size(); ++i) {
+    err = std::max(err, std::abs(x[i] - y[i]));
+    scale = std::max(scale, std::abs(y[i]));
+  }
+  return err / scale;
+}
+
+// Model::forward in float64 from the reference ops, through the same DAG.
+ref::Vec reference_forward(Model& model, const Tensor& x) {
+  const auto nodes = model.graph_nodes();
+  const int64_t n = x.dim(0);
+  std::vector<ref::Vec> out(nodes.size());
+  std::vector<Shape> shape(nodes.size());
+  const ref::Vec input = ref::to_vec(x);
+  for (size_t i = 0; i < nodes.size(); ++i) {
+    Layer& l = *nodes[i].layer;
+    const std::string_view t = l.type();
+    auto in = [&](size_t k) -> const ref::Vec& { return nodes[i].inputs[k] < 0 ? input : out[nodes[i].inputs[k]]; };
+    auto in_shape = [&](size_t k) {
+      return nodes[i].inputs[k] < 0 ? x.shape() : shape[nodes[i].inputs[k]];
+    };
+    shape[i] = batched(n, nodes[i].shape);
+    const auto ps = l.parameters();
+    if (t == "conv2d") {
+      const ref::Vec b = ps.size() > 1 ? ref::to_vec(ps[1]->value) : ref::Vec();
+      out[i] = ref::conv2d_forward(l.spec().conv, in(0), in_shape(0), ref::to_vec(ps[0]->value), ps[0]->value.shape(),
+                                   ps.size() > 1 ? &b : nullptr);
+    } else if (t == "batchnorm2d") {
+      const auto bs = l.buffers();
+      out[i] = ref::batchnorm_forward_eval(in(0), in_shape(0), ref::to_vec(ps[0]->value), ref::to_vec(ps[1]->value),
+                                           ref::to_vec(bs[0]->value), ref::to_vec(bs[1]->value), l.spec().eps);
+    } else if (t == "relu" || t == "leaky_relu" || t == "gelu") {
+      out[i] = ref::activation_forward(l.spec().activation, l.spec().alpha, in(0));
+    } else if (t == "maxpool2d" || t == "avgpool2d" || t == "global_avg_pool" || t == "global_max_pool") {
+      out[i] = ref::pool2d_forward(l.spec().pool, in(0), in_shape(0));
+    } else if (t == "linear") {
+      const ref::Vec b = ps.size() > 1 ? ref::to_vec(ps[1]->value) : ref::Vec();
+      const Shape xs{n, shape_numel(in_shape(0)) / n};
+      out[i] = ref::linear_forward(in(0), xs, ref::to_vec(ps[0]->value), ps[0]->value.shape(),
+                                   ps.size() > 1 ? &b : nullptr);
+    } else if (t == "add") {
+      out[i] = ref::add(in(0), in(1));
+    } else if (t == "flatten" || t == "dropout") {
+      out[i] = in(0);
+    } else {
+      ADD_FAILURE() << "no reference for layer type " << t;
+    }
+  }
+  return out[model.output_node()];
+}
+
+struct PlanCase {
+  const char* file;
+  int64_t batch;
+  bool float64;  // also against the float64 reference (small models only: it is slow)
+};
+
+void PrintTo(const PlanCase& c, std::ostream* os) { *os << c.file << " batch " << c.batch; }
+
+class InferencePlanModels : public ::testing::TestWithParam<PlanCase> {};
+
+TEST_P(InferencePlanModels, AgreesWithTheLayerByLayerForward) {
+  const PlanCase c = GetParam();
+  Model model = Model::from_file(kModels + c.file, 7);
+  randomize_batchnorm(model, 11);
+  const std::unique_ptr<Backend> cpu = make_cpu_backend({});
+  model.to(*cpu, DType::f32);
+  const Tensor x = random_input(model, c.batch, 3);
+  const Tensor expected = model.forward(*cpu, x, StepInfo{});  // (N, classes)
+  InferencePlan plan(model, c.batch);
+  RecordProperty("plan", plan.describe());  // the steps and their formats, in --gtest_output=xml
+  const Tensor got = plan.run(x);
+  ASSERT_EQ(got.shape(), expected.shape());
+  EXPECT_LT(scaled_error(got, expected), 1e-4) << plan.describe();
+  // A second run on other data: nothing left over from the first.
+  const Tensor x2 = random_input(model, c.batch, 4);
+  const Tensor expected2 = model.forward(*cpu, x2, StepInfo{});
+  EXPECT_LT(scaled_error(plan.run(x2), expected2), 1e-4);
+  if (c.float64) {
+    const ref::Vec truth = reference_forward(model, x2);
+    EXPECT_LT(scaled_error(plan.run(x2), ref::to_tensor(truth, expected2.shape())), 1e-4);
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Shipped, InferencePlanModels,
+                         ::testing::Values(PlanCase{"lenet5.yaml", 1, true}, PlanCase{"lenet5.yaml", 5, true},
+                                           PlanCase{"fmnet.yaml", 3, true}, PlanCase{"resnet20.yaml", 2, true},
+                                           PlanCase{"resnet18.yaml", 1, false}, PlanCase{"resnet50.yaml", 1, false}),
+                         [](const auto& info) {
+                           std::string name = info.param.file;
+                           return name.substr(0, name.find('.')) + "_b" + std::to_string(info.param.batch);
+                         });
+
+TEST(InferencePlan, FusesBatchNormResidualAndActivationIntoTheConvolutions) {
+  Model model = Model::from_file(kModels + "resnet20.yaml", 1);
+  InferencePlan plan(model, 1);
+  const std::string steps = plan.describe();
+  // 21 convolutions, each with its batch norm folded; 9 residual adds as sum post-ops.
+  size_t bn = 0, add = 0;
+  for (size_t p = 0; (p = steps.find("+bn", p)) != std::string::npos; ++p) ++bn;
+  for (size_t p = 0; (p = steps.find("+add", p)) != std::string::npos; ++p) ++add;
+  EXPECT_EQ(bn, 21u) << steps;
+  EXPECT_EQ(add, 9u) << steps;
+  EXPECT_EQ(steps.find("batchnorm as depthwise"), std::string::npos) << steps;
+}
+
+TEST(InferencePlan, RereadsWeightsThatChanged) {
+  Model model = Model::from_file(kModels + "lenet5.yaml", 2);
+  const std::unique_ptr<Backend> cpu = make_cpu_backend({});
+  InferencePlan plan(model, 2);
+  const Tensor x = random_input(model, 2, 5);
+  const Tensor before = plan.run(x).clone();  // a copy: run() reuses its output
+  // A checkpoint's weights, as convoy infer loads them: load_state counts as a change.
+  Model other = Model::from_file(kModels + "lenet5.yaml", 3);
+  randomize_batchnorm(other, 9);
+  model.load_state(other.state(), "other");
+  const Tensor after = plan.run(x);
+  EXPECT_GT(scaled_error(after, before), 1e-3);
+  EXPECT_LT(scaled_error(after, model.forward(*cpu, x, StepInfo{})), 1e-4);
+  // Written through a kept Parameter pointer (as an optimizer does): seen after mark_weights_changed().
+  Parameter* w = model.parameters().front().second;
+  const Tensor stale = plan.run(x).clone();
+  for (int64_t i = 0; i < w->value.numel(); ++i) w->value.data<float>()[i] *= -1.0f;
+  model.mark_weights_changed();
+  EXPECT_GT(scaled_error(plan.run(x), stale), 1e-3);
+  EXPECT_LT(scaled_error(plan.run(x), model.forward(*cpu, x, StepInfo{})), 1e-4);
+}
+
+TEST(InferencePlan, ThreadCountsAndBatchSizes) {
+  Model model = Model::from_file(kModels + "fmnet.yaml", 4);
+  randomize_batchnorm(model, 5);
+  const std::unique_ptr<Backend> cpu = make_cpu_backend({});
+  for (int threads : {1, 2}) {
+    InferencePlans plans(InferenceOptions{threads, 0});
+    for (int64_t batch : {1, 7, 1}) {
+      const Tensor x = random_input(model, batch, static_cast<uint64_t>(batch));
+      const Tensor* got = plans.run(model, x);
+      ASSERT_NE(got, nullptr) << plans.why();
+      EXPECT_LT(scaled_error(*got, model.forward(*cpu, x, StepInfo{})), 1e-4) << threads << " threads, batch " << batch;
+    }
+  }
+  // Latency first: a tiny pass runs on one thread when the count is left to the plan.
+  Model lenet = Model::from_file(kModels + "lenet5.yaml", 1);
+  EXPECT_EQ(InferencePlan(lenet, 1, {0, kSingleThreadBelowFlops}).threads(), 1);
+  EXPECT_EQ(InferencePlan(lenet, 8, {0, lenet.forward_flops() + 1}).threads(), InferencePlan(lenet, 8, {}).threads());
+  EXPECT_EQ(InferencePlan(lenet, 1, {2, kSingleThreadBelowFlops}).threads(), 2);
+}
+
+TEST(InferencePlan, RefusesWrongInputs) {
+  Model model = Model::from_file(kModels + "lenet5.yaml", 1);
+  InferencePlan plan(model, 2);
+  EXPECT_THROW(plan.run(random_input(model, 3, 1)), InputError);
+  EXPECT_THROW(InferencePlan(model, 0), InputError);
+}
+
+}  // namespace
+}  // namespace convoy
