@@ -1,0 +1,46 @@
+#include "engine/train/data_parallel.h"
+
+#include <sstream>
+
+#include "engine/core/error.h"
+
+namespace convoy {
+
+RunConfig config_for_rank(const RunConfig& config, const WorldInfo& world) {
+  RunConfig c = config;
+  if (!world.distributed()) return c;
+  if (c.sync_batchnorm)
+    throw InputError(config.source + ": sync_batchnorm: true is not implemented yet: batch norm runs per GPU "
+                     "(leave it out, or train on one GPU)");
+  if (c.device == "auto" || c.device == "cuda") {
+    c.device = "cuda:" + std::to_string(world.local_rank);
+  } else if (c.device.starts_with("cuda:")) {
+    throw InputError(config.source + ": device '" + config.device + "' names one GPU, but this is rank " +
+                     std::to_string(world.rank) + " of " + std::to_string(world.world_size) +
+                     ": use device: cuda (each rank takes cuda:LOCAL_RANK)");
+  }
+  return c;
+}
+
+CommunicatorOptions communicator_options(const RunConfig& config) {
+  CommunicatorOptions o;
+  o.timeout = std::chrono::milliseconds(static_cast<int64_t>(config.distributed_timeout_seconds * 1000));
+  return o;
+}
+
+std::string data_parallel_line(const RunConfig& config, const Communicator& comm) {
+  std::ostringstream out;
+  out << "data parallel: " << comm.describe() << "; batch " << config.batch_size << " per rank, effective batch "
+      << config.batch_size * comm.world_size() << ", lr " << config.optimizer.lr
+      << " (as configured: scale it with the effective batch yourself), batch norm "
+      << (config.sync_batchnorm ? "synchronized over the ranks" : "per GPU") << ", gradient buckets of "
+      << config.bucket_mb << " MB, collective timeout " << config.distributed_timeout_seconds << " s";
+  return out.str();
+}
+
+int64_t resume_batch(int64_t saved_batches, int64_t saved_global_batch, int64_t global_batch) {
+  if (saved_global_batch <= 0 || saved_global_batch == global_batch) return saved_batches;
+  return saved_batches * saved_global_batch / global_batch;
+}
+
+}  // namespace convoy
