@@ -143,8 +143,8 @@ void read_resume_fields(const MetadataReader& meta, RunCheckpointInfo& info) {
   info.epoch = meta.integer(kEpoch, 0, kMaxEpochs);
   info.batch_in_epoch = meta.integer(kBatchInEpoch, 0, kMaxCheckpointSteps);
   info.step = meta.integer(kStep, 0, kMaxCheckpointSteps);
-  // Absent (before data-parallel runs): unknown, taken as the resuming run's.
-  if (meta.has(kGlobalBatch)) info.global_batch = meta.integer(kGlobalBatch, 1, kMaxCheckpointSteps);
+  // Absent (before data-parallel runs) or 0: unknown, taken as the resuming run's.
+  if (meta.has(kGlobalBatch)) info.global_batch = meta.integer(kGlobalBatch, 0, kMaxCheckpointSteps);
   // Absent means no evaluation yet.
   info.test_accuracy = meta.number_or(kTestAccuracy, 0, 0, 1);
   info.best_accuracy = meta.number_or(kBestAccuracy, 0, 0, 1);
