@@ -14,6 +14,7 @@
 #include "engine/backends/backend.h"
 #include "engine/distributed/communicator.h"
 #include "engine/graph/model.h"
+#include "engine/train/data_parallel.h"
 #include "engine/train/evaluate.h"
 #include "engine/train/train_step.h"
 
@@ -273,4 +274,27 @@ TEST(SimulatedWorld, AnyIsTrueWhenOneRankSaysSo) {
     EXPECT_TRUE(answers[r][0]);
     EXPECT_FALSE(answers[r][1]);
   }
+}
+
+TEST(SimulatedWorld, CountersComeFromRankZero) {
+  auto world = make_thread_world(2);
+  int64_t values[2][3] = {{7, int64_t{1} << 40, 123456789012}, {0, 0, 0}};
+  auto run = [&](int r) {
+    std::unique_ptr<Backend> backend = make_cpu_backend({});
+    share_from_rank0(*world[r], *backend, {&values[r][0], &values[r][1], &values[r][2]});
+  };
+  std::thread t1(run, 1);
+  run(0);
+  t1.join();
+  EXPECT_EQ(values[1][0], 7);
+  EXPECT_EQ(values[1][1], int64_t{1} << 40);
+  EXPECT_EQ(values[1][2], 123456789012);
+  EXPECT_EQ(values[0][2], 123456789012);
+}
+
+TEST(DataParallelResume, TheEpochPositionIsConvertedToTheNewGlobalBatch) {
+  EXPECT_EQ(resume_batch(10, 0, 128), 10);     // not recorded: as it is
+  EXPECT_EQ(resume_batch(10, 128, 128), 10);   // the same world
+  EXPECT_EQ(resume_batch(10, 128, 64), 20);    // 1280 samples done: 20 batches of 64
+  EXPECT_EQ(resume_batch(11, 64, 128), 5);     // 704 samples: 5 whole batches of 128 (64 seen again)
 }

@@ -70,7 +70,8 @@ class ThreadCommunicator final : public Communicator {
       size_t k = 0;
       for (const Tensor& t : tensors)
         for (int64_t i = 0; i < t.numel(); ++i, ++k)
-          world_->acc[k] += t.dtype() == DType::f32 ? t.data<float>()[i] : t.data<int32_t>()[i];
+          world_->acc[k] += t.dtype() == DType::f32 ? static_cast<double>(t.data<float>()[i])
+                                                    : static_cast<double>(t.data<int32_t>()[i]);  // not via float
     }
     world_->sync.arrive_and_wait();  // every rank has added its part
     const double scale = op == ReduceOp::avg ? 1.0 / world_->size : 1.0;

@@ -43,4 +43,21 @@ int64_t resume_batch(int64_t saved_batches, int64_t saved_global_batch, int64_t 
   return saved_batches * saved_global_batch / global_batch;
 }
 
+void share_from_rank0(Communicator& comm, Backend& backend, std::vector<int64_t*> values) {
+  // i32 halves of 31 bits: what every backend and NCCL reduce and broadcast alike.
+  std::vector<int32_t> halves;
+  for (const int64_t* v : values) {
+    CONVOY_CHECK(*v >= 0 && *v < (int64_t{1} << 62), "a counter out of range");
+    halves.push_back(static_cast<int32_t>(*v >> 31));
+    halves.push_back(static_cast<int32_t>(*v & 0x7fffffff));
+  }
+  Tensor t = backend.upload(Tensor::from_ints(halves, {static_cast<int64_t>(halves.size())}));  // (2 x values) i32
+  if (t.device().is_cpu()) t = t.clone();
+  comm.broadcast(t, 0);
+  comm.wait();
+  const Tensor host = t.to_cpu();
+  for (size_t i = 0; i < values.size(); ++i)
+    *values[i] = (static_cast<int64_t>(host.data<int32_t>()[2 * i]) << 31) | host.data<int32_t>()[2 * i + 1];
+}
+
 }  // namespace convoy

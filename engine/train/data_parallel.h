@@ -4,6 +4,7 @@
 #include <cstdint>
 #include <ostream>
 #include <string>
+#include <vector>
 
 #include "engine/config/run_config.h"
 #include "engine/distributed/communicator.h"
@@ -21,6 +22,9 @@ std::string data_parallel_line(const RunConfig& config, const Communicator& comm
 // had done `saved_batches` batches of `saved_global_batch` (0: the same): whole batches only,
 // so a resume on another number of GPUs may see up to one batch of that epoch again.
 int64_t resume_batch(int64_t saved_batches, int64_t saved_global_batch, int64_t global_batch);
+
+// Every rank takes rank 0's values of these counters (each in 0 ... 2^62).
+void share_from_rank0(Communicator& comm, Backend& backend, std::vector<int64_t*> values);
 
 // A stream that writes nowhere: the log of every rank but 0.
 class NullStream : public std::ostream {

@@ -129,6 +129,7 @@ class TrainingRun {
  private:
   TrainResult run_epochs();
   void resume();
+  void read_checkpoint();
   void log_start() const;
   std::ofstream open_metrics() const;
   bool stop_requested(bool agree);
@@ -235,17 +236,24 @@ TrainResult TrainingRun::run_epochs() {
   return result_so_far(/*interrupted=*/false);
 }
 
-// Continues from last.safetensors when --resume asks for it and it is there.
 void TrainingRun::resume() {
   global_batch_ = config_.batch_size * comm_->world_size();
-  if (!options_.resume) {
-    step_.sync_from_rank0();
-    return;
+  if (lead()) read_checkpoint();
+  // Rank 0 alone reads the checkpoint (the other ranks need no access to the run directory: a
+  // pod of another node, a host of an mpirun job) and hands its position and state on.
+  if (comm_->world_size() > 1) {
+    share_from_rank0(*comm_, *backend_, {&pos_.epoch, &pos_.batch, &pos_.step, &resumed_global_batch_});
+    step_.optimizer().set_steps(pos_.step);
   }
+  step_.sync_from_rank0();
+}
+
+// Continues from last.safetensors when --resume asks for it and it is there.
+void TrainingRun::read_checkpoint() {
+  if (!options_.resume) return;
   std::error_code ec;  // a run directory we may not search is reported where it is created
   if (!fs::exists(last_path_, ec)) {
     log_ << "no checkpoint at " << last_path_.string() << "; starting a new run" << std::endl;
-    step_.sync_from_rank0();
     return;
   }
   const RunCheckpoint ckpt = read_run_checkpoint(last_path_, CheckpointUse::resume);
@@ -261,7 +269,6 @@ void TrainingRun::resume() {
   step_.optimizer().load_state(ckpt.tensors, pos_.step, source);
   model_.refresh_compute_weights(*backend_);
   if (ckpt.info.global_batch != global_batch_) resumed_global_batch_ = ckpt.info.global_batch;
-  step_.sync_from_rank0();  // every rank read the same file; this makes sure of it
   log_ << "resuming " << source << " at epoch " << pos_.epoch + 1 << ", step " << pos_.step << std::endl;
 }
 

@@ -149,7 +149,7 @@ class NcclCommunicator final : public Communicator {
   void check(ncclResult_t st, const char* call) {
     const auto deadline = Clock::now() + timeout_;
     while (st == ncclInProgress) {
-      if (Clock::now() > deadline) fail(std::string(call) + " did not complete within the timeout");
+      if (Clock::now() > deadline) fail(std::string(call) + timed_out());
       std::this_thread::yield();
       if (ncclCommGetAsyncError(comm_, &st) != ncclSuccess) break;
     }
@@ -180,9 +180,13 @@ class NcclCommunicator final : public Communicator {
     while (!stop_) {
       std::this_thread::sleep_for(std::chrono::milliseconds(50));
       ncclResult_t async = ncclSuccess;
-      if (ncclCommGetAsyncError(comm_, &async) == ncclSuccess && async != ncclSuccess && async != ncclInProgress)
+      if (ncclCommGetAsyncError(comm_, &async) == ncclSuccess && async != ncclSuccess && async != ncclInProgress) {
+        // A dead peer is often what NCCL reports: give the rendezvous monitor, which knows
+        // which rank is gone, a moment to say so first.
+        std::this_thread::sleep_for(std::chrono::seconds(1));
         fail(std::string("NCCL reports ") + ncclGetErrorString(async) + " (" + ncclGetLastError(comm_) +
              "): a peer rank failed or the network broke");
+      }
       std::lock_guard lock(mutex_);
       while (!pending_.empty()) {
         const cudaError_t q = cudaEventQuery(pending_.front().done);
@@ -191,10 +195,13 @@ class NcclCommunicator final : public Communicator {
         pending_.pop_front();
       }
       if (!pending_.empty() && Clock::now() - pending_.front().launched > timeout_)
-        fail("collective " + pending_.front().what + " did not finish within " +
-             std::to_string(std::chrono::duration_cast<std::chrono::seconds>(timeout_).count()) +
-             " s (distributed.timeout_seconds): another rank hangs or died");
+        fail("collective " + pending_.front().what + timed_out());
     }
+  }
+
+  std::string timed_out() const {
+    return " did not finish within " + std::to_string(std::chrono::duration_cast<std::chrono::seconds>(timeout_).count()) +
+           " s (distributed.timeout_seconds): another rank hangs or died";
   }
 
   // Ends this process: one message, the communicator aborted (its kernels stop waiting on the
