@@ -24,6 +24,8 @@ say "build convoy and convoy_multi_gpu_tests with $(nproc) cores"
 cmake --build "$build" -j "$(nproc)" --target convoy convoy_multi_gpu_tests > "$out/build-multi.log" 2>&1 || {
   tail -n 40 "$out/build-multi.log"; exit 1; }
 convoy=$build/convoy
+runs=$(cd "$build" && pwd)/multi-gpu-runs  # checkpoints (ResNet-50's are large) stay out of OUTDIR
+rm -rf "$runs"
 "$convoy" doctor > "$out/doctor.txt" 2>&1
 
 say "multi-GPU tests"
@@ -49,7 +51,7 @@ seed: 42
 device: cuda
 precision: bf16
 layout: nhwc
-output: {dir: $out/runs, log_every: 25}
+output: {dir: $runs, log_every: 25}
 YAML
 rn_ips() { grep -E '^epoch 2/2:' "$out/$1" | sed -E 's/.* ([0-9]+) img\/s, loader.*/\1/' | tail -n 1; }
 say "ResNet-50 bf16 on 1 GPU"
@@ -63,12 +65,12 @@ fi
 fm_acc() { grep -E '^done:' "$out/$1" | sed -E 's/.*test accuracy ([0-9.]+)%.*/\1/' | tail -n 1; }
 for seed in 42 43; do
   say "fmnet seed $seed: 1 GPU x 512"
-  timeout 90 "$convoy" train --config configs/fmnet.yaml --set dataset.path="$data" --set output.dir="$out/runs" \
+  timeout 90 "$convoy" train --config configs/fmnet.yaml --set dataset.path="$data" --set output.dir="$runs" \
     --set device=cuda --set seed=$seed --set name=fmnet_1gpu_$seed > "$out/fmnet_1gpu_$seed.log" 2>&1
   if [ "$gpus" -ge 2 ]; then
     say "fmnet seed $seed: 2 GPUs x 256"
     timeout 90 "$convoy" train --config configs/fmnet.yaml --gpus 2 --set dataset.path="$data" \
-      --set output.dir="$out/runs" --set batch_size=256 --set seed=$seed --set name=fmnet_2gpu_$seed \
+      --set output.dir="$runs" --set batch_size=256 --set seed=$seed --set name=fmnet_2gpu_$seed \
       > "$out/fmnet_2gpu_$seed.log" 2>&1
   fi
 done
