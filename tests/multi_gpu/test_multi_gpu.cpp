@@ -13,6 +13,8 @@
 
 #include "engine/backends/backend.h"
 #include "engine/checkpoint/safetensors.h"
+#include "engine/distributed/communicator.h"
+#include "engine/distributed/launcher.h"
 #include "tests/run_command.h"
 
 namespace {
@@ -203,6 +205,40 @@ cat job.log | grep -v "^epoch"
   EXPECT_NE(again.output.find("the checkpoint was written at a global batch of 128, this run's is 64"),
             std::string::npos)
       << again.output;
+}
+
+}  // namespace
+
+namespace {
+
+// NCCL itself, in a world of one rank on one GPU (it runs on a one-GPU machine too): the
+// rendezvous on a free port, the non-blocking communicator, the collectives ordered against
+// the backend's stream, and a clean finish.
+TEST(NcclCommunicator, AWorldOfOneRankOnOneGpu) {
+  if (auto why = convoy::cuda_unavailable_reason(); !why.empty()) GTEST_SKIP() << why;
+  std::unique_ptr<convoy::Backend> backend = convoy::make_cuda_backend(0, {});
+  convoy::WorldInfo world;
+  world.master_port = convoy::free_port();
+  world.source = "test";
+  convoy::CommunicatorOptions options;
+  options.timeout = std::chrono::seconds(60);
+  std::unique_ptr<convoy::Communicator> comm = convoy::make_nccl_communicator(*backend, world, options);
+  EXPECT_NE(comm->describe().find("NCCL"), std::string::npos);
+  std::vector<float> values(1000);
+  for (size_t i = 0; i < values.size(); ++i) values[i] = 0.5f * static_cast<float>(i) - 7;
+  convoy::Tensor a = backend->upload(convoy::Tensor::from_floats(values, {1000}));
+  convoy::Tensor b = backend->upload(convoy::Tensor::from_ints({3, -4}, {2}));
+  convoy::Tensor both[] = {a, b};
+  comm->all_reduce(std::span<convoy::Tensor>(both, 1), convoy::ReduceOp::avg);
+  comm->all_reduce(std::span<convoy::Tensor>(both + 1, 1), convoy::ReduceOp::sum);
+  comm->broadcast(a, 0);
+  comm->wait();
+  EXPECT_EQ(a.to_floats(), values);  // one rank: the identity
+  EXPECT_EQ(b.to_floats(), (std::vector<float>{3, -4}));
+  EXPECT_TRUE(comm->any(*backend, true));
+  EXPECT_FALSE(comm->any(*backend, false));
+  comm->barrier();
+  comm->finish();
 }
 
 }  // namespace
