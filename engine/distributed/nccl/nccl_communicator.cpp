@@ -57,7 +57,11 @@ class NcclCommunicator final : public Communicator {
     allocator_ = backend.allocator();
     compute_ = static_cast<cudaStream_t>(alloc->stream());
     CONVOY_CUDA_CHECK(cudaSetDevice(device_));
-    CONVOY_CUDA_CHECK(cudaStreamCreateWithFlags(&comm_stream_, cudaStreamNonBlocking));
+    // The highest priority, as PyTorch gives its NCCL streams: a bucket's reduction should not
+    // queue behind the backward kernels it is meant to overlap.
+    int least = 0, greatest = 0;
+    CONVOY_CUDA_CHECK(cudaDeviceGetStreamPriorityRange(&least, &greatest));
+    CONVOY_CUDA_CHECK(cudaStreamCreateWithPriority(&comm_stream_, cudaStreamNonBlocking, greatest));
     CONVOY_CUDA_CHECK(cudaEventCreateWithFlags(&order_event_, cudaEventDisableTiming));
     ncclUniqueId id{};
     if (world.rank == 0) check(ncclGetUniqueId(&id), "ncclGetUniqueId(&id)");
@@ -85,10 +89,11 @@ class NcclCommunicator final : public Communicator {
     if (watchdog_.joinable()) watchdog_.join();
     cudaSetDevice(device_);
     if (comm_) {
-      // A clean end drains the collectives; any other (an exception on the way out) must not
-      // wait on peers that may be gone.
-      if (finished_ && cudaStreamSynchronize(comm_stream_) == cudaSuccess) ncclCommDestroy(comm_);
-      else ncclCommAbort(comm_);
+      // Abort, not finalize + destroy, even after a clean finish(): every collective is done by
+      // then, and finalizing would wait for the peers, which may be gone already (a rank that
+      // ends while rank 0 still writes its checkpoint). Abort frees without waiting on anyone.
+      if (finished_) cudaStreamSynchronize(comm_stream_);
+      ncclCommAbort(comm_);
     }
     for (auto& p : pending_) cudaEventDestroy(p.done);
     cudaEventDestroy(order_event_);
@@ -131,8 +136,9 @@ class NcclCommunicator final : public Communicator {
   }
 
   void finish() override {
-    CONVOY_CUDA_CHECK(cudaSetDevice(device_));
-    CONVOY_CUDA_CHECK(cudaStreamSynchronize(comm_stream_));
+    // Every rank is here before any leaves: no rank's exit can pull buffers from under a peer's
+    // last collective (the barrier's own is a few bytes, done once both have written them).
+    barrier();
     finished_ = true;
     rendezvous_->goodbye();
   }
@@ -208,6 +214,7 @@ class NcclCommunicator final : public Communicator {
   // peers), exit status kPeerFailureExit. From whichever thread sees the failure first.
   [[noreturn]] void fail(const std::string& why) {
     std::call_once(failed_, [&] {
+      std::cout.flush();
       std::cerr << "convoy: rank " << world_.rank << " of " << world_.world_size << ": " << why
                 << "; aborting the NCCL communicator and stopping" << std::endl;
       if (comm_) ncclCommAbort(comm_);
