@@ -147,6 +147,20 @@ layers:
   - {name: fc2, type: linear, out_features: 4}
 )";
 
+// Batch norm after each layer: per GPU its statistics are each rank's, synchronized the whole batch's.
+constexpr const char* kBnNet = R"(name: tiny_bn
+input: [1, 6, 6]
+classes: 4
+layers:
+  - {name: conv1, type: conv2d, out_channels: 3, kernel: 3, bias: false}
+  - {name: bn1, type: batchnorm2d}
+  - {name: relu1, type: relu}
+  - {name: flatten, type: flatten}
+  - {name: fc1, type: linear, out_features: 8}
+  - {name: relu2, type: relu}
+  - {name: fc2, type: linear, out_features: 4}
+)";
+
 constexpr int64_t kBatch = 8, kSteps = 3;
 
 struct Data {
@@ -168,12 +182,12 @@ Data make_data() {
   return d;
 }
 
-TrainRecipe recipe() {
+TrainRecipe recipe(bool sync_bn = false) {
   OptimizerConfig opt;
   opt.lr = 0.05;
   opt.momentum = 0.9;
   opt.weight_decay = 1e-3;
-  return TrainRecipe{opt, make_normalize({0.5}, {0.25}), 0.0, 5};
+  return TrainRecipe{opt, make_normalize({0.5}, {0.25}), 0.0, 5, sync_bn};
 }
 
 struct Trained {
@@ -184,13 +198,14 @@ struct Trained {
 
 // kSteps steps of `rows` [begin, end) of each step's batch, on one rank of `comm`'s world (or
 // alone with comm null).
-Trained train_rows(Communicator* comm, int64_t begin, int64_t end, const Data& data, int64_t bucket_bytes) {
+Trained train_rows(Communicator* comm, int64_t begin, int64_t end, const Data& data, int64_t bucket_bytes,
+                   const char* net = kNet, bool sync_bn = false) {
   BackendOptions bo;
   bo.threads = 1;
   std::unique_ptr<Backend> backend = make_cpu_backend(bo);
-  Model model = Model::from_yaml(kNet, "tiny.yaml", 3);
+  Model model = Model::from_yaml(net, "tiny.yaml", 3);
   model.to(*backend, DType::f32);
-  TrainStep step(*backend, model, recipe(), comm, bucket_bytes);
+  TrainStep step(*backend, model, recipe(sync_bn), comm, bucket_bytes);
   step.sync_from_rank0();
   Trained t;
   for (int64_t s = 0; s < kSteps; ++s) {
@@ -198,7 +213,7 @@ Trained train_rows(Communicator* comm, int64_t begin, int64_t end, const Data& d
                                          data.labels[static_cast<size_t>(s)].slice_rows(begin, end), s, 0.05);
     t.losses.push_back(out.loss.to_floats()[0]);
   }
-  for (auto& [name, p] : model.parameters()) t.weights.push_back(p->value.to_floats());
+  for (const NamedTensor& s : model.state()) t.weights.push_back(s.tensor.to_floats());  // buffers too
   if (step.reducer()) {
     t.buckets = step.reducer()->buckets().size();
     t.launched_early = step.reducer()->launched_during_backward();
@@ -297,4 +312,29 @@ TEST(DataParallelResume, TheEpochPositionIsConvertedToTheNewGlobalBatch) {
   EXPECT_EQ(resume_batch(10, 128, 128), 10);   // the same world
   EXPECT_EQ(resume_batch(10, 128, 64), 20);    // 1280 samples done: 20 batches of 64
   EXPECT_EQ(resume_batch(11, 64, 128), 5);     // 704 samples: 5 whole batches of 128 (64 seen again)
+}
+
+TEST(SimulatedWorld, SyncBatchNormTwoRanksEqualOneProcessOnTheCombinedBatch) {
+  const Data data = make_data();
+  const Trained single = train_rows(nullptr, 0, kBatch, data, kDefaultBucketBytes, kBnNet);
+  Trained synced[2], per_gpu[2];
+  {
+    auto world = make_thread_world(2);
+    std::thread t1([&] { synced[1] = train_rows(world[1].get(), kBatch / 2, kBatch, data, 256, kBnNet, true); });
+    synced[0] = train_rows(world[0].get(), 0, kBatch / 2, data, 256, kBnNet, true);
+    t1.join();
+  }
+  {
+    auto world = make_thread_world(2);
+    std::thread t1([&] { per_gpu[1] = train_rows(world[1].get(), kBatch / 2, kBatch, data, 256, kBnNet, false); });
+    per_gpu[0] = train_rows(world[0].get(), 0, kBatch / 2, data, 256, kBnNet, false);
+    t1.join();
+  }
+  // Weights and running statistics: synchronized batch norm is one process's batch norm.
+  EXPECT_LT(max_rel_diff(synced[0], single), 1e-4);
+  EXPECT_LT(max_rel_diff(synced[1], single), 1e-4);
+  for (int64_t s = 0; s < kSteps; ++s)
+    EXPECT_NEAR(synced[0].losses[s], single.losses[s], 1e-5 * (1 + std::abs(single.losses[s])));
+  // Per GPU, each rank normalizes with its half's statistics: other weights.
+  EXPECT_GT(max_rel_diff(per_gpu[0], single), 1e-3);
 }

@@ -9,9 +9,6 @@ namespace convoy {
 RunConfig config_for_rank(const RunConfig& config, const WorldInfo& world) {
   RunConfig c = config;
   if (!world.distributed()) return c;
-  if (c.sync_batchnorm)
-    throw InputError(config.source + ": sync_batchnorm: true is not implemented yet: batch norm runs per GPU "
-                     "(leave it out, or train on one GPU)");
   if (c.device == "auto" || c.device == "cuda") {
     c.device = "cuda:" + std::to_string(world.local_rank);
   } else if (c.device.starts_with("cuda:")) {

@@ -5,6 +5,27 @@
 namespace convoy {
 
 namespace {
+// Batch-norm sums over the ranks, through the communicator (blocking: the layer needs them now).
+class CommStatsSync final : public BatchStatsSync {
+ public:
+  CommStatsSync(Communicator& comm, Backend& backend) : comm_(comm), backend_(backend) {}
+  int ranks() const override { return comm_.world_size(); }
+  std::vector<double> sum(const std::vector<double>& values) override {
+    std::vector<float> f(values.begin(), values.end());
+    Tensor t = backend_.upload(Tensor::from_floats(f, {static_cast<int64_t>(f.size())}));  // (values) f32
+    if (t.device().is_cpu()) t = t.clone();
+    Tensor one[] = {t};
+    comm_.all_reduce(one, ReduceOp::sum);
+    comm_.wait();
+    const std::vector<float> out = t.to_floats();
+    return std::vector<double>(out.begin(), out.end());
+  }
+
+ private:
+  Communicator& comm_;
+  Backend& backend_;
+};
+
 std::vector<Parameter*> parameter_list(Model& model) {
   std::vector<Parameter*> out;
   for (auto& [name, p] : model.parameters()) out.push_back(p);
@@ -19,6 +40,7 @@ TrainStep::TrainStep(Backend& backend, Model& model, const TrainRecipe& recipe, 
   if (comm && comm->world_size() > 1) {
     comm_ = comm;
     reducer_ = std::make_unique<GradientReducer>(*comm, backend, parameter_list(model), bucket_bytes);
+    if (recipe.sync_batchnorm) sync_bn_ = std::make_unique<CommStatsSync>(*comm, backend);
   }
 }
 
@@ -36,7 +58,7 @@ TrainStepOutput TrainStep::forward(const Tensor& images, const Tensor& labels, i
   Ops& ops = backend_.ops();
   Tensor x = backend_.empty(images.shape(), model_.compute_dtype(), model_.layout());  // (N, C, H, W)
   ops.normalize_augment(images, recipe_.augment, step_seed, x);
-  const Tensor logits = model_.forward(backend_, x, StepInfo{true, step_seed});  // (N, classes)
+  const Tensor logits = model_.forward(backend_, x, StepInfo{true, step_seed, sync_bn_.get()});  // (N, classes)
   TrainStepOutput out{backend_.empty({1}, DType::f32), backend_.empty({1}, DType::i32)};
   dlogits_ = backend_.empty(logits.shape(), logits.dtype());  // (N, classes)
   ops.softmax_cross_entropy(logits, labels, static_cast<float>(recipe_.label_smoothing), out.loss, dlogits_,

@@ -21,6 +21,7 @@ struct TrainRecipe {
   NormalizeAugment augment;    // normalization and the training augmentation (crop, flip)
   double label_smoothing = 0;
   uint64_t seed = 0;  // the run's seed: step s draws its augmentation and dropout from (seed, s)
+  bool sync_batchnorm = false;  // data-parallel: batch statistics over every rank's batch
 };
 
 // A step's results stay on the device: reading one waits for the device, so a loop reads
@@ -69,6 +70,7 @@ class TrainStep {
   Optimizer optimizer_;
   Communicator* comm_ = nullptr;             // several ranks only
   std::unique_ptr<GradientReducer> reducer_;  // likewise
+  std::unique_ptr<BatchStatsSync> sync_bn_;   // sync_batchnorm over several ranks
   Tensor dlogits_;  // forward()'s, for update()
 };
 

@@ -92,7 +92,7 @@ struct EpochTally {
 };
 
 TrainRecipe recipe_of(const RunConfig& config, const NormalizeAugment& normalize) {
-  TrainRecipe recipe{config.optimizer, normalize, config.label_smoothing, config.seed};
+  TrainRecipe recipe{config.optimizer, normalize, config.label_smoothing, config.seed, config.sync_batchnorm};
   recipe.augment.crop_padding = config.dataset.crop_padding;
   recipe.augment.horizontal_flip = config.dataset.horizontal_flip;
   return recipe;
