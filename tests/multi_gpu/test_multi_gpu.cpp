@@ -67,6 +67,21 @@ layers:
   - {name: flatten, type: flatten}
   - {name: fc1, type: linear, out_features: 10}
 )";
+    std::ofstream(dir_ / "net_bn.yaml") << R"(name: plain_bn
+input: [1, 28, 28]
+classes: 10
+layers:
+  - {name: conv1, type: conv2d, out_channels: 16, kernel: 3, padding: 1, bias: false}
+  - {name: bn1, type: batchnorm2d}
+  - {name: relu1, type: relu}
+  - {name: pool1, type: maxpool2d, kernel: 2}
+  - {name: conv2, type: conv2d, out_channels: 32, kernel: 3, padding: 1, bias: false}
+  - {name: bn2, type: batchnorm2d}
+  - {name: relu2, type: relu}
+  - {name: pool2, type: maxpool2d, kernel: 2}
+  - {name: flatten, type: flatten}
+  - {name: fc1, type: linear, out_features: 10}
+)";
     std::ofstream(dir_ / "run.yaml") << "name: ddp\nmodel: " << (dir_ / "net.yaml").string() << R"(
 dataset:
   kind: synthetic
@@ -136,6 +151,25 @@ TEST_F(MultiGpu, TwoRanksEqualOneGpuOnTheCombinedBatch) {
             << control << " (max |w| " << scale << ")" << std::endl;
   EXPECT_LT(diff, 1e-5 * std::max(1.0, scale));
   EXPECT_GT(control, 100 * diff);  // the comparison can tell batches apart
+}
+
+TEST_F(MultiGpu, TwoRanksWithSyncBatchNormEqualOneGpuOnTheCombinedBatch) {
+  REQUIRE_TWO_GPUS();
+  const std::string bn = " --set model=" + (dir_ / "net_bn.yaml").string();
+  const CommandResult two = convoy("--gpus 2 --max-steps 6 --set name=two --set sync_batchnorm=true" + bn);
+  ASSERT_EQ(two.status, 0) << two.output;
+  EXPECT_NE(two.output.find("batch norm synchronized over the ranks"), std::string::npos) << two.output;
+  const CommandResult per_gpu = convoy("--gpus 2 --max-steps 6 --set name=per_gpu" + bn);
+  ASSERT_EQ(per_gpu.status, 0) << per_gpu.output;
+  const CommandResult one = convoy("--max-steps 6 --set name=one --set batch_size=128" + bn);
+  ASSERT_EQ(one.status, 0) << one.output;
+  double scale = 0;
+  const double diff = max_abs_diff(weights("two"), weights("one"), &scale);  // running statistics included
+  const double control = max_abs_diff(weights("per_gpu"), weights("one"), &scale);
+  std::cout << "sync_batchnorm, 2 ranks vs 1 GPU at the combined batch: max |dw| " << diff << "; per-GPU batch norm: "
+            << control << " (max |w| " << scale << ")" << std::endl;
+  EXPECT_LT(diff, 1e-4 * std::max(1.0, scale));
+  EXPECT_GT(control, 10 * diff);
 }
 
 TEST_F(MultiGpu, AKilledRankStopsTheOtherNamingIt) {
