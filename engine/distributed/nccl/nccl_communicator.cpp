@@ -21,6 +21,11 @@
 #include "engine/distributed/rendezvous.h"
 #include "kernels/cuda_check.h"
 
+// Every NCCL call: an in-progress answer is waited for (within the timeout), an error throws
+// DeviceError with the call text, NCCL's message and file:line. A member's macro: it needs the
+// communicator.
+#define CONVOY_NCCL_CHECK(call) check((call), #call, CONVOY_WHERE_)
+
 namespace convoy {
 
 // The exit status of a rank stopped by the watchdog (a peer failed or a collective timed out).
@@ -64,7 +69,7 @@ class NcclCommunicator final : public Communicator {
     CONVOY_CUDA_CHECK(cudaStreamCreateWithPriority(&comm_stream_, cudaStreamNonBlocking, greatest));
     CONVOY_CUDA_CHECK(cudaEventCreateWithFlags(&order_event_, cudaEventDisableTiming));
     ncclUniqueId id{};
-    if (world.rank == 0) check(ncclGetUniqueId(&id), "ncclGetUniqueId(&id)");
+    if (world.rank == 0) CONVOY_NCCL_CHECK(ncclGetUniqueId(&id));
     rendezvous_ = std::make_unique<Rendezvous>(world, std::string(id.internal, sizeof id.internal), timeout_);
     if (rendezvous_->payload().size() != sizeof id.internal)
       throw DeviceError("rendezvous: rank 0 sent " + std::to_string(rendezvous_->payload().size()) +
@@ -72,7 +77,7 @@ class NcclCommunicator final : public Communicator {
     std::memcpy(id.internal, rendezvous_->payload().data(), sizeof id.internal);
     ncclConfig_t config = NCCL_CONFIG_INITIALIZER;
     config.blocking = 0;
-    check(ncclCommInitRankConfig(&comm_, world.world_size, id, world.rank, &config), "ncclCommInitRankConfig");
+    CONVOY_NCCL_CHECK(ncclCommInitRankConfig(&comm_, world.world_size, id, world.rank, &config));
     int version = 0;
     ncclGetVersion(&version);
     describe_ = "NCCL " + std::to_string(version / 10000) + "." + std::to_string(version / 100 % 100) + "." +
@@ -107,17 +112,15 @@ class NcclCommunicator final : public Communicator {
   void all_reduce(std::span<Tensor> tensors, ReduceOp op) override {
     launch("all_reduce", [&] {
       for (Tensor& t : tensors)
-        check(ncclAllReduce(t.raw(), t.raw(), static_cast<size_t>(t.numel()), nccl_type(t.dtype()),
-                            op == ReduceOp::avg ? ncclAvg : ncclSum, comm_, comm_stream_),
-              "ncclAllReduce");
+        CONVOY_NCCL_CHECK(ncclAllReduce(t.raw(), t.raw(), static_cast<size_t>(t.numel()), nccl_type(t.dtype()),
+                                        op == ReduceOp::avg ? ncclAvg : ncclSum, comm_, comm_stream_));
     });
   }
 
   void broadcast(Tensor& tensor, int root) override {
     launch("broadcast", [&] {
-      check(ncclBroadcast(tensor.raw(), tensor.raw(), static_cast<size_t>(tensor.numel()), nccl_type(tensor.dtype()),
-                          root, comm_, comm_stream_),
-            "ncclBroadcast");
+      CONVOY_NCCL_CHECK(ncclBroadcast(tensor.raw(), tensor.raw(), static_cast<size_t>(tensor.numel()),
+                                      nccl_type(tensor.dtype()), root, comm_, comm_stream_));
     });
   }
 
@@ -152,14 +155,14 @@ class NcclCommunicator final : public Communicator {
 
   // A call's status: in progress (a non-blocking communicator's answer) is waited for, within
   // the timeout; anything but success throws.
-  void check(ncclResult_t st, const char* call) {
+  void check(ncclResult_t st, const char* call, const char* where) {
     const auto deadline = Clock::now() + timeout_;
     while (st == ncclInProgress) {
       if (Clock::now() > deadline) fail(std::string(call) + timed_out());
       std::this_thread::yield();
       if (ncclCommGetAsyncError(comm_, &st) != ncclSuccess) break;
     }
-    if (st != ncclSuccess) throw_nccl_error(st, comm_, call, CONVOY_WHERE_);
+    if (st != ncclSuccess) throw_nccl_error(st, comm_, call, where);
   }
 
   // One collective (a group of NCCL calls) on the communication stream, after the backend's
@@ -169,9 +172,9 @@ class NcclCommunicator final : public Communicator {
     CONVOY_CUDA_CHECK(cudaSetDevice(device_));
     CONVOY_CUDA_CHECK(cudaEventRecord(order_event_, compute_));
     CONVOY_CUDA_CHECK(cudaStreamWaitEvent(comm_stream_, order_event_, 0));
-    check(ncclGroupStart(), "ncclGroupStart()");
+    CONVOY_NCCL_CHECK(ncclGroupStart());
     calls();
-    check(ncclGroupEnd(), "ncclGroupEnd()");
+    CONVOY_NCCL_CHECK(ncclGroupEnd());
     cudaEvent_t done = nullptr;
     CONVOY_CUDA_CHECK(cudaEventCreateWithFlags(&done, cudaEventDisableTiming));
     CONVOY_CUDA_CHECK(cudaEventRecord(done, comm_stream_));
