@@ -114,7 +114,8 @@ class TrainingRun {
         model_(build_model(config, *train_data_, *backend_, log)), dtype_(model_.compute_dtype()),
         preprocess_(preprocess_of(config, model_)),
         normalize_(make_normalize(config.dataset.mean, config.dataset.std)),
-        step_(*backend_, model_, recipe_of(config, normalize_), comm_.get(), config.bucket_mb << 20), uploader_(backend_->make_batch_uploader()),
+        step_(*backend_, model_, recipe_of(config, normalize_), comm_.get(), config.bucket_mb << 20),
+        uploader_(backend_->make_batch_uploader()),
         progress_(log, config.log_every) {
     check_same_classes(*train_data_, *test_data_);
     // The checkpoints' metadata is JSON: a class name that is not UTF-8 (a folder name in
