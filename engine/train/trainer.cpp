@@ -91,6 +91,10 @@ struct EpochTally {
   }
 };
 
+int rank_of(const TrainOptions& options) {
+  return options.communicator ? options.communicator->rank() : options.world.rank;
+}
+
 TrainRecipe recipe_of(const RunConfig& config, const NormalizeAugment& normalize) {
   TrainRecipe recipe{config.optimizer, normalize, config.label_smoothing, config.seed, config.sync_batchnorm};
   recipe.augment.crop_padding = config.dataset.crop_padding;
@@ -106,15 +110,17 @@ class TrainingRun {
       : config_(config), options_(options), log_(log),
         run_dir_(fs::path(config.output_dir) / config.name),
         last_path_(run_dir_ / "last.safetensors"), best_path_(run_dir_ / "best.safetensors"),
-        lock_(options.world.rank == 0 ? std::make_unique<RunDirLock>(run_dir_) : nullptr),
+        lock_(rank_of(options) == 0 ? std::make_unique<RunDirLock>(run_dir_) : nullptr),
         backend_(open_backend(config, log)),
-        comm_(make_communicator(*backend_, options.world, communicator_options(config))),
+        own_comm_(options.communicator ? nullptr
+                                       : make_communicator(*backend_, options.world, communicator_options(config))),
+        comm_(options.communicator ? options.communicator : own_comm_.get()),
         train_data_(load_split(config, config.dataset.train_split, config.dataset.train_limit)),
         test_data_(load_split(config, config.dataset.test_split, config.dataset.test_limit)),
         model_(build_model(config, *train_data_, *backend_, log)), dtype_(model_.compute_dtype()),
         preprocess_(preprocess_of(config, model_)),
         normalize_(make_normalize(config.dataset.mean, config.dataset.std)),
-        step_(*backend_, model_, recipe_of(config, normalize_), comm_.get(), config.bucket_mb << 20),
+        step_(*backend_, model_, recipe_of(config, normalize_), comm_, config.bucket_mb << 20),
         uploader_(backend_->make_batch_uploader()),
         progress_(log, config.log_every) {
     check_same_classes(*train_data_, *test_data_);
@@ -154,7 +160,8 @@ class TrainingRun {
   const fs::path run_dir_, last_path_, best_path_;
   std::unique_ptr<RunDirLock> lock_;  // rank 0's, taken before the data is read: a second writer fails at once
   std::unique_ptr<Backend> backend_;
-  std::unique_ptr<Communicator> comm_;  // the other ranks; local for a world of one
+  std::unique_ptr<Communicator> own_comm_;  // the other ranks; local for a world of one
+  Communicator* comm_;                      // own_comm_, or TrainOptions::communicator
   std::unique_ptr<Dataset> train_data_, test_data_;
   Model model_;
   DType dtype_;  // f32, or bf16 for mixed precision where the backend runs the model in it
@@ -515,7 +522,7 @@ RunCheckpointInfo TrainingRun::checkpoint_info(const Position& pos, double test_
 
 TrainResult train(const RunConfig& config, const TrainOptions& options, std::ostream& log) {
   const RunConfig rank_config = config_for_rank(config, options.world);
-  if (options.world.rank == 0) return TrainingRun(rank_config, options, log).run();
+  if (rank_of(options) == 0) return TrainingRun(rank_config, options, log).run();
   NullStream quiet;  // one log for the job: rank 0's
   return TrainingRun(rank_config, options, quiet).run();
 }

@@ -11,6 +11,8 @@
 
 namespace convoy {
 
+class Communicator;
+
 struct TrainOptions {
   bool resume = false;  // continue from <run>/last.safetensors when it exists
   int64_t max_steps = 0;  // stop (with a checkpoint) after this many steps in total; 0 = no limit
@@ -21,6 +23,8 @@ struct TrainOptions {
   // This process's place in a data-parallel job (world_from_env); a world of one by default.
   // Every rank trains its shard; rank 0 alone logs, evaluates and writes the run directory.
   WorldInfo world;
+  // Tests: a rank of a simulated world (make_thread_world) instead of the one `world` makes.
+  Communicator* communicator = nullptr;
 };
 
 struct TrainResult {
