@@ -25,6 +25,9 @@
 // DeviceError with the call text, NCCL's message and file:line. A member's macro: it needs the
 // communicator.
 #define CONVOY_NCCL_CHECK(call) check((call), #call, CONVOY_WHERE_)
+// A call inside a group: it only queues (ncclGroupEnd's check waits for the group), so an
+// in-progress answer is not waited for here.
+#define CONVOY_NCCL_QUEUE(call) check_queued((call), #call, CONVOY_WHERE_)
 
 namespace convoy {
 
@@ -112,14 +115,14 @@ class NcclCommunicator final : public Communicator {
   void all_reduce(std::span<Tensor> tensors, ReduceOp op) override {
     launch("all_reduce", [&] {
       for (Tensor& t : tensors)
-        CONVOY_NCCL_CHECK(ncclAllReduce(t.raw(), t.raw(), static_cast<size_t>(t.numel()), nccl_type(t.dtype()),
+        CONVOY_NCCL_QUEUE(ncclAllReduce(t.raw(), t.raw(), static_cast<size_t>(t.numel()), nccl_type(t.dtype()),
                                         op == ReduceOp::avg ? ncclAvg : ncclSum, comm_, comm_stream_));
     });
   }
 
   void broadcast(Tensor& tensor, int root) override {
     launch("broadcast", [&] {
-      CONVOY_NCCL_CHECK(ncclBroadcast(tensor.raw(), tensor.raw(), static_cast<size_t>(tensor.numel()),
+      CONVOY_NCCL_QUEUE(ncclBroadcast(tensor.raw(), tensor.raw(), static_cast<size_t>(tensor.numel()),
                                       nccl_type(tensor.dtype()), root, comm_, comm_stream_));
     });
   }
@@ -165,6 +168,10 @@ class NcclCommunicator final : public Communicator {
     if (st != ncclSuccess) throw_nccl_error(st, comm_, call, where);
   }
 
+  void check_queued(ncclResult_t st, const char* call, const char* where) {
+    if (st != ncclSuccess && st != ncclInProgress) throw_nccl_error(st, comm_, call, where);
+  }
+
   // One collective (a group of NCCL calls) on the communication stream, after the backend's
   // work so far, watched until it is done.
   template <class Calls>
@@ -172,7 +179,7 @@ class NcclCommunicator final : public Communicator {
     CONVOY_CUDA_CHECK(cudaSetDevice(device_));
     CONVOY_CUDA_CHECK(cudaEventRecord(order_event_, compute_));
     CONVOY_CUDA_CHECK(cudaStreamWaitEvent(comm_stream_, order_event_, 0));
-    CONVOY_NCCL_CHECK(ncclGroupStart());
+    CONVOY_NCCL_QUEUE(ncclGroupStart());
     calls();
     CONVOY_NCCL_CHECK(ncclGroupEnd());
     cudaEvent_t done = nullptr;
