@@ -1,10 +1,13 @@
-// convoy train --config configs/x.yaml [--set key=value]... [--resume] [--init-weights F [--init-weights-strict]]
+// convoy train --config configs/x.yaml [--set key=value]... [--resume] [--init-weights F [--init-weights-strict]] [--gpus N]
 #include <csignal>
 #include <iomanip>
 #include <iostream>
 
 #include "cli/commands.h"
+#include "engine/core/error.h"
 #include "engine/config/run_config.h"
+#include "engine/distributed/launcher.h"
+#include "engine/distributed/world.h"
 #include "engine/train/trainer.h"
 
 namespace convoy::cli {
@@ -24,10 +27,35 @@ struct TrainArgs {
   bool init_weights_strict = false;
   int64_t max_steps = 0;
   int64_t data_only = -1;  // >= 0: measure the loader over this many batches (0 = one epoch)
+  int gpus = 1;            // > 1: one process per GPU of this host (torchrun's --nproc-per-node)
 };
+
+// The same command for each rank's process, without --gpus.
+std::vector<std::string> rank_arguments(const TrainArgs& args) {
+  std::vector<std::string> out = {"train", "--config", args.config};
+  for (const std::string& o : args.overrides) out.insert(out.end(), {"--set", o});
+  if (args.resume) out.push_back("--resume");
+  if (!args.init_weights.empty()) out.insert(out.end(), {"--init-weights", args.init_weights});
+  if (args.init_weights_strict) out.push_back("--init-weights-strict");
+  if (args.max_steps) out.insert(out.end(), {"--max-steps", std::to_string(args.max_steps)});
+  return out;
+}
 
 int run_train(const TrainArgs& args) {
   const RunConfig config = load_run_config(args.config, args.overrides);
+  const WorldInfo world = world_from_env(process_env());
+  if (args.gpus > 1) {
+    if (world.distributed())
+      throw InputError("--gpus " + std::to_string(args.gpus) + " inside a job that is already distributed (" +
+                       world.source + " says rank " + std::to_string(world.rank) + " of " +
+                       std::to_string(world.world_size) + "): leave --gpus out under mpirun or Kubernetes");
+    if (args.data_only >= 0) throw InputError("--data-only measures one loader: leave --gpus out");
+    LaunchOptions launch;
+    launch.program = "/proc/self/exe";
+    launch.args = rank_arguments(args);
+    launch.ranks = args.gpus;
+    return launch_local(launch, std::cerr);
+  }
   if (args.data_only >= 0) {
     measure_loader(config, args.data_only, std::cout);
     return 0;
@@ -41,6 +69,17 @@ int run_train(const TrainArgs& args) {
   options.init_weights = args.init_weights.empty() ? config.init_weights : args.init_weights;
   options.init_weights_strict = args.init_weights.empty() ? config.init_weights_strict : args.init_weights_strict;
   options.stop_requested = &stop_requested;
+  options.world = world;
+  if (world.rank > 0) {
+    // One log for the job (rank 0's); the others speak up only when they fail.
+    try {
+      const TrainResult r = train(config, options, std::cout);
+      return r.interrupted && stop_requested.load() ? 128 + SIGTERM : 0;
+    } catch (const Error&) {
+      std::cerr << "convoy: rank " << world.rank << " of " << world.world_size << " failed:" << std::endl;
+      throw;
+    }
+  }
   const TrainResult r = train(config, options, std::cout);
   std::cout << std::fixed << std::setprecision(2);
   if (r.interrupted) {
@@ -75,6 +114,10 @@ void add_train_command(CLI::App& app, Action& chosen) {
   cmd->add_option("--data-only", args->data_only,
                   "measure the data loader alone over N batches (0 = one epoch): images/s, no training")
       ->expected(0, 1)->default_str("0")->check(CLI::NonNegativeNumber);
+  cmd->add_option("--gpus", args->gpus,
+                  "data-parallel training on N GPUs of this host: one process each (as torchrun; under mpirun "
+                  "or Kubernetes leave it out, the ranks come from the environment)")
+      ->check(CLI::Range(1, 1024));
   cmd->callback([args, &chosen] { chosen = [args] { return run_train(*args); }; });
 }
 

@@ -14,6 +14,9 @@ DataLoader::DataLoader(const Dataset& dataset, LoaderOptions options)
     : dataset_(dataset), options_(std::move(options)) {
   if (options_.batch_size < 1)
     throw InputError("batch size must be at least 1, got " + std::to_string(options_.batch_size));
+  if (options_.shard_count < 1 || options_.shard_rank < 0 || options_.shard_rank >= options_.shard_count)
+    throw InputError("loader shard " + std::to_string(options_.shard_rank) + " of " +
+                     std::to_string(options_.shard_count) + " does not exist");
   if (options_.workers < 1) throw InputError("loader workers must be at least 1, got " + std::to_string(options_.workers));
   if (options_.prefetch <= 0) options_.prefetch = 2 * options_.workers;
   if (!options_.host_empty) options_.host_empty = [](Shape shape, DType dtype) { return Tensor::empty(std::move(shape), dtype); };
@@ -21,8 +24,10 @@ DataLoader::DataLoader(const Dataset& dataset, LoaderOptions options)
 
 DataLoader::~DataLoader() { stop_workers(); }
 
+int64_t DataLoader::samples_per_epoch() const { return dataset_.size() / options_.shard_count; }
+
 int64_t DataLoader::batches_per_epoch() const {
-  const int64_t n = dataset_.size();
+  const int64_t n = samples_per_epoch();
   const int64_t b = options_.batch_size;
   return options_.drop_last ? n / b : (n + b - 1) / b;
 }
@@ -31,16 +36,20 @@ std::vector<int64_t> DataLoader::epoch_order(int64_t epoch) const {
   const int64_t n = dataset_.size();
   std::vector<int64_t> order(static_cast<size_t>(n));
   for (int64_t i = 0; i < n; ++i) order[static_cast<size_t>(i)] = i;
-  if (!options_.shuffle) return order;
   // Our own Fisher-Yates over mt19937_64 (whose output the standard fixes), not
   // std::shuffle, whose algorithm differs between standard libraries.
   std::mt19937_64 rng(counter_hash(options_.seed, static_cast<uint64_t>(epoch)));
-  for (int64_t i = n - 1; i > 0; --i) {
+  for (int64_t i = n - 1; options_.shuffle && i > 0; --i) {
     const auto j = static_cast<int64_t>(
         (static_cast<unsigned __int128>(rng()) * static_cast<uint64_t>(i + 1)) >> 64);
     std::swap(order[static_cast<size_t>(i)], order[static_cast<size_t>(j)]);
   }
-  return order;
+  if (options_.shard_count == 1) return order;
+  std::vector<int64_t> shard;
+  shard.reserve(static_cast<size_t>(samples_per_epoch()));
+  for (int64_t i = options_.shard_rank; i < samples_per_epoch() * options_.shard_count; i += options_.shard_count)
+    shard.push_back(order[static_cast<size_t>(i)]);
+  return shard;
 }
 
 void DataLoader::start_epoch(int64_t epoch, int64_t skip_batches) {
@@ -135,7 +144,7 @@ double DataLoader::images_per_second() const {
 }
 
 Batch DataLoader::assemble(int64_t batch_index, Stats& stats) const {
-  const int64_t n = dataset_.size();
+  const auto n = static_cast<int64_t>(order_.size());
   const int64_t begin = batch_index * options_.batch_size;
   const int64_t count = std::min(options_.batch_size, n - begin);
   const Preprocess& p = options_.preprocess;

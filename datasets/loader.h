@@ -32,6 +32,12 @@ struct LoaderOptions {
   int64_t workers = 1;    // threads assembling batches
   int64_t prefetch = 0;   // batches ready or in work ahead of the consumer; 0 = 2 per worker
   bool skip_bad_samples = false;  // leave unreadable samples out (counted) instead of failing
+  // Data-parallel training (PyTorch's DistributedSampler with drop_last): every epoch's order
+  // is cut to a multiple of shard_count samples and this loader serves every shard_count-th
+  // one from shard_rank, so the shards are disjoint, equal in size, and together are the
+  // global batches a single process would see at shard_count times the batch.
+  int64_t shard_rank = 0;
+  int64_t shard_count = 1;
   // Where batch images live; the default is ordinary host memory. A CUDA run passes pinned
   // memory so the upload can run asynchronously.
   std::function<Tensor(Shape, DType)> host_empty;
@@ -57,8 +63,10 @@ class DataLoader {
   bool next(Batch& batch);
   int64_t batches_per_epoch() const;
   int64_t batch_size() const { return options_.batch_size; }
-  // The sample indices of epoch `epoch` in the order they are served.
+  // The sample indices of epoch `epoch` in the order they are served (this shard's).
   std::vector<int64_t> epoch_order(int64_t epoch) const;
+  // Samples per epoch: this shard's.
+  int64_t samples_per_epoch() const;
   // Samples loaded and the workers' busy seconds in the current epoch: the loader's own
   // speed, images/s = samples / busy * workers, apart from how fast they are consumed.
   struct Stats {

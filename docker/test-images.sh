@@ -40,10 +40,11 @@ STOP_WITHIN=${STOP_WITHIN:-20}           # seconds convoy may take to stop after
 SKIP_CPU=${SKIP_CPU:-0}
 SKIP_GPU=${SKIP_GPU:-0}
 GPU_RUNTIME=${GPU_RUNTIME:-1}
-# What the slim CUDA context holds (relative to $CUDA_HOST); add lib/libnccl.so* once NCCL is linked.
+# What the slim CUDA context holds (relative to $CUDA_HOST); NCCL for data-parallel training.
 CUDA_PARTS=(bin nvvm include targets lib64 lib/cmake lib/stubs
             'lib/libcudart.so*' lib/libcudart_static.a lib/libcudadevrt.a lib/libculibos.a
-            'lib/libcublas.so*' 'lib/libcublasLt.so*' lib/libcudnn.so lib/libcudnn.so.9 'lib/libcudnn_graph.so*')
+            'lib/libcublas.so*' 'lib/libcublasLt.so*' lib/libcudnn.so lib/libcudnn.so.9 'lib/libcudnn_graph.so*'
+            'lib/libnccl.so*')
 
 BASE_IMG=localhost/bookworm:base
 CPU_IMG=localhost/convoy-cpu:ci
@@ -327,7 +328,7 @@ build_gpu_builder() {
     -f "$CONTEXT/docker/Dockerfile" --ignorefile "$CONTEXT/docker/Dockerfile.dockerignore" \
     -t "$GPU_BUILDER_IMG" "$CONTEXT"
   # The CUDA build really happened: .cu objects for the arch, device code in the binary, and the
-  # binary linked to cudart, cuBLAS and cuDNN.
+  # binary linked to cudart, cuBLAS, cuDNN and NCCL.
   ctr --entrypoint sh "$GPU_BUILDER_IMG" -c '
     set -e
     cu=$(find build-image -name "*.cu.o" | wc -l)
@@ -337,7 +338,7 @@ build_gpu_builder() {
     objdump -h /opt/dist/usr/local/bin/convoy | grep -q nv_fatbin || { echo "no device code in convoy"; exit 1; }
     needed=$(objdump -p /opt/dist/usr/local/bin/convoy | awk "\$1 == \"NEEDED\" { print \$2 }" | tr "\n" " ")
     echo "convoy needs: $needed"
-    for l in libcudart libcublas libcudnn; do case " $needed" in *" $l"*) ;; *) echo "not linked: $l"; exit 1 ;; esac; done'
+    for l in libcudart libcublas libcudnn libnccl; do case " $needed" in *" $l"*) ;; *) echo "not linked: $l"; exit 1 ;; esac; done'
 }
 
 build_gpu_image() {

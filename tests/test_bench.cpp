@@ -146,6 +146,8 @@ TEST(Bench, ProfileTimesEveryLayer) {
     EXPECT_NE(r.err.find(infos[0].name), std::string::npos) << r.err;
   }
   EXPECT_EQ(profiled, 2);
+  fs::remove_all(dir);
+}
 
 // ONNX Runtime 1.30 as the CPU-inference peer, in the same run: through npm's onnxruntime-node
 // (scripts/install-onnxruntime-node.sh) where Debian's Python has no onnxruntime; the ONNX comes

@@ -9,6 +9,9 @@ Needs only Debian 12's python3-kubernetes (client 22.6, the Kubernetes 1.22 API)
 2. A Kustomization's resources exist, and are checked as well.
 3. What the training Job promises (docker/README.md): one GPU, --resume, restarts on failure,
    checkpoints on a claim, read-only data, time to checkpoint on SIGTERM, a non-root user.
+4. What a data-parallel (Indexed) training Job promises: as many pods at once as ranks, RANK
+   from the completion index, WORLD_SIZE the number of ranks, MASTER_ADDR pod 0's name under a
+   headless Service of the same file that selects the pods and serves MASTER_PORT.
 """
 import datetime
 import glob
@@ -206,6 +209,35 @@ def training_job_promises(job):
     ]
 
 
+def env_of(container):
+    return {dig(e, 'name'): e for e in dig(container, 'env') or [] if isinstance(e, dict)}
+
+
+def ddp_job_promises(job, services):
+    """[(kept, promise)] of an Indexed training Job (train-ddp-job.yaml); services: the file's, by name."""
+    spec, pod = dig(job, 'spec'), dig(job, 'spec', 'template', 'spec')
+    env = env_of(dig(pod, 'containers', 0))
+    value = lambda name: dig(env.get(name), 'value')
+    ranks = dig(spec, 'completions')
+    subdomain = dig(pod, 'subdomain')
+    svc = services.get(subdomain)
+    labels = dig(job, 'spec', 'template', 'metadata', 'labels') or {}
+    selector = dig(svc, 'spec', 'selector') or {}
+    ports = [dig(p, 'port') for p in dig(svc, 'spec', 'ports') or []]
+    rank_ref = dig(env.get('RANK'), 'valueFrom', 'fieldRef', 'fieldPath')
+    return [
+        (is_int(ranks) and dig(spec, 'parallelism') == ranks, 'parallelism equal to completions (every rank at once)'),
+        (value('WORLD_SIZE') == str(ranks), 'WORLD_SIZE equal to completions'),
+        (rank_ref == "metadata.annotations['batch.kubernetes.io/job-completion-index']",
+         'RANK from the completion index'),
+        (value('MASTER_ADDR') == f'{dig(job, "metadata", "name")}-0.{subdomain}',
+         "MASTER_ADDR naming pod 0 under the pods' subdomain"),
+        (svc is not None and dig(svc, 'spec', 'clusterIP') == 'None', 'a headless Service named as the subdomain'),
+        (bool(selector) and all(labels.get(k) == v for k, v in selector.items()), 'the Service selects the pods'),
+        (str(value('MASTER_PORT')) in [str(p) for p in ports], 'the Service serves MASTER_PORT'),
+    ]
+
+
 class Loader(yaml.SafeLoader):
     def construct_mapping(self, node, deep=False):
         """Rejects duplicate keys, as kubectl does (PyYAML would keep the last one silently)."""
@@ -232,12 +264,15 @@ def validate(files):
             context = f'{e.context} (line {e.context_mark.line + 1}), ' if e.context and e.context_mark else ''
             results.append((False, f'{name}:{e.problem_mark.line + 1}', f'YAML: {context}{e.problem}'))
             continue
+        services, indexed_jobs = {}, []
         for doc in docs:
             if doc is None:
                 continue
             if not isinstance(doc, dict):
                 results.append((False, name, 'a YAML document that is not a mapping'))
                 continue
+            if doc.get('kind') == 'Service':
+                services[dig(doc, 'metadata', 'name')] = doc
             api, kind = doc.get('apiVersion'), doc.get('kind')
             where = f'{name} {kind}/{dig(doc, "metadata", "name") or "?"}'
             if (api, kind) == ('kustomize.config.k8s.io/v1beta1', 'Kustomization'):  # not an API object
@@ -260,6 +295,10 @@ def validate(files):
                 (True, where, f'schema ({model.__name__}): known fields, types, required fields, quantities')]
             if kind == 'Job' and dig(doc, 'metadata', 'labels', 'app.kubernetes.io/component') == 'train':
                 results += [(kept, where, p if kept else f'expected {p}') for kept, p in training_job_promises(doc)]
+                if dig(doc, 'spec', 'completionMode') == 'Indexed':
+                    indexed_jobs.append((where, doc))
+        for where, job in indexed_jobs:  # once the file's Services are known
+            results += [(kept, where, p if kept else f'expected {p}') for kept, p in ddp_job_promises(job, services)]
     return results
 
 
@@ -283,6 +322,7 @@ def edit(keys, value):
 POD = ('spec', 'template', 'spec')
 C0 = POD + ('containers', 0)
 JOB = 'train-job.yaml Job/convoy-train-fashion-mnist: '
+DDP = 'train-ddp-job.yaml Job/convoy-train-ddp: '
 # (what, file, mutation of its text, what one of the FAILs must contain; {line} stands for the
 # number of the first line that the mutation changes, {next} for the one after it)
 MUTATIONS = [
@@ -319,6 +359,13 @@ MUTATIONS = [
      'kustomization.yaml Kustomization/?: .resources[2]: missing.yaml does not exist'),
     ('a YAML syntax error', 'pvc.yaml', lambda t: t.replace('storage: 20Gi', 'storage: [20Gi'),
      'pvc.yaml:{next}: YAML: while parsing a flow sequence (line {line})'),
+    ('a world size that is not the completions', 'train-ddp-job.yaml',
+     lambda t: t.replace('value: "2"', 'value: "3"', 1), DDP + 'expected WORLD_SIZE equal to completions'),
+    ('MASTER_ADDR not pod 0', 'train-ddp-job.yaml',
+     lambda t: t.replace('value: convoy-train-ddp-0.convoy-train-ddp', 'value: convoy-train-ddp-1.convoy-train-ddp'),
+     DDP + "expected MASTER_ADDR naming pod 0 under the pods' subdomain"),
+    ('a Service that is not headless', 'train-ddp-job.yaml', lambda t: t.replace('clusterIP: None', 'clusterIP: ""'),
+     DDP + 'expected a headless Service named as the subdomain'),
     ('a duplicate key', 'train-job.yaml', lambda t: t.replace('  backoffLimit: 8', '  backoffLimit: 8\n  backoffLimit: 1'),
      "train-job.yaml:{line}: YAML: duplicate key 'backoffLimit'"),
 ]

@@ -231,6 +231,14 @@ RunConfig parse_run_config(const std::string& yaml_text, const std::string& sour
   c.cudnn_benchmark = top.get_bool("cudnn_benchmark", true);
   c.threads = get_int_in(top, "threads", 0, 0, kMaxThreads, "0 (all cores) or 1 ... " + std::to_string(kMaxThreads));
 
+  const YamlMap dist = top.get_map("distributed");
+  c.distributed_timeout_seconds = dist.get_double("timeout_seconds", 300);
+  if (!(c.distributed_timeout_seconds >= 1 && c.distributed_timeout_seconds <= 86400))
+    dist.fail("timeout_seconds", "must be in 1 ... 86400");
+  c.bucket_mb = get_int_in(dist, "bucket_mb", 25, 1, 4096);
+  dist.finish();
+  c.sync_batchnorm = top.get_bool("sync_batchnorm", false);
+
   const YamlMap out = top.get_map("output");
   c.output_dir = out.get_string("dir", c.output_dir);
   c.log_every = out.get_int("log_every", c.log_every);

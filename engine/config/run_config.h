@@ -82,6 +82,10 @@ struct RunConfig {
   std::string output_dir = "runs"; // the run writes to <output_dir>/<name>/
   int64_t log_every = 50;          // steps between plain progress lines (not a terminal)
   std::string resolved_yaml;       // the final config with overrides, for checkpoints
+  // Data-parallel runs (several ranks): `distributed:` in the file.
+  double distributed_timeout_seconds = 300;  // a collective not done by then stops the job
+  int64_t bucket_mb = 25;                    // gradient bucket size (DDP's bucket_cap_mb)
+  bool sync_batchnorm = false;               // batch statistics over all ranks, not per GPU
 };
 
 // Reads and validates a run config; `overrides` are "key.path=value" strings applied

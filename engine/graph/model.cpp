@@ -234,14 +234,24 @@ Tensor Model::forward(Backend& backend, const Tensor& x, const StepInfo& step) {
   return logits;
 }
 
-void Model::backward(Backend& backend, const Tensor& grad_logits) {
+void Model::backward(Backend& backend, const Tensor& grad_logits, const GradsReady& on_ready) {
   CONVOY_CHECK(activations_.size() == nodes_.size(), "backward without a training forward");
   std::vector<Tensor> grads(nodes_.size());  // d(loss)/d(output of node i)
   grads[output_node_] = grad_logits;
   std::vector<Tensor> inputs;
+  // The f32 gradients of a layer's parameters, from the compute-dtype ones it wrote.
+  auto finish_grads = [&](Node& node) {
+    const std::vector<Parameter*> params = node.layer->parameters();
+    for (Parameter* p : params)
+      if (p->compute_grad.defined()) backend.ops().cast(p->compute_grad, p->grad);
+    if (on_ready && !params.empty()) on_ready(params);
+  };
   for (int i = static_cast<int>(nodes_.size()) - 1; i >= 0; --i) {
     Node& node = nodes_[i];
-    if (!grads[i].defined()) continue;  // does not reach the output
+    if (!grads[i].defined()) {  // does not reach the output
+      finish_grads(node);
+      continue;
+    }
     inputs.clear();
     const size_t n = node.inputs.size();
     auto needs = std::make_unique<bool[]>(n);  // no gradient flows into the image batch
@@ -269,10 +279,8 @@ void Model::backward(Backend& backend, const Tensor& grad_logits) {
     }
     grads[i] = Tensor();
     activations_[i] = Tensor();
+    finish_grads(node);
   }
-  for (Node& node : nodes_)
-    for (Parameter* p : node.layer->parameters())
-      if (p->compute_grad.defined()) backend.ops().cast(p->compute_grad, p->grad);
   activations_.clear();
   saved_input_ = Tensor();
 }

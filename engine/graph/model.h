@@ -3,6 +3,7 @@
 // previous layer by default; "input" is the image batch), so residual nets are DAGs.
 // Forward runs in file order (which must be topological), backward in reverse.
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -77,9 +78,12 @@ class Model {
 
   // x (N, C, H, W) in the compute dtype on the backend's device -> logits (N, classes).
   Tensor forward(Backend& backend, const Tensor& x, const StepInfo& step);
+  // Called during backward with a layer's parameters once their f32 `grad` is final (queued
+  // on the backend), so that data-parallel training can reduce them while backward goes on.
+  using GradsReady = std::function<void(std::span<Parameter* const>)>;
   // Backpropagates d(loss)/d(logits) of the last training forward into every
   // parameter's `grad` (f32), then frees the saved activations.
-  void backward(Backend& backend, const Tensor& grad_logits);
+  void backward(Backend& backend, const Tensor& grad_logits, const GradsReady& on_ready = {});
 
   // Trainable parameters, named "<layer>.<param>" (PyTorch-style state-dict names).
   std::vector<std::pair<std::string, Parameter*>> parameters();

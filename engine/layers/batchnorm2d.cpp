@@ -1,5 +1,9 @@
 // BatchNorm2d: per-channel normalization with batch statistics in training and running
 // statistics in evaluation (PyTorch semantics: momentum 0.1, eps 1e-5, unbiased running var).
+// With StepInfo::sync_bn, training uses the statistics of every rank's batch together
+// (PyTorch's SyncBatchNorm), built from the per-rank ops.
+#include <cmath>
+
 #include "engine/layers/registry.h"
 
 namespace convoy {
@@ -43,7 +47,10 @@ class BatchNorm2d final : public Layer {
   Tensor forward(Backend& be, std::span<const Tensor> in, const StepInfo& step) override {
     const Tensor& x = in[0];  // (N, C, H, W)
     Tensor y = be.empty(x.shape(), x.dtype(), x.layout());
-    if (step.training) {
+    sync_ = step.training ? step.sync_bn : nullptr;
+    if (sync_ && sync_->ranks() > 1) {
+      forward_synced(be, x, y);
+    } else if (step.training) {
       const Shape c{x.dim(1)};
       saved_mean_ = be.empty(c, DType::f32);    // (C)
       saved_invstd_ = be.empty(c, DType::f32);  // (C)
@@ -63,6 +70,7 @@ class BatchNorm2d final : public Layer {
     // cuDNN and oneDNN compute dx together with dgamma and dbeta, so dx is always made.
     Tensor dx = be.empty(x.shape(), x.dtype(), x.layout());
     be.ops().batchnorm_backward(x, dy, gamma_.value, saved_mean_, saved_invstd_, dx, gamma_.grad, beta_.grad);
+    if (sync_ && sync_->ranks() > 1) correct_synced_dx(be, x, dx);
     return {dx};
   }
 
@@ -79,6 +87,84 @@ class BatchNorm2d final : public Layer {
   Buffer running_mean_{"running_mean"};  // (C)
   Buffer running_var_{"running_var"};    // (C)
   Tensor saved_mean_, saved_invstd_;     // (C) from the last training forward
+  BatchStatsSync* sync_ = nullptr;       // the last training forward's
+  std::vector<double> mean_, invstd_;    // (C) its global statistics, when synchronized
+
+  static int64_t per_channel(const Tensor& x) { return x.numel() / x.dim(1); }
+
+  // The batch's statistics over every rank: each rank's mean and biased variance (from the
+  // ordinary training op, whose running update momentum 0 leaves alone) are combined over the
+  // ranks (host-side: two small blocking collectives per layer, so sync_batchnorm costs speed);
+  // the batch is then normalized with them (the evaluation op), and the running statistics move
+  // as one process would move them on the whole batch.
+  void forward_synced(Backend& be, const Tensor& x, Tensor& y) {
+    const int64_t c = x.dim(1);
+    const auto n = static_cast<double>(per_channel(x));
+    Tensor local_mean = be.empty({c}, DType::f32), local_invstd = be.empty({c}, DType::f32);  // (C)
+    be.ops().batchnorm_forward_train(x, gamma_.value, beta_.value, 0.0f, eps_, running_mean_.value,
+                                     running_var_.value, y, local_mean, local_invstd);
+    const std::vector<float> m = local_mean.to_floats(), is = local_invstd.to_floats();
+    // Two rounds, the mean first, so that the variance sums squares about the global mean (no
+    // E[x^2] - mean^2 cancellation in the f32 sums).
+    std::vector<double> sums(static_cast<size_t>(c + 1));
+    for (int64_t k = 0; k < c; ++k) sums[k] = n * m[k];
+    sums[c] = n;
+    sums = sync_->sum(sums);
+    const double total = sums[c];
+    mean_.assign(c, 0);
+    invstd_.assign(c, 0);
+    for (int64_t k = 0; k < c; ++k) mean_[k] = sums[k] / total;
+    std::vector<double> squares(static_cast<size_t>(c));
+    for (int64_t k = 0; k < c; ++k) {
+      const double var = std::max(0.0, 1.0 / (static_cast<double>(is[k]) * is[k]) - eps_);
+      squares[k] = n * (var + (m[k] - mean_[k]) * (m[k] - mean_[k]));
+    }
+    squares = sync_->sum(squares);
+    std::vector<float> mean(c), var(c), rm = running_mean_.value.to_floats(), rv = running_var_.value.to_floats();
+    for (int64_t k = 0; k < c; ++k) {
+      const double v = squares[k] / total;
+      invstd_[k] = 1.0 / std::sqrt(v + eps_);
+      mean[k] = static_cast<float>(mean_[k]);
+      var[k] = static_cast<float>(v);
+      rm[k] = static_cast<float>((1.0 - momentum_) * rm[k] + momentum_ * mean_[k]);
+      rv[k] = static_cast<float>((1.0 - momentum_) * rv[k] + momentum_ * v * total / std::max(1.0, total - 1));
+    }
+    running_mean_.value.copy_from(Tensor::from_floats(rm, {c}));
+    running_var_.value.copy_from(Tensor::from_floats(rv, {c}));
+    saved_mean_ = be.upload(Tensor::from_floats(mean, {c}));
+    std::vector<float> invstd(c);
+    for (int64_t k = 0; k < c; ++k) invstd[k] = static_cast<float>(invstd_[k]);
+    saved_invstd_ = be.upload(Tensor::from_floats(invstd, {c}));
+    be.ops().batchnorm_forward_eval(x, gamma_.value, beta_.value, saved_mean_, be.upload(Tensor::from_floats(var, {c})),
+                                    eps_, y);
+  }
+
+  // The per-rank backward op computes dx with this rank's sums of dy and dy * xhat over its n
+  // samples; the whole batch's gradient uses the sums over all N. The difference is per channel
+  // affine in x, c1 x + c0, added with the evaluation op (gamma c1, beta c0, mean 0, var 1 - eps).
+  // dgamma and dbeta stay this rank's: the gradient averaging sums them like any other.
+  void correct_synced_dx(Backend& be, const Tensor& x, Tensor& dx) {
+    const int64_t c = x.dim(1);
+    const auto n = static_cast<double>(per_channel(x));
+    const std::vector<float> db = beta_.grad.to_floats(), dg = gamma_.grad.to_floats(), g = gamma_.value.to_floats();
+    std::vector<double> sums(static_cast<size_t>(2 * c + 1));
+    for (int64_t k = 0; k < c; ++k) sums[k] = db[k], sums[c + k] = dg[k];
+    sums[2 * c] = n;
+    sums = sync_->sum(sums);
+    const double total = sums[2 * c];
+    std::vector<float> c1(c), c0(c), zero(c, 0.0f), one(c, static_cast<float>(1.0 - eps_));
+    for (int64_t k = 0; k < c; ++k) {
+      const double a = db[k] / n - sums[k] / total, b = dg[k] / n - sums[c + k] / total;
+      const double slope = g[k] * invstd_[k] * invstd_[k] * b;
+      c1[k] = static_cast<float>(slope);
+      c0[k] = static_cast<float>(g[k] * invstd_[k] * a - slope * mean_[k]);
+    }
+    Tensor correction = be.empty(x.shape(), x.dtype(), x.layout());
+    be.ops().batchnorm_forward_eval(x, be.upload(Tensor::from_floats(c1, {c})), be.upload(Tensor::from_floats(c0, {c})),
+                                    be.upload(Tensor::from_floats(zero, {c})), be.upload(Tensor::from_floats(one, {c})),
+                                    eps_, correction);
+    be.ops().add_inplace(dx, correction);
+  }
 };
 
 }  // namespace

@@ -43,10 +43,22 @@ struct LayerSpec {
   float eps = 0;                          // batchnorm2d
 };
 
+// Data-parallel batch norm (sync_batchnorm): per-channel sums over every rank's batch.
+class BatchStatsSync {
+ public:
+  virtual ~BatchStatsSync() = default;
+  virtual int ranks() const = 0;
+  // This rank's values summed with every other rank's (a blocking collective: every rank calls it
+  // in the same order, with as many values).
+  virtual std::vector<double> sum(const std::vector<double>& values) = 0;
+};
+
 // What a forward pass needs to know beyond its inputs.
 struct StepInfo {
   bool training = false;
   uint64_t seed = 0;  // random seed of this step (dropout); a pure function of (run seed, step)
+  // Batch norm's statistics over all ranks, not this rank's batch alone; null: per GPU.
+  BatchStatsSync* sync_bn = nullptr;
 };
 
 // x with its memory in `layout` (the same logical shape): a relabel where the memory order is

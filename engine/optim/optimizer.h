@@ -20,6 +20,8 @@ class Optimizer {
   // One update of every parameter from its `grad`, with learning rate `lr`.
   void step(Backend& backend, double lr);
   int64_t steps() const { return steps_; }
+  // The step count alone (a data-parallel rank whose state comes from rank 0's broadcast).
+  void set_steps(int64_t steps) { steps_ = steps; }
 
   // Momentum buffers (SGD) or moments (AdamW), named "optim.<param>.<slot>".
   std::vector<NamedTensor> state();

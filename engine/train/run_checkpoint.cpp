@@ -24,6 +24,7 @@ constexpr const char* kEpoch = "epoch";
 constexpr const char* kBatchInEpoch = "batch_in_epoch";
 constexpr const char* kStep = "step";
 constexpr const char* kSeed = "seed";
+constexpr const char* kGlobalBatch = "global_batch";
 constexpr const char* kOptimizer = "optimizer";
 constexpr const char* kPrecision = "precision";
 constexpr const char* kTestAccuracy = "test_accuracy";
@@ -55,6 +56,7 @@ std::map<std::string, std::string> metadata_of(const RunCheckpointInfo& info) {
       {kBatchInEpoch, std::to_string(info.batch_in_epoch)},
       {kStep, std::to_string(info.step)},
       {kSeed, std::to_string(info.seed)},
+      {kGlobalBatch, std::to_string(info.global_batch)},
       {kOptimizer, info.optimizer},
       {kPrecision, info.precision},
       {kTestAccuracy, std::to_string(info.test_accuracy)},
@@ -141,6 +143,8 @@ void read_resume_fields(const MetadataReader& meta, RunCheckpointInfo& info) {
   info.epoch = meta.integer(kEpoch, 0, kMaxEpochs);
   info.batch_in_epoch = meta.integer(kBatchInEpoch, 0, kMaxCheckpointSteps);
   info.step = meta.integer(kStep, 0, kMaxCheckpointSteps);
+  // Absent (before data-parallel runs) or 0: unknown, taken as the resuming run's.
+  if (meta.has(kGlobalBatch)) info.global_batch = meta.integer(kGlobalBatch, 0, kMaxCheckpointSteps);
   // Absent means no evaluation yet.
   info.test_accuracy = meta.number_or(kTestAccuracy, 0, 0, 1);
   info.best_accuracy = meta.number_or(kBestAccuracy, 0, 0, 1);

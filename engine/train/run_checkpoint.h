@@ -32,6 +32,9 @@ struct RunCheckpointInfo {
   int64_t epoch = 0;           // epochs complete; with batch_in_epoch, where a resume starts
   int64_t batch_in_epoch = 0;  // batches of the next epoch already done (a mid-epoch stop)
   int64_t step = 0;            // optimizer steps in total
+  // Samples per step over all ranks (batch_size x ranks): where a resume on another number of
+  // GPUs picks an interrupted epoch up. 0: not recorded (taken as the resuming run's).
+  int64_t global_batch = 0;
   uint64_t seed = 0;
   std::string optimizer;  // its type (sgd, adamw); its state is among the tensors
   std::string precision;  // as configured (fp32, bf16)

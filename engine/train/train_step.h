@@ -3,10 +3,13 @@
 // optimizer update and the refresh of the bf16 weight copies. The trainer and `convoy bench`
 // both run this one, so the benchmark times exactly the step that training runs.
 #include <cstdint>
+#include <memory>
 
 #include "engine/backends/backend.h"
 #include "engine/config/run_config.h"
 #include "engine/core/tensor.h"
+#include "engine/distributed/communicator.h"
+#include "engine/distributed/gradient_buckets.h"
 #include "engine/graph/model.h"
 #include "engine/optim/optimizer.h"
 
@@ -18,6 +21,7 @@ struct TrainRecipe {
   NormalizeAugment augment;    // normalization and the training augmentation (crop, flip)
   double label_smoothing = 0;
   uint64_t seed = 0;  // the run's seed: step s draws its augmentation and dropout from (seed, s)
+  bool sync_batchnorm = false;  // data-parallel: batch statistics over every rank's batch
 };
 
 // A step's results stay on the device: reading one waits for the device, so a loop reads
@@ -31,8 +35,12 @@ struct TrainStepOutput {
 // momentum buffers or moments (this object's).
 class TrainStep {
  public:
-  // `model` is already on `backend` (Model::to) in its compute dtype and layout.
-  TrainStep(Backend& backend, Model& model, const TrainRecipe& recipe);
+  // `model` is already on `backend` (Model::to) in its compute dtype and layout. With a
+  // communicator of several ranks the step is data-parallel: gradients are averaged over the
+  // ranks in buckets during backward, each rank draws its own augmentation, and run() returns
+  // the loss and hits of the global batch.
+  TrainStep(Backend& backend, Model& model, const TrainRecipe& recipe, Communicator* comm = nullptr,
+            int64_t bucket_bytes = kDefaultBucketBytes);
 
   // One step on a batch already on the device: images (N, C, H, W) u8, labels (N) i32.
   // `step` counts the run's optimizer steps from 0; it seeds augmentation and dropout, so a
@@ -45,14 +53,24 @@ class TrainStep {
   // never called changes no weight (batch norm's running statistics still moved in forward()).
   TrainStepOutput forward(const Tensor& images, const Tensor& labels, int64_t step);
   void update(double lr);
+  // Data-parallel: forward()'s loss averaged and hits summed over the ranks (launched now;
+  // `wait`: reads of them queued from now on see the result, else the next update() does).
+  void share(TrainStepOutput& out, bool wait);
+  // Data-parallel: every rank takes rank 0's weights, buffers and optimizer state (as DDP does
+  // at its start), so no rank can start from other values.
+  void sync_from_rank0();
 
   Optimizer& optimizer() { return optimizer_; }
+  const GradientReducer* reducer() const { return reducer_.get(); }
 
  private:
   Backend& backend_;
   Model& model_;
   TrainRecipe recipe_;
   Optimizer optimizer_;
+  Communicator* comm_ = nullptr;             // several ranks only
+  std::unique_ptr<GradientReducer> reducer_;  // likewise
+  std::unique_ptr<BatchStatsSync> sync_bn_;   // sync_batchnorm over several ranks
   Tensor dlogits_;  // forward()'s, for update()
 };
 

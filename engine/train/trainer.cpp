@@ -18,6 +18,7 @@
 #include "engine/core/error.h"
 #include "engine/graph/model.h"
 #include "engine/optim/optimizer.h"
+#include "engine/train/data_parallel.h"
 #include "engine/train/evaluate.h"
 #include "engine/train/progress.h"
 #include "engine/train/run_checkpoint.h"
@@ -90,8 +91,12 @@ struct EpochTally {
   }
 };
 
+int rank_of(const TrainOptions& options) {
+  return options.communicator ? options.communicator->rank() : options.world.rank;
+}
+
 TrainRecipe recipe_of(const RunConfig& config, const NormalizeAugment& normalize) {
-  TrainRecipe recipe{config.optimizer, normalize, config.label_smoothing, config.seed};
+  TrainRecipe recipe{config.optimizer, normalize, config.label_smoothing, config.seed, config.sync_batchnorm};
   recipe.augment.crop_padding = config.dataset.crop_padding;
   recipe.augment.horizontal_flip = config.dataset.horizontal_flip;
   return recipe;
@@ -104,14 +109,19 @@ class TrainingRun {
   TrainingRun(const RunConfig& config, const TrainOptions& options, std::ostream& log)
       : config_(config), options_(options), log_(log),
         run_dir_(fs::path(config.output_dir) / config.name),
-        last_path_(run_dir_ / "last.safetensors"), best_path_(run_dir_ / "best.safetensors"), lock_(run_dir_),
+        last_path_(run_dir_ / "last.safetensors"), best_path_(run_dir_ / "best.safetensors"),
+        lock_(rank_of(options) == 0 ? std::make_unique<RunDirLock>(run_dir_) : nullptr),
         backend_(open_backend(config, log)),
+        own_comm_(options.communicator ? nullptr
+                                       : make_communicator(*backend_, options.world, communicator_options(config))),
+        comm_(options.communicator ? options.communicator : own_comm_.get()),
         train_data_(load_split(config, config.dataset.train_split, config.dataset.train_limit)),
         test_data_(load_split(config, config.dataset.test_split, config.dataset.test_limit)),
         model_(build_model(config, *train_data_, *backend_, log)), dtype_(model_.compute_dtype()),
         preprocess_(preprocess_of(config, model_)),
         normalize_(make_normalize(config.dataset.mean, config.dataset.std)),
-        step_(*backend_, model_, recipe_of(config, normalize_)), uploader_(backend_->make_batch_uploader()),
+        step_(*backend_, model_, recipe_of(config, normalize_), comm_, config.bucket_mb << 20),
+        uploader_(backend_->make_batch_uploader()),
         progress_(log, config.log_every) {
     check_same_classes(*train_data_, *test_data_);
     // The checkpoints' metadata is JSON: a class name that is not UTF-8 (a folder name in
@@ -126,9 +136,11 @@ class TrainingRun {
  private:
   TrainResult run_epochs();
   void resume();
+  void read_checkpoint();
   void log_start() const;
   std::ofstream open_metrics() const;
-  bool stop_requested() const;
+  bool stop_requested(bool agree);
+  bool lead() const { return comm_->rank() == 0; }  // logs, evaluates, writes
   bool train_epoch(DataLoader& loader, EpochTally& tally);
   void read_pending(EpochTally& tally);
   [[noreturn]] void diverged(const BadStep& bad) const;
@@ -146,8 +158,10 @@ class TrainingRun {
   const TrainOptions& options_;
   std::ostream& log_;
   const fs::path run_dir_, last_path_, best_path_;
-  RunDirLock lock_;  // taken before the data is read: a second writer fails at once
+  std::unique_ptr<RunDirLock> lock_;  // rank 0's, taken before the data is read: a second writer fails at once
   std::unique_ptr<Backend> backend_;
+  std::unique_ptr<Communicator> own_comm_;  // the other ranks; local for a world of one
+  Communicator* comm_;                      // own_comm_, or TrainOptions::communicator
   std::unique_ptr<Dataset> train_data_, test_data_;
   Model model_;
   DType dtype_;  // f32, or bf16 for mixed precision where the backend runs the model in it
@@ -159,6 +173,8 @@ class TrainingRun {
   Position pos_;
   TrainResult result_;
   int64_t batches_ = 0;  // per epoch
+  int64_t global_batch_ = 0;  // samples per step over all ranks
+  int64_t resumed_global_batch_ = 0;  // the checkpoint's, while its position is not converted yet
   int64_t total_steps_ = 0;
   int64_t skipped_in_a_row_ = 0;  // nan_policy: skip_step
   Clock::time_point run_start_;
@@ -180,7 +196,7 @@ TrainResult TrainingRun::run() {
 }
 
 TrainResult TrainingRun::run_epochs() {
-  remove_stale_temporaries(run_dir_, log_);
+  if (lead()) remove_stale_temporaries(run_dir_, log_);
   resume();
   if (!options_.init_weights.empty() && pos_.step > 0)
     log_ << "--init-weights " << options_.init_weights << " not used: the run resumes with its own weights" << std::endl;
@@ -188,6 +204,8 @@ TrainResult TrainingRun::run_epochs() {
     load_init_weights(config_, model_, *backend_, options_.init_weights, options_.init_weights_strict, log_);
   log_start();
   LoaderOptions train_options = train_loader_options(config_, *train_data_, preprocess_);
+  train_options.shard_rank = comm_->rank();
+  train_options.shard_count = comm_->world_size();
   train_options.host_empty = [this](Shape shape, DType dtype) { return uploader_->host_empty(std::move(shape), dtype); };
   DataLoader loader(*train_data_, train_options);
   LoaderOptions test_options = eval_loader_options(preprocess_, std::max<int64_t>(config_.batch_size, 256),
@@ -198,8 +216,17 @@ TrainResult TrainingRun::run_epochs() {
   batches_ = loader.batches_per_epoch();
   if (batches_ == 0)
     throw InputError(config_.source + ": batch_size " + std::to_string(config_.batch_size) +
+                     (comm_->world_size() > 1 ? " x " + std::to_string(comm_->world_size()) + " ranks" : "") +
                      " is larger than the " + std::to_string(train_data_->size()) + " training images");
   total_steps_ = batches_ * config_.epochs;
+  if (resumed_global_batch_ && resumed_global_batch_ != global_batch_) {
+    // Another number of GPUs: the same epoch, its position in whole batches of the new size.
+    pos_.batch = std::min(batches_, resume_batch(pos_.batch, resumed_global_batch_, global_batch_));
+    pos_.step = pos_.epoch * batches_ + pos_.batch;
+    log_ << "the checkpoint was written at a global batch of " << resumed_global_batch_ << ", this run's is "
+         << global_batch_ << ": continuing at batch " << pos_.batch << " of epoch " << pos_.epoch + 1 << " (step "
+         << pos_.step << ")" << std::endl;
+  }
   std::ofstream metrics = open_metrics();
 
   result_.run_dir = run_dir_.string();
@@ -217,11 +244,24 @@ TrainResult TrainingRun::run_epochs() {
     result_.skipped_steps += tally.skipped;
     end_epoch(tally, metrics);
   }
+  comm_->finish();
   return result_so_far(/*interrupted=*/false);
 }
 
-// Continues from last.safetensors when --resume asks for it and it is there.
 void TrainingRun::resume() {
+  global_batch_ = config_.batch_size * comm_->world_size();
+  if (lead()) read_checkpoint();
+  // Rank 0 alone reads the checkpoint (the other ranks need no access to the run directory: a
+  // pod of another node, a host of an mpirun job) and hands its position and state on.
+  if (comm_->world_size() > 1) {
+    share_from_rank0(*comm_, *backend_, {&pos_.epoch, &pos_.batch, &pos_.step, &resumed_global_batch_});
+    step_.optimizer().set_steps(pos_.step);
+  }
+  step_.sync_from_rank0();
+}
+
+// Continues from last.safetensors when --resume asks for it and it is there.
+void TrainingRun::read_checkpoint() {
   if (!options_.resume) return;
   std::error_code ec;  // a run directory we may not search is reported where it is created
   if (!fs::exists(last_path_, ec)) {
@@ -240,6 +280,7 @@ void TrainingRun::resume() {
   result_.test_accuracy = ckpt.info.test_accuracy;  // what a finished run reports
   step_.optimizer().load_state(ckpt.tensors, pos_.step, source);
   model_.refresh_compute_weights(*backend_);
+  if (ckpt.info.global_batch != global_batch_) resumed_global_batch_ = ckpt.info.global_batch;
   log_ << "resuming " << source << " at epoch " << pos_.epoch + 1 << ", step " << pos_.step << std::endl;
 }
 
@@ -249,12 +290,14 @@ void TrainingRun::log_start() const {
        << (model_.layout() == Layout::nhwc ? ", channels-last" : "")
        << ", " << train_data_->size() << " training images (" << train_data_->name() << "), batch "
        << config_.batch_size << std::endl;
+  if (comm_->world_size() > 1) log_ << data_parallel_line(config_, *comm_) << std::endl;
 }
 
 // metrics.csv: a resumed run appends to its rows, a new one starts the file over. Rows are
 // written after the epoch's checkpoint; a resumed run still drops any row of an epoch its
 // checkpoint does not hold (from a run that stopped between the two), so no epoch appears twice.
 std::ofstream TrainingRun::open_metrics() const {
+  if (!lead()) return std::ofstream();  // not open: the rows it is given go nowhere
   const fs::path path = run_dir_ / "metrics.csv";
   std::error_code ec;
   bool fresh = !fs::exists(path, ec) || pos_.step == 0;
@@ -270,9 +313,14 @@ std::ofstream TrainingRun::open_metrics() const {
   return metrics;
 }
 
-bool TrainingRun::stop_requested() const {
-  return (options_.stop_requested && options_.stop_requested->load()) ||
-         (options_.max_steps && pos_.step >= options_.max_steps);
+// Every rank must stop at the same step, or the others would wait in a collective for it: the
+// signal (each rank gets its own, at its own step) counts once the ranks agree at a reading
+// point (`agree`, the same steps on every rank); --max-steps is the same everywhere.
+bool TrainingRun::stop_requested(bool agree) {
+  const bool signal = options_.stop_requested && options_.stop_requested->load();
+  if (options_.max_steps && pos_.step >= options_.max_steps) return true;
+  if (comm_->world_size() == 1) return signal;
+  return agree && comm_->any(*backend_, signal);
 }
 
 // The rest of epoch pos_.epoch; false when a signal or --max-steps stopped it.
@@ -296,6 +344,7 @@ bool TrainingRun::train_epoch(DataLoader& loader, EpochTally& tally) {
     if (config_.nan_skip_step) {
       // The loss must be known before the update: one read-back (a device sync) per step.
       pending.out = step_.forward(images, labels, pos_.step);
+      step_.share(pending.out, /*wait=*/true);  // every rank skips the same steps
       const float loss = pending.poisoned ? NAN : pending.out.loss.to_floats()[0];
       updated = std::isfinite(loss);
       if (updated) {
@@ -310,15 +359,16 @@ bool TrainingRun::train_epoch(DataLoader& loader, EpochTally& tally) {
     if (updated) {
       tally.pending.push_back(std::move(pending));
       ++tally.steps;
-      tally.images += batch.images.dim(0);
+      tally.images += batch.images.dim(0) * comm_->world_size();  // the hits are the global batch's
     } else {
       ++tally.skipped;
-      tally.skipped_images += batch.images.dim(0);
+      tally.skipped_images += batch.images.dim(0) * comm_->world_size();
     }
     ++pos_.step;
     ++pos_.batch;
-    stopped = stop_requested();
-    if (pos_.batch % config_.log_every == 0 || pos_.batch == batches_ || stopped || tally.pending.size() >= 64) {
+    const bool reading = pos_.batch % config_.log_every == 0 || pos_.batch == batches_ || tally.pending.size() >= 64;
+    stopped = stop_requested(reading);
+    if (reading || stopped) {
       read_pending(tally);
       tally.loader_images_per_second = loader.images_per_second();
       show_progress(tally);
@@ -367,7 +417,7 @@ void TrainingRun::save(const fs::path& path, bool with_optimizer, const RunCheck
 
 void TrainingRun::show_progress(const EpochTally& tally) {
   const double ips = static_cast<double>(tally.images + tally.skipped_images) / std::max(1e-9, seconds_since(tally.start));
-  const double remaining_images = static_cast<double>((total_steps_ - pos_.step) * config_.batch_size);
+  const double remaining_images = static_cast<double>((total_steps_ - pos_.step) * global_batch_);
   progress_.update(pos_.epoch + 1, config_.epochs, pos_.batch, batches_,
                    tally.loss_sum / static_cast<double>(std::max<int64_t>(1, tally.steps)),
                    static_cast<double>(tally.correct) / static_cast<double>(std::max<int64_t>(1, tally.images)), ips,
@@ -377,6 +427,9 @@ void TrainingRun::show_progress(const EpochTally& tally) {
 // Evaluation, the checkpoints (best when it is), then the metrics row and the epoch's line:
 // a crash between the two leaves no row for an epoch that --resume trains again.
 void TrainingRun::end_epoch(const EpochTally& tally, std::ostream& metrics) {
+  // Rank 0 evaluates the whole test set and writes; the others go on to the next epoch, whose
+  // first collective waits for rank 0.
+  if (!lead()) return;
   const double epoch_seconds = seconds_since(tally.start);
   const auto eval_start = Clock::now();
   const EvalResult eval = evaluate(model_, *backend_, *test_loader_, normalize_);
@@ -430,6 +483,8 @@ void TrainingRun::report_epoch(const EpochTally& tally, const EvalResult& eval, 
 
 // A mid-epoch checkpoint that --resume continues from exactly.
 TrainResult TrainingRun::stop_with_checkpoint() {
+  comm_->finish();
+  if (!lead()) return result_so_far(/*interrupted=*/true);
   save(last_path_, /*with_optimizer=*/true, checkpoint_info(pos_, result_.test_accuracy));
   log_ << "stopped at epoch " << pos_.epoch + 1 << ", step " << pos_.step << "; checkpoint "
        << last_path_.string() << " (continue with --resume)" << std::endl;
@@ -458,6 +513,7 @@ RunCheckpointInfo TrainingRun::checkpoint_info(const Position& pos, double test_
   info.epoch = pos.epoch;
   info.batch_in_epoch = pos.batch;
   info.step = pos.step;
+  info.global_batch = global_batch_;
   info.seed = config_.seed;
   info.optimizer = config_.optimizer.type;
   info.precision = config_.precision;
@@ -469,7 +525,10 @@ RunCheckpointInfo TrainingRun::checkpoint_info(const Position& pos, double test_
 }  // namespace
 
 TrainResult train(const RunConfig& config, const TrainOptions& options, std::ostream& log) {
-  return TrainingRun(config, options, log).run();
+  const RunConfig rank_config = config_for_rank(config, options.world);
+  if (rank_of(options) == 0) return TrainingRun(rank_config, options, log).run();
+  NullStream quiet;  // one log for the job: rank 0's
+  return TrainingRun(rank_config, options, quiet).run();
 }
 
 }  // namespace convoy

@@ -7,8 +7,11 @@
 #include <vector>
 
 #include "engine/config/run_config.h"
+#include "engine/distributed/world.h"
 
 namespace convoy {
+
+class Communicator;
 
 struct TrainOptions {
   bool resume = false;  // continue from <run>/last.safetensors when it exists
@@ -22,6 +25,11 @@ struct TrainOptions {
   // Tests: the loss of these steps (0-based run step indices) reads as NaN, as from a diverged
   // step, without one (nan_policy's paths on demand).
   std::vector<int64_t> nonfinite_loss_steps;
+  // This process's place in a data-parallel job (world_from_env); a world of one by default.
+  // Every rank trains its shard; rank 0 alone logs, evaluates and writes the run directory.
+  WorldInfo world;
+  // Tests: a rank of a simulated world (make_thread_world) instead of the one `world` makes.
+  Communicator* communicator = nullptr;
 };
 
 struct TrainResult {
