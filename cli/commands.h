@@ -15,5 +15,6 @@ void add_infer_command(CLI::App& app, Action& chosen);
 void add_doctor_command(CLI::App& app, Action& chosen);
 void add_bench_command(CLI::App& app, Action& chosen);
 void add_info_command(CLI::App& app, Action& chosen);
+void add_serve_command(CLI::App& app, Action& chosen);
 
 }  // namespace convoy::cli
