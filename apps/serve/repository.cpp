@@ -62,8 +62,10 @@ std::vector<std::string> ModelRepository::model_folders() const {
 std::string ModelRepository::signature_of(const std::string& name) const {
   const fs::path dir = root_ / name;
   std::string s = mtime_of(dir / "config.yaml");
-  for (int64_t v : version_folders(dir))
-    s += ";" + std::to_string(v) + ":" + mtime_of(dir / std::to_string(v) / "model.safetensors");
+  for (int64_t v : version_folders(dir)) {
+    const std::string version = std::to_string(v);
+    s.append(";").append(version).append(":").append(mtime_of(dir / version / "model.safetensors"));
+  }
   return s;
 }
 
@@ -141,7 +143,10 @@ void ModelRepository::load(const std::string& name) {
                                [](const auto& kv) { return kv.second.served != nullptr; });
   std::string reason = entry.config_error;
   for (const auto& [v, ve] : entry.versions)
-    if (!ve.reason.empty()) reason += (reason.empty() ? "" : "; ") + ve.reason;
+    if (!ve.reason.empty()) {
+      if (!reason.empty()) reason += "; ";
+      reason += ve.reason;
+    }
   install(name, std::move(entry));
   if (!any) throw InputError("failed to load '" + name + "': " + reason);
 }
@@ -217,7 +222,10 @@ std::shared_ptr<ServedVersion> ModelRepository::find(const std::string& name, in
       if (v->second.served) return v->second.served;
     std::string reasons = it->second.config_error;
     for (const auto& [v, ve] : versions)
-      if (!ve.reason.empty()) reasons += (reasons.empty() ? "" : "; ") + ve.reason;
+      if (!ve.reason.empty()) {
+        if (!reasons.empty()) reasons += "; ";
+        reasons += ve.reason;
+      }
     why = "model '" + name + "' has no version ready" + (reasons.empty() ? "" : ": " + reasons);
     return nullptr;
   }

@@ -6,6 +6,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <chrono>
 #include <filesystem>
 #include <fstream>
@@ -30,10 +31,11 @@ inline std::string read_text(const std::filesystem::path& p) {
 // `dir`; stopped (SIGTERM, then SIGKILL after a bound) when destroyed.
 class ServerProcess {
  public:
-  ServerProcess(const std::string& args, const std::filesystem::path& dir) : dir_(dir) {
+  ServerProcess(const std::string& args, const std::filesystem::path& dir)
+      : out_(dir / ("serve" + std::to_string(next_id()) + ".out")), err_(out_.string().substr(0, out_.string().size() - 4) + ".err") {
     const std::string command = std::string("exec ") + CONVOY_BINARY +
                                 " serve --host 127.0.0.1 --http-port 0 --metrics-port 0 " + args + " >" +
-                                (dir / "serve.out").string() + " 2>" + (dir / "serve.err").string();
+                                out_.string() + " 2>" + err_.string();
     pid_ = fork();
     if (pid_ == 0) {
       execl("/bin/sh", "sh", "-c", command.c_str(), static_cast<char*>(nullptr));
@@ -43,7 +45,7 @@ class ServerProcess {
     const std::regex ports("HTTP on 127\\.0\\.0\\.1:([0-9]+), metrics on 127\\.0\\.0\\.1:([0-9]+)");
     while (std::chrono::steady_clock::now() < until) {
       std::smatch m;
-      const std::string err = read_text(dir / "serve.err");
+      const std::string err = read_text(err_);
       if (std::regex_search(err, m, ports)) {
         port_ = std::stoi(m[1]);
         metrics_port_ = std::stoi(m[2]);
@@ -64,8 +66,8 @@ class ServerProcess {
   int port() const { return port_; }
   int metrics_port() const { return metrics_port_; }
   std::string url(const std::string& path) const { return "http://127.0.0.1:" + std::to_string(port_) + path; }
-  std::string log() const { return read_text(dir_ / "serve.err"); }
-  std::string request_log() const { return read_text(dir_ / "serve.out"); }
+  std::string log() const { return read_text(err_); }
+  std::string request_log() const { return read_text(out_); }
 
   // Sends `sig` and waits up to `bound` for the exit; SIGKILL after that. The exit status, or
   // -1 when it had to be killed.
@@ -91,7 +93,11 @@ class ServerProcess {
   int exit_status() const { return exit_status_; }
 
  private:
-  std::filesystem::path dir_;
+  static int next_id() {
+    static std::atomic<int> id{0};
+    return id++;
+  }
+  std::filesystem::path out_, err_;  // the server's stdout and stderr
   pid_t pid_ = -1;
   int port_ = -1, metrics_port_ = -1;
   int exit_status_ = -1;

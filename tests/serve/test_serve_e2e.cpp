@@ -10,8 +10,7 @@
 
 #include "engine/backends/backend.h"
 #include "engine/train/evaluate.h"
-#include "tests/serve/serve_harness.h"
-#include "tests/serve/serve_models.h"
+#include "tests/serve/serve_fixture.h"
 
 namespace {
 
@@ -19,46 +18,7 @@ namespace fs = std::filesystem;
 using json = nlohmann::json;
 using convoy::testing::http;
 using convoy::testing::ServerProcess;
-
-class ServeE2E : public ::testing::Test {
- protected:
-  static void SetUpTestSuite() {
-    if (!fs::exists(convoy::testing::kServeData + "/t10k-images-idx3-ubyte.gz")) return;
-    runs_ = new convoy::testing::TempDir("convoy-serve-runs");
-    checkpoint_a_ = convoy::testing::train_small_checkpoint(runs_->path(), 1);
-    checkpoint_b_ = convoy::testing::train_small_checkpoint(runs_->path(), 2);
-  }
-  static void TearDownTestSuite() {
-    delete runs_;
-    runs_ = nullptr;
-  }
-  void SetUp() override {
-    if (!fs::exists(convoy::testing::kServeData + "/t10k-images-idx3-ubyte.gz"))
-      GTEST_SKIP() << "Fashion-MNIST is not installed (apt-get install dataset-fashion-mnist)";
-    ASSERT_FALSE(checkpoint_a_.empty()) << "convoy train failed";
-    ASSERT_FALSE(checkpoint_b_.empty()) << "convoy train failed";
-  }
-  // REPO/<model>/<version>/model.safetensors from `checkpoint`, and its config.yaml.
-  void add_model(const std::string& model, int version, const std::string& checkpoint, const std::string& config) {
-    const fs::path dir = repo() / model / std::to_string(version);
-    fs::create_directories(dir);
-    fs::copy_file(checkpoint, dir / "model.safetensors", fs::copy_options::overwrite_existing);
-    convoy::testing::write_text_file(repo() / model / "config.yaml", config);
-  }
-  fs::path repo() const { return dir_.path() / "repo"; }
-  std::string repo_arg() const { return "--model-repository " + repo().string(); }
-  convoy::testing::HttpResult post_json(const ServerProcess& s, const std::string& path, const json& body) {
-    const fs::path file = dir_ / "request.json";
-    convoy::testing::write_text_file(file, body.dump());
-    return http("POST", s.url(path), "--data-binary @" + file.string(), dir_.path());
-  }
-
-  static convoy::testing::TempDir* runs_;
-  static std::string checkpoint_a_, checkpoint_b_;
-  convoy::testing::TempDir dir_{"convoy-serve"};
-};
-convoy::testing::TempDir* ServeE2E::runs_ = nullptr;
-std::string ServeE2E::checkpoint_a_, ServeE2E::checkpoint_b_;
+using ServeE2E = convoy::testing::ServeTest;
 
 // The engine's own answer for the same checkpoint: logits of f32 input, probabilities of u8.
 struct Reference {
