@@ -12,6 +12,8 @@ packages=(
   libpng-dev             # PNG decoding: two small codecs instead of OpenCV's ~200 packages
   nlohmann-json3-dev     # safetensors headers, bench JSON
   libcli11-dev           # the command line
+  libboost-dev           # convoy serve: HTTP/REST on Boost.Beast over Asio (header-only)
+  curl                   # convoy serve's tests: an HTTP client no one here wrote
   zlib1g-dev             # gzip IDX files
   libgtest-dev libgmock-dev libbenchmark-dev
   clang libfuzzer-14-dev # scripts/fuzz.sh: the libFuzzer targets (tests/fuzz/) need clang's libFuzzer

@@ -104,6 +104,8 @@ TEST_F(ServeControlE2E, AFullQueueGets503AtOnceAndAnExpiredRequestTimesOut) {
   convoy::testing::write_slow_checkpoint(repo() / "slow/1/model.safetensors");
   convoy::testing::write_text_file(repo() / "slow/config.yaml",
                                    "max_batch_size: 1\ndevice: cpu\ndynamic_batching: {max_queue_size: 2}\n");
+  convoy::testing::write_slow_checkpoint(repo() / "roomy/1/model.safetensors");
+  convoy::testing::write_text_file(repo() / "roomy/config.yaml", "max_batch_size: 1\ndevice: cpu\ndynamic_batching: {}\n");
   ServerProcess server(repo_arg(), dir_.path());
   ASSERT_TRUE(server.started()) << server.log();
   convoy::testing::write_text_file(dir_ / "slow.json", slow_request().dump());
@@ -125,14 +127,19 @@ TEST_F(ServeControlE2E, AFullQueueGets503AtOnceAndAnExpiredRequestTimesOut) {
   EXPECT_EQ(metric(metrics, R"(nv_inference_request_failure{model="slow",version="1"})"), full) << metrics;
   EXPECT_EQ(metric(metrics, R"(nv_inference_request_success{model="slow",version="1"})"), ok) << metrics;
 
-  // A request with a 1 ms timeout queued behind a running one fails with 504.
-  convoy::testing::write_text_file(dir_ / "timeout.json", slow_request({{"timeout", 1000}}).dump());
-  const std::string curl = "curl -s --max-time 60 -o /dev/null -w '%{http_code}\\n' --data-binary @";
-  const auto r = run_command(curl + (dir_ / "slow.json").string() + " " + server.url("/v2/models/slow/infer") +
-                             " & sleep 0.05; " + curl + (dir_ / "timeout.json").string() + " " +
-                             server.url("/v2/models/slow/infer") + "; wait");
-  EXPECT_NE(r.output.find("504"), std::string::npos) << r.output;
-  EXPECT_NE(r.output.find("200"), std::string::npos) << r.output;
+  // A request with a 1 ms timeout queued behind others fails with 504; they succeed.
+  std::vector<std::pair<int, double>> before;
+  std::thread clients([&] { before = parallel_posts(server.url("/v2/models/roomy/infer"), dir_ / "slow.json", 3); });
+  const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(20);
+  while (std::chrono::steady_clock::now() < until &&
+         metric(scrape(server, dir_.path()), R"(nv_inference_pending_request_count{model="roomy",version="1"})") < 2)
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  const auto late = post_json(server, "/v2/models/roomy/infer", slow_request({{"timeout", 1000}}));
+  clients.join();
+  EXPECT_EQ(late.status, 504) << late.body;
+  EXPECT_NE(late.body.find("timed out"), std::string::npos) << late.body;
+  ASSERT_EQ(before.size(), 3u);
+  for (const auto& [status, seconds] : before) EXPECT_EQ(status, 200);
   EXPECT_EQ(server.stop(), 0);
 }
 
