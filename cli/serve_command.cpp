@@ -5,6 +5,7 @@
 #include <mutex>
 #include <thread>
 
+#include "apps/serve/grpc_endpoint.h"
 #include "apps/serve/http_server.h"
 #include "apps/serve/repository.h"
 #include "apps/serve/routes.h"
@@ -25,6 +26,7 @@ struct ServeArgs {
   int grpc_port = 8001;
   int metrics_port = 8002;
   bool allow_metrics = true;
+  bool allow_grpc = true;
   int64_t http_threads = 0;
   int64_t drain_secs = 30;
   bool log_requests = false;
@@ -80,16 +82,26 @@ int run_serve(const ServeArgs& args) {
   options.log_requests = args.log_requests;
   // Listening first: a port in use fails at once, before any model is loaded.
   serve::HttpServer server(router, options, ready);
+  std::string grpc_why;
+  std::unique_ptr<serve::GrpcEndpoint> grpc =
+      args.allow_grpc ? serve::start_grpc_endpoint(repository, metrics, ready, args.host, args.grpc_port, grpc_why)
+                      : nullptr;
+  if (args.allow_grpc && !grpc && grpc_why.find("not built in") == std::string::npos) throw InputError(grpc_why);
   repository.load_initial(args.load_models);
   std::cerr << "convoy serve: HTTP on " << args.host << ":" << server.http_port();
   if (server.metrics_port() >= 0) std::cerr << ", metrics on " << args.host << ":" << server.metrics_port();
-  std::cerr << " (gRPC: not built in)" << std::endl;
+  if (grpc)
+    std::cerr << ", gRPC on " << args.host << ":" << grpc->port();
+  else if (args.allow_grpc)
+    std::cerr << " (no gRPC: " << grpc_why << ")";
+  std::cerr << std::endl;
   ready = true;
   {
     std::optional<Poller> poller;
     if (control == serve::ModelControl::poll) poller.emplace(repository, args.poll_secs);
     server.run();
   }
+  if (grpc) grpc->shutdown();  // calls in flight finish: the models still run
   repository.stop_all();  // before the server goes: completions post to its executor
   std::cerr << "convoy serve: stopped" << std::endl;
   return 0;
@@ -113,11 +125,12 @@ void add_serve_command(CLI::App& app, Action& chosen) {
   cmd->add_option("--http-port", args->http_port, "KServe v2 HTTP/REST port (0: any free port)")
       ->check(CLI::Range(0, 65535))
       ->capture_default_str();
-  cmd->add_option("--grpc-port", args->grpc_port, "KServe v2 gRPC port")->check(CLI::Range(0, 65535))->capture_default_str();
+  cmd->add_option("--grpc-port", args->grpc_port, "KServe v2 gRPC port (0: any free port)")->check(CLI::Range(0, 65535))->capture_default_str();
   cmd->add_option("--metrics-port", args->metrics_port, "Prometheus /metrics port (0: any free port)")
       ->check(CLI::Range(0, 65535))
       ->capture_default_str();
   cmd->add_option("--allow-metrics", args->allow_metrics, "serve /metrics")->capture_default_str();
+  cmd->add_option("--allow-grpc", args->allow_grpc, "serve gRPC (when built in)")->capture_default_str();
   cmd->add_option("--http-thread-count", args->http_threads, "HTTP I/O threads (0: by the cores)")
       ->check(CLI::Range(0, 256))
       ->capture_default_str();

@@ -42,6 +42,22 @@ const json* find_member(const json& object, const char* key) {
 
 }  // namespace
 
+Tensor make_input_tensor(const std::string& name, const std::string& datatype, const Shape& shape,
+                         const TensorSpec& spec) {
+  if (name != kInputName)
+    bad("unknown input " + (name.empty() ? std::string("(no name)") : "'" + name + "'") + "; the model's input is '" +
+        kInputName + "'");
+  if (datatype != "UINT8" && datatype != "FP32")
+    bad("input 'input': datatype " + datatype + " is not supported (UINT8 or FP32)");
+  const Shape& want = spec.input;
+  if (shape.size() != 4 || shape[1] != want[0] || shape[2] != want[1] || shape[3] != want[2] || shape[0] < 1 ||
+      shape[0] > spec.max_batch_size)
+    bad("input 'input': shape " + shape_str(shape) + ", expected [n, " + std::to_string(want[0]) + ", " +
+        std::to_string(want[1]) + ", " + std::to_string(want[2]) + "] with 1 <= n <= " +
+        std::to_string(spec.max_batch_size));
+  return Tensor::empty(shape, datatype == "UINT8" ? DType::u8 : DType::f32);
+}
+
 InferRequest parse_infer_request(std::string_view body, std::optional<size_t> header_length, const TensorSpec& spec) {
   if (header_length && *header_length > body.size())
     bad("Inference-Header-Content-Length " + std::to_string(*header_length) + " is more than the body's " +
@@ -74,14 +90,9 @@ InferRequest parse_infer_request(std::string_view body, std::optional<size_t> he
   const json& in = (*inputs)[0];
   if (!in.is_object()) bad("inputs[0] must be an object");
   const json* name = find_member(in, "name");
-  if (!name || !name->is_string() || name->get<std::string>() != kInputName)
-    bad("unknown input " + (name && name->is_string() ? "'" + name->get<std::string>() + "'" : std::string("(no name)")) +
-        "; the model's input is '" + kInputName + "'");
   const json* datatype = find_member(in, "datatype");
   if (!datatype || !datatype->is_string()) bad("input 'input': 'datatype' missing (UINT8 or FP32)");
   const std::string dt = datatype->get<std::string>();
-  if (dt != "UINT8" && dt != "FP32") bad("input 'input': datatype " + dt + " is not supported (UINT8 or FP32)");
-  const bool is_u8 = dt == "UINT8";
   const json* shape_json = find_member(in, "shape");
   if (!shape_json || !shape_json->is_array()) bad("input 'input': 'shape' missing");
   Shape shape;
@@ -89,14 +100,9 @@ InferRequest parse_infer_request(std::string_view body, std::optional<size_t> he
     if (!d.is_number_integer()) bad("input 'input': shape holds a non-integer");
     shape.push_back(d.get<int64_t>());
   }
-  const Shape& want = spec.input;
-  if (shape.size() != 4 || shape[1] != want[0] || shape[2] != want[1] || shape[3] != want[2] || shape[0] < 1 ||
-      shape[0] > spec.max_batch_size)
-    bad("input 'input': shape " + shape_str(shape) + ", expected [n, " + std::to_string(want[0]) + ", " +
-        std::to_string(want[1]) + ", " + std::to_string(want[2]) + "] with 1 <= n <= " +
-        std::to_string(spec.max_batch_size));
+  req.input = make_input_tensor(name && name->is_string() ? name->get<std::string>() : "", dt, shape, spec);
+  const bool is_u8 = dt == "UINT8";
   const auto count = static_cast<size_t>(shape_numel(shape));
-  req.input = Tensor::empty(shape, is_u8 ? DType::u8 : DType::f32);
   const size_t bytes = req.input.nbytes();
   const json* params = find_member(in, "parameters");
   const json* binary_size = params && params->is_object() ? find_member(*params, "binary_data_size") : nullptr;

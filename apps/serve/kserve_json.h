@@ -43,6 +43,11 @@ struct InferRequest {
   std::vector<std::pair<std::string, bool>> outputs;
 };
 
+// The (n, C, H, W) tensor for an input named `name` of `datatype` and `shape`, uninitialized;
+// RequestError(400) when the name, datatype or shape is not the model's.
+Tensor make_input_tensor(const std::string& name, const std::string& datatype, const Shape& shape,
+                         const TensorSpec& spec);
+
 // Parses an infer request body. `header_length`: the Inference-Header-Content-Length header,
 // when present (the JSON is the body's first that many bytes, binary tensors follow). Throws
 // RequestError(400) naming what is wrong: malformed JSON, unknown input or output, wrong

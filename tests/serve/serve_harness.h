@@ -27,14 +27,14 @@ inline std::string read_text(const std::filesystem::path& p) {
   return s.str();
 }
 
-// `convoy serve --host 127.0.0.1 --http-port 0 --metrics-port 0 ARGS`, its output in files in
+// `convoy serve --host 127.0.0.1 --http-port 0 --metrics-port 0 --grpc-port 0 ARGS`, its output in files in
 // `dir`; stopped (SIGTERM, then SIGKILL after a bound) when destroyed.
 class ServerProcess {
  public:
   ServerProcess(const std::string& args, const std::filesystem::path& dir)
       : out_(dir / ("serve" + std::to_string(next_id()) + ".out")), err_(out_.string().substr(0, out_.string().size() - 4) + ".err") {
     const std::string command = std::string("exec ") + CONVOY_BINARY +
-                                " serve --host 127.0.0.1 --http-port 0 --metrics-port 0 " + args + " >" +
+                                " serve --host 127.0.0.1 --http-port 0 --metrics-port 0 --grpc-port 0 " + args + " >" +
                                 out_.string() + " 2>" + err_.string();
     pid_ = fork();
     if (pid_ == 0) {
@@ -49,6 +49,8 @@ class ServerProcess {
       if (std::regex_search(err, m, ports)) {
         port_ = std::stoi(m[1]);
         metrics_port_ = std::stoi(m[2]);
+        std::smatch g;
+        if (std::regex_search(err, g, std::regex("gRPC on 127\\.0\\.0\\.1:([0-9]+)"))) grpc_port_ = std::stoi(g[1]);
         return;
       }
       int status = 0;
@@ -65,6 +67,7 @@ class ServerProcess {
   bool started() const { return port_ > 0; }
   int port() const { return port_; }
   int metrics_port() const { return metrics_port_; }
+  int grpc_port() const { return grpc_port_; }  // -1 when gRPC is not built in
   std::string url(const std::string& path) const { return "http://127.0.0.1:" + std::to_string(port_) + path; }
   std::string log() const { return read_text(err_); }
   std::string request_log() const { return read_text(out_); }
@@ -99,7 +102,7 @@ class ServerProcess {
   }
   std::filesystem::path out_, err_;  // the server's stdout and stderr
   pid_t pid_ = -1;
-  int port_ = -1, metrics_port_ = -1;
+  int port_ = -1, metrics_port_ = -1, grpc_port_ = -1;
   int exit_status_ = -1;
 };
 

@@ -212,3 +212,50 @@ TEST_F(ServeControlE2E, SigtermFinishesTheRequestsInFlightAndExitsZero) {
 }
 
 }  // namespace
+
+namespace {
+
+TEST_F(ServeControlE2E, GrpcClientGetsTheSameAnswersAsHttp) {
+  if (run_command("/usr/bin/python3 -c 'import grpc, grpc_tools' 2>&1").status != 0)
+    GTEST_SKIP() << "Debian's python3-grpcio and python3-grpc-tools are not installed";
+  add_model("fm", 1, checkpoint_a_, "max_batch_size: 4\n");
+  ServerProcess server(repo_arg(), dir_.path());
+  ASSERT_TRUE(server.started()) << server.log();
+  if (server.grpc_port() < 0) GTEST_SKIP() << "convoy was built without gRPC: " << server.log();
+  const int n = 2;
+  std::vector<uint8_t> pixels(n * 784);
+  for (size_t i = 0; i < pixels.size(); ++i) pixels[i] = static_cast<uint8_t>((i * 37) % 256);
+  convoy::testing::write_file(dir_ / "pixels.bin", pixels);
+  fs::create_directories(dir_ / "stubs");
+  const auto r = run_command("/usr/bin/python3 " + std::string(CONVOY_SOURCE_DIR) + "/tests/serve/grpc_client.py " +
+                             CONVOY_SOURCE_DIR + "/apps/serve/grpc " + (dir_ / "stubs").string() + " " +
+                             std::to_string(server.grpc_port()) + " " + (dir_ / "pixels.bin").string() + " " +
+                             std::to_string(n) + " 2>&1");
+  ASSERT_EQ(r.status, 0) << r.output;
+  const json got = json::parse(r.output);
+  EXPECT_TRUE(got.at("live").get<bool>());
+  EXPECT_TRUE(got.at("ready").get<bool>());
+  EXPECT_EQ(got.at("server"), "convoy");
+  EXPECT_EQ(got.at("input_shape"), json::array({-1, 1, 28, 28}));
+  EXPECT_TRUE(got.at("model_ready").get<bool>());
+  EXPECT_EQ(got.at("index"), json::parse(R"([["fm", "1", "READY"]])"));
+  EXPECT_EQ(got.at("raw").at("id"), "g1");
+  EXPECT_EQ(got.at("raw").at("version"), "1");
+  // The HTTP endpoint's answer for the same pixels.
+  const json request = {{"inputs", {{{"name", "input"}, {"shape", {n, 1, 28, 28}}, {"datatype", "UINT8"}, {"data", pixels}}}}};
+  const auto h = post_json(server, "/v2/models/fm/infer", request);
+  ASSERT_EQ(h.status, 200) << h.body;
+  for (const json& o : json::parse(h.body).at("outputs")) {
+    const auto want = o.at("data").get<std::vector<float>>();
+    ASSERT_EQ(want.size(), n * 10u);
+    EXPECT_EQ(got.at("raw").at("outputs").at(o.at("name").get<std::string>()).get<std::vector<float>>(), want);
+    EXPECT_EQ(got.at("contents").at("outputs").at(o.at("name").get<std::string>()).get<std::vector<float>>(), want);
+  }
+  EXPECT_EQ(got.at("unknown_model").get<std::string>().rfind("NOT_FOUND", 0), 0u) << got.dump();
+  EXPECT_EQ(got.at("bad_shape").get<std::string>().rfind("INVALID_ARGUMENT", 0), 0u) << got.dump();
+  EXPECT_NE(got.at("short_raw").get<std::string>().find("raw_input_contents holds 100 bytes"), std::string::npos)
+      << got.dump();
+  EXPECT_EQ(server.stop(), 0) << server.log();
+}
+
+}  // namespace
