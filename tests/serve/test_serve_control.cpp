@@ -259,3 +259,40 @@ TEST_F(ServeControlE2E, GrpcClientGetsTheSameAnswersAsHttp) {
 }
 
 }  // namespace
+
+namespace {
+
+// wrk (Debian's) for one second at 1, 16 and 256 connections: every answer a 200, no socket
+// error, and the server's own count agrees. benchmarks/serve/load_test.sh is the long version.
+TEST_F(ServeControlE2E, WrkAt1And16And256ConnectionsGetsOnly200s) {
+  if (run_command("command -v wrk").status != 0) GTEST_SKIP() << "wrk is not installed (apt-get install wrk)";
+  add_model("fm", 1, checkpoint_a_,
+            "max_batch_size: 16\ndynamic_batching: {max_queue_delay_microseconds: 500, max_queue_size: 512}\n");
+  ServerProcess server(repo_arg(), dir_.path());
+  ASSERT_TRUE(server.started()) << server.log();
+  const std::string header = json{{"inputs", {{{"name", "input"}, {"shape", {1, 1, 28, 28}}, {"datatype", "UINT8"},
+                                               {"parameters", {{"binary_data_size", 784}}}}}}}.dump();
+  convoy::testing::write_text_file(dir_ / "body.bin", header + std::string(784, '\x40'));
+  double answered = 0;
+  for (int connections : {1, 16, 256}) {
+    const auto r = run_command("SERVE_BODY=" + (dir_ / "body.bin").string() + " SERVE_HEADER_LENGTH=" +
+                               std::to_string(header.size()) + " timeout 60 wrk -t" + std::to_string(connections > 1 ? 2 : 1) + " -c" + std::to_string(connections) +
+                               " -d1s --timeout 10s -s " + CONVOY_SOURCE_DIR + "/benchmarks/serve/post.lua " +
+                               server.url("/v2/models/fm/infer") + " 2>&1");
+    ASSERT_EQ(r.status, 0) << r.output;
+    std::smatch m;
+    ASSERT_TRUE(std::regex_search(r.output, m, std::regex("SERVE requests=([0-9]+) .* non2xx=([0-9]+) errors=([0-9]+)")))
+        << r.output;
+    EXPECT_GT(std::stoi(m[1]), 0) << connections << " connections: " << r.output;
+    EXPECT_EQ(std::stoi(m[2]), 0) << connections << " connections: " << r.output;
+    EXPECT_EQ(std::stoi(m[3]), 0) << connections << " connections: " << r.output;
+    answered += std::stod(m[1]);
+  }
+  EXPECT_EQ(http("GET", server.url("/v2/health/live"), "", dir_.path()).status, 200);
+  const std::string metrics = scrape(server, dir_.path());
+  EXPECT_GE(metric(metrics, R"(nv_inference_request_success{model="fm",version="1"})"), answered) << metrics;
+  EXPECT_EQ(metric(metrics, R"(nv_inference_request_failure{model="fm",version="1"})"), 0) << metrics;
+  EXPECT_EQ(server.stop(), 0) << server.log();
+}
+
+}  // namespace
