@@ -188,9 +188,14 @@ void ServedVersion::run_instance(Instance& instance) {
   for (;;) {
     std::vector<InferJob> batch = next_batch();
     if (batch.empty()) {
-      std::lock_guard lock(mutex_);
-      if (stopping_ && queue_.empty()) return;
-      continue;
+      std::unique_lock lock(mutex_);
+      if (!stopping_ || !queue_.empty()) continue;
+      lock.unlock();
+      // Freed on this thread: oneDNN keeps a scratchpad per thread that ran its primitives,
+      // released when the last primitive goes on that thread (it would leak otherwise).
+      instance.model.reset();
+      instance.backend.reset();
+      return;
     }
     execute(instance, batch);
   }

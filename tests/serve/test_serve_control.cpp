@@ -245,7 +245,8 @@ TEST_F(ServeControlE2E, GrpcClientGetsTheSameAnswersAsHttp) {
   const json request = {{"inputs", {{{"name", "input"}, {"shape", {n, 1, 28, 28}}, {"datatype", "UINT8"}, {"data", pixels}}}}};
   const auto h = post_json(server, "/v2/models/fm/infer", request);
   ASSERT_EQ(h.status, 200) << h.body;
-  for (const json& o : json::parse(h.body).at("outputs")) {
+  const json http_reply = json::parse(h.body);  // kept: a range-for over a temporary's member dangles
+  for (const json& o : http_reply.at("outputs")) {
     const auto want = o.at("data").get<std::vector<float>>();
     ASSERT_EQ(want.size(), n * 10u);
     EXPECT_EQ(got.at("raw").at("outputs").at(o.at("name").get<std::string>()).get<std::vector<float>>(), want);
