@@ -9,7 +9,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 build=${CONVOY_FUZZ_BUILD_DIR:-build-fuzz}
-targets=${CONVOY_FUZZ_TARGETS:-safetensors idx image csv_manifest run_config model}
+targets=${CONVOY_FUZZ_TARGETS:-safetensors idx image csv_manifest run_config model infer_request}
 seconds=${1:-30}
 bash scripts/setup.sh
 start=$(date +%s)

@@ -17,6 +17,7 @@ if ! command -v npm >/dev/null; then
   sudo_cmd=""
   [ "$(id -u)" -ne 0 ] && sudo_cmd="sudo"
   echo "onnxruntime-node: installing Debian's nodejs and npm" >&2
+  $sudo_cmd apt-get update -qq
   DEBIAN_FRONTEND=noninteractive $sudo_cmd apt-get install -y -qq --no-install-recommends nodejs npm >/dev/null
 fi
 mkdir -p "$dir"

@@ -12,16 +12,22 @@ packages=(
   libpng-dev             # PNG decoding: two small codecs instead of OpenCV's ~200 packages
   nlohmann-json3-dev     # safetensors headers, bench JSON
   libcli11-dev           # the command line
+  libboost-dev           # convoy serve: HTTP/REST on Boost.Beast over Asio (header-only)
+  curl                   # convoy serve's tests: an HTTP client no one here wrote
+  libgrpc++-dev protobuf-compiler-grpc   # convoy serve's KServe v2 gRPC endpoint (CONVOY_GRPC)
+  python3-grpcio python3-grpc-tools      # convoy serve's tests: a gRPC client generated from the .proto
+  wrk                    # convoy serve's load test (tests/serve, benchmarks/serve/load_test.sh)
   zlib1g-dev             # gzip IDX files
   libgtest-dev libgmock-dev libbenchmark-dev
   clang libfuzzer-14-dev # scripts/fuzz.sh: the libFuzzer targets (tests/fuzz/) need clang's libFuzzer
   dataset-fashion-mnist  # the real Fashion-MNIST
   python3-numpy python3-torch python3-matplotlib   # golden tests, peers, charts
-  nodejs npm             # the ONNX Runtime peer of `convoy bench` (npm's onnxruntime-node: scripts/install-onnxruntime-node.sh)
   python3-pil            # scripts/datasets/*.py: the image-folder fixtures (JPEG/PNG through Pillow)
   libonnx-dev libprotobuf-dev  # convoy export/import: ONNX's protobuf definitions (onnx_pb.h, libonnx_proto) and protobuf
   python3-onnx           # the onnx tests: onnx.checker on exports, small ONNX files of each op
-  nodejs                 # the onnx tests run exports in ONNX Runtime (npm's onnxruntime-node, scripts/install-onnxruntime-node.sh)
+  # Node.js and npm for ONNX Runtime (the onnx tests, the bench peer) are installed by
+  # scripts/install-onnxruntime-node.sh only where `npm` is missing: Debian's npm package
+  # conflicts with a NodeSource nodejs that already brings npm.
 )
 [ "${CONVOY_SETUP_MINIMAL:-0}" = 1 ] && packages=("${packages[@]/python3-torch/}")
 

@@ -1,0 +1,264 @@
+// The KServe v2 GRPCInferenceService on gRPC's synchronous server: each call runs on one of
+// gRPC's threads, and ModelInfer waits there for its batch, which the model's instances run.
+#include <cmath>
+#include <cstring>
+#include <future>
+
+#include <grpcpp/grpcpp.h>
+
+#include "apps/serve/grpc_endpoint.h"
+#include "apps/serve/kserve_json.h"
+#include "engine/core/error.h"
+#include "kserve_v2.grpc.pb.h"
+
+namespace convoy::serve {
+
+namespace {
+
+using grpc::ServerContext;
+using grpc::Status;
+using grpc::StatusCode;
+
+// HTTP statuses of RequestError and InferResult, as gRPC codes (Triton's mapping).
+StatusCode code_of(unsigned http_status) {
+  switch (http_status) {
+    case 404:
+      return StatusCode::NOT_FOUND;
+    case 503:
+      return StatusCode::UNAVAILABLE;
+    case 504:
+      return StatusCode::DEADLINE_EXCEEDED;
+    case 500:
+      return StatusCode::INTERNAL;
+    default:
+      return StatusCode::INVALID_ARGUMENT;
+  }
+}
+
+int64_t parse_version(const std::string& text) {
+  if (text.empty()) return 0;
+  if (text.size() > 18 || text.find_first_not_of("0123456789") != std::string::npos) return -1;
+  return std::stoll(text);
+}
+
+class Service final : public inference::GRPCInferenceService::Service {
+ public:
+  Service(ModelRepository& repository, MetricsRegistry& metrics, const std::atomic<bool>& ready)
+      : repository_(repository), metrics_(metrics), ready_(ready) {}
+
+  Status ServerLive(ServerContext*, const inference::ServerLiveRequest*, inference::ServerLiveResponse* r) override {
+    r->set_live(true);
+    return Status::OK;
+  }
+  Status ServerReady(ServerContext*, const inference::ServerReadyRequest*, inference::ServerReadyResponse* r) override {
+    r->set_ready(ready_);
+    return Status::OK;
+  }
+  Status ServerMetadata(ServerContext*, const inference::ServerMetadataRequest*,
+                        inference::ServerMetadataResponse* r) override {
+    r->set_name("convoy");
+    r->set_version(CONVOY_VERSION);
+    for (const char* e : {"binary_tensor_data", "model_repository", "classification"}) r->add_extensions(e);
+    return Status::OK;
+  }
+  Status ModelReady(ServerContext*, const inference::ModelReadyRequest* q, inference::ModelReadyResponse* r) override {
+    std::string why;
+    const int64_t v = parse_version(q->version());
+    r->set_ready(v >= 0 && repository_.find(q->name(), v, why) != nullptr);
+    return Status::OK;
+  }
+  Status ModelMetadata(ServerContext*, const inference::ModelMetadataRequest* q,
+                       inference::ModelMetadataResponse* r) override {
+    std::string why;
+    const int64_t v = parse_version(q->version());
+    const auto served = v < 0 ? nullptr : repository_.find(q->name(), v, why);
+    if (!served) return Status(StatusCode::NOT_FOUND, v < 0 ? "bad version '" + q->version() + "'" : why);
+    r->set_name(q->name());
+    r->set_platform("convoy");
+    for (int64_t rv : repository_.ready_versions(q->name())) r->add_versions(std::to_string(rv));
+    auto* in = r->add_inputs();
+    in->set_name(kInputName);
+    in->set_datatype("FP32");
+    in->add_shape(-1);
+    for (int64_t d : served->input_shape()) in->add_shape(d);
+    for (const char* name : {kLogitsName, kProbabilitiesName}) {
+      auto* out = r->add_outputs();
+      out->set_name(name);
+      out->set_datatype("FP32");
+      out->add_shape(-1);
+      out->add_shape(served->classes());
+    }
+    return Status::OK;
+  }
+  Status RepositoryIndex(ServerContext*, const inference::RepositoryIndexRequest* q,
+                         inference::RepositoryIndexResponse* r) override {
+    for (const IndexEntry& e : repository_.index()) {
+      if (q->ready() && e.state != "READY") continue;
+      auto* m = r->add_models();
+      m->set_name(e.name);
+      m->set_version(e.version);
+      m->set_state(e.state);
+      m->set_reason(e.reason);
+    }
+    return Status::OK;
+  }
+  Status RepositoryModelLoad(ServerContext*, const inference::RepositoryModelLoadRequest* q,
+                             inference::RepositoryModelLoadResponse*) override {
+    return repository_call([&] { repository_.load(q->model_name()); });
+  }
+  Status RepositoryModelUnload(ServerContext*, const inference::RepositoryModelUnloadRequest* q,
+                               inference::RepositoryModelUnloadResponse*) override {
+    return repository_call([&] { repository_.unload(q->model_name()); });
+  }
+
+  Status ModelInfer(ServerContext*, const inference::ModelInferRequest* q, inference::ModelInferResponse* r) override {
+    try {
+      return infer(*q, *r);
+    } catch (const RequestError& e) {
+      return Status(code_of(e.status()), e.what());
+    } catch (const Error& e) {
+      return Status(StatusCode::INVALID_ARGUMENT, e.what());
+    }
+  }
+
+ private:
+  template <class F>
+  Status repository_call(F f) {
+    if (repository_.control() != ModelControl::explicit_)
+      return Status(StatusCode::UNAVAILABLE, "explicit model load / unload is not allowed unless --model-control explicit");
+    try {
+      f();
+    } catch (const Error& e) {
+      return Status(StatusCode::INVALID_ARGUMENT, e.what());
+    }
+    return Status::OK;
+  }
+
+  Status infer(const inference::ModelInferRequest& q, inference::ModelInferResponse& r) {
+    std::string why;
+    const int64_t version = parse_version(q.model_version());
+    if (version < 0) return Status(StatusCode::INVALID_ARGUMENT, "bad version '" + q.model_version() + "'");
+    const std::shared_ptr<ServedVersion> served = repository_.find(q.model_name(), version, why);
+    if (!served) return Status(StatusCode::NOT_FOUND, why);
+    if (q.inputs_size() != 1) throw RequestError(400, "give one input, '" + std::string(kInputName) + "'");
+    const auto& in = q.inputs(0);
+    const TensorSpec spec{served->input_shape(), served->config().max_batch_size, served->classes()};
+    Tensor input = make_input_tensor(in.name(), in.datatype(), Shape(in.shape().begin(), in.shape().end()), spec);
+    const auto count = static_cast<size_t>(input.numel());
+    const bool is_u8 = input.dtype() == DType::u8;
+    if (q.raw_input_contents_size() > 0) {
+      if (q.raw_input_contents_size() != 1) throw RequestError(400, "raw_input_contents: one entry per input (1)");
+      const std::string& raw = q.raw_input_contents(0);
+      if (raw.size() != input.nbytes())
+        throw RequestError(400, "input 'input': raw_input_contents holds " + std::to_string(raw.size()) + " bytes, its shape and datatype " +
+                                    std::to_string(input.nbytes()));
+      std::memcpy(input.raw(), raw.data(), raw.size());
+    } else if (is_u8) {
+      const auto& v = in.contents().uint_contents();
+      if (static_cast<size_t>(v.size()) != count)
+        throw RequestError(400, "input 'input': " + std::to_string(v.size()) + " uint_contents for " + std::to_string(count) + " elements");
+      uint8_t* dst = input.data<uint8_t>();
+      for (size_t i = 0; i < count; ++i) {
+        if (v[static_cast<int>(i)] > 255) throw RequestError(400, "input 'input': UINT8 data must be 0 to 255");
+        dst[i] = static_cast<uint8_t>(v[static_cast<int>(i)]);
+      }
+    } else {
+      const auto& v = in.contents().fp32_contents();
+      if (static_cast<size_t>(v.size()) != count)
+        throw RequestError(400, "input 'input': " + std::to_string(v.size()) + " fp32_contents for " + std::to_string(count) + " elements");
+      std::memcpy(input.raw(), v.data(), count * sizeof(float));
+    }
+    if (!is_u8) {
+      const float* f = input.data<float>();
+      for (size_t i = 0; i < count; ++i)
+        if (!std::isfinite(f[i])) throw RequestError(400, "input 'input': FP32 data must be finite");
+    }
+    std::vector<std::string> outputs;
+    for (const auto& o : q.outputs()) {
+      if (o.name() != kLogitsName && o.name() != kProbabilitiesName)
+        throw RequestError(400, "unknown output '" + o.name() + "'");
+      outputs.push_back(o.name());
+    }
+    if (outputs.empty()) outputs = {kLogitsName, kProbabilitiesName};
+    int64_t timeout_us = 0;
+    if (auto it = q.parameters().find("timeout"); it != q.parameters().end()) timeout_us = it->second.int64_param();
+
+    ModelMetrics& m = metrics_.get(served->config().name, served->version());
+    std::promise<InferResult> promise;
+    std::future<InferResult> future = promise.get_future();
+    InferJob job;
+    const int64_t n = input.dim(0);
+    const Clock::time_point start = Clock::now();
+    job.input = std::move(input);
+    job.enqueued = start;
+    if (timeout_us > 0) job.deadline = job.enqueued + std::chrono::microseconds(timeout_us);
+    job.done = [&promise](InferResult result) { promise.set_value(std::move(result)); };
+    if (!served->submit(std::move(job))) {
+      m.request_failure++;
+      return Status(StatusCode::UNAVAILABLE, "model '" + served->config().name + "': the queue is full");
+    }
+    InferResult result = future.get();
+    if (result.status != InferResult::Status::ok)
+      return Status(result.status == InferResult::Status::timeout ? StatusCode::DEADLINE_EXCEEDED : StatusCode::INTERNAL,
+                    result.error);
+    m.request_success++;
+    m.request_duration_us += static_cast<uint64_t>(
+        std::chrono::duration_cast<std::chrono::microseconds>(Clock::now() - start).count());
+    r.set_model_name(served->config().name);
+    r.set_model_version(std::to_string(served->version()));
+    r.set_id(q.id());
+    for (const std::string& name : outputs) {
+      const std::vector<float>& values = name == kLogitsName ? result.logits : result.probabilities;
+      auto* out = r.add_outputs();
+      out->set_name(name);
+      out->set_datatype("FP32");
+      out->add_shape(n);
+      out->add_shape(served->classes());
+      r.add_raw_output_contents(reinterpret_cast<const char*>(values.data()), values.size() * sizeof(float));
+    }
+    return Status::OK;
+  }
+
+  ModelRepository& repository_;
+  MetricsRegistry& metrics_;
+  const std::atomic<bool>& ready_;
+};
+
+class Endpoint final : public GrpcEndpoint {
+ public:
+  Endpoint(ModelRepository& repository, MetricsRegistry& metrics, const std::atomic<bool>& ready)
+      : service_(repository, metrics, ready) {}
+  bool start(const std::string& host, int port) {
+    grpc::ServerBuilder builder;
+    builder.AddListeningPort(host + ":" + std::to_string(port), grpc::InsecureServerCredentials(), &port_);
+    builder.RegisterService(&service_);
+    builder.SetMaxReceiveMessageSize(64 << 20);
+    server_ = builder.BuildAndStart();
+    return server_ != nullptr && port_ > 0;
+  }
+  int port() const override { return port_; }
+  void shutdown() override {
+    if (server_) server_->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(30));
+  }
+  ~Endpoint() override { shutdown(); }
+
+ private:
+  Service service_;
+  std::unique_ptr<grpc::Server> server_;
+  int port_ = 0;
+};
+
+}  // namespace
+
+std::unique_ptr<GrpcEndpoint> start_grpc_endpoint(ModelRepository& repository, MetricsRegistry& metrics,
+                                                  const std::atomic<bool>& ready, const std::string& host, int port,
+                                                  std::string& why) {
+  auto endpoint = std::make_unique<Endpoint>(repository, metrics, ready);
+  if (!endpoint->start(host, port)) {
+    why = "cannot listen for gRPC on " + host + ":" + std::to_string(port);
+    return nullptr;
+  }
+  return endpoint;
+}
+
+}  // namespace convoy::serve

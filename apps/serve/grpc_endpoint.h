@@ -1,0 +1,27 @@
+#pragma once
+// The KServe v2 gRPC endpoint (GRPCInferenceService) beside the HTTP one, on gRPC's own server.
+// Built only with CONVOY_GRPC (Debian's libgrpc++-dev); without it start_grpc_endpoint says why.
+#include <atomic>
+#include <memory>
+#include <string>
+
+#include "apps/serve/metrics.h"
+#include "apps/serve/repository.h"
+
+namespace convoy::serve {
+
+class GrpcEndpoint {
+ public:
+  virtual ~GrpcEndpoint() = default;
+  virtual int port() const = 0;
+  // Stops taking calls; those in flight finish (bounded by gRPC's deadline).
+  virtual void shutdown() = 0;
+};
+
+// Listens on host:port (0: any free port). Null with `why` set when gRPC is not built in or the
+// port cannot be bound.
+std::unique_ptr<GrpcEndpoint> start_grpc_endpoint(ModelRepository& repository, MetricsRegistry& metrics,
+                                                  const std::atomic<bool>& ready, const std::string& host, int port,
+                                                  std::string& why);
+
+}  // namespace convoy::serve

@@ -1,0 +1,230 @@
+#include "apps/serve/http_server.h"
+
+#include <algorithm>
+#include <iostream>
+#include <mutex>
+#include <thread>
+#include <vector>
+
+#include <boost/asio.hpp>
+#include <boost/beast/core.hpp>
+#include <boost/beast/http.hpp>
+#include <nlohmann/json.hpp>
+
+#include "engine/core/error.h"
+
+namespace convoy::serve {
+
+namespace net = boost::asio;
+namespace beast = boost::beast;
+namespace http = beast::http;
+using tcp = net::ip::tcp;
+
+namespace {
+
+constexpr auto kIdleTimeout = std::chrono::seconds(60);  // a keep-alive connection with no request
+
+struct Shared {
+  Shared(Router& r, const HttpOptions& o) : router(r), options(o) {}
+  Router& router;
+  const HttpOptions& options;
+  std::atomic<int64_t> in_flight{0};
+  std::atomic<bool> stopping{false};
+  std::mutex log_mutex;
+};
+
+// One connection: reads a request, hands it to the router, writes the reply, and reads the
+// next one while the client keeps the connection alive.
+class Session : public std::enable_shared_from_this<Session> {
+ public:
+  Session(tcp::socket socket, Shared& shared, bool metrics_port)
+      : stream_(std::move(socket)), shared_(shared), metrics_port_(metrics_port) {}
+
+  void start() { net::dispatch(stream_.get_executor(), [self = shared_from_this()] { self->read(); }); }
+
+ private:
+  void read() {
+    parser_.emplace();
+    parser_->body_limit(shared_.options.max_body_bytes);
+    stream_.expires_after(kIdleTimeout);
+    http::async_read(stream_, buffer_, *parser_,
+                     [self = shared_from_this()](beast::error_code ec, size_t) { self->on_read(ec); });
+  }
+
+  void on_read(beast::error_code ec) {
+    if (ec == http::error::end_of_stream || ec == beast::error::timeout || ec == net::error::operation_aborted ||
+        ec == net::error::connection_reset || ec == net::error::eof)
+      return close();
+    if (ec) {  // a malformed request or one over the body limit: say why, then close
+      keep_alive_ = false;
+      started_ = std::chrono::steady_clock::now();
+      shared_.in_flight++;
+      const unsigned status = ec == http::error::body_limit ? 413 : 400;
+      return write(error_reply(status, "bad HTTP request: " + ec.message()));
+    }
+    http::request<http::string_body> req = parser_->release();
+    keep_alive_ = req.keep_alive() && !shared_.stopping;
+    method_ = std::string(req.method_string());
+    target_ = std::string(req.target());
+    started_ = std::chrono::steady_clock::now();
+    shared_.in_flight++;
+    HttpRequest request;
+    request.method = method_;
+    request.target = target_;
+    request.body = std::move(req.body());
+    if (auto it = req.find("Inference-Header-Content-Length"); it != req.end()) {
+      const std::string v(it->value());
+      if (v.empty() || v.size() > 15 || !std::all_of(v.begin(), v.end(), ::isdigit))
+        return write(error_reply(400, "Inference-Header-Content-Length must be a byte count, got '" + v + "'"));
+      request.inference_header_length = std::stoull(v);
+    }
+    stream_.expires_never();
+    auto reply = [self = shared_from_this()](HttpReply r) {
+      net::post(self->stream_.get_executor(), [self, r = std::move(r)]() mutable { self->write(std::move(r)); });
+    };
+    try {
+      if (metrics_port_)
+        shared_.router.handle_metrics(request, reply);
+      else
+        shared_.router.handle(request, reply);
+    } catch (const Error& e) {
+      reply(error_reply(400, e.what()));
+    } catch (const std::bad_alloc&) {
+      reply(error_reply(503, "out of memory"));
+    } catch (const std::exception& e) {
+      reply(error_reply(500, std::string("internal error: ") + e.what()));
+    }
+  }
+
+  void write(HttpReply r) {
+    log(r);
+    auto res = std::make_shared<http::response<http::string_body>>(static_cast<http::status>(r.status), 11);
+    res->set(http::field::server, "convoy/" CONVOY_VERSION);
+    res->set(http::field::content_type, r.content_type);
+    if (r.inference_header_length) res->set("Inference-Header-Content-Length", std::to_string(*r.inference_header_length));
+    res->keep_alive(keep_alive_ && !shared_.stopping);
+    res->body() = std::move(r.body);
+    res->prepare_payload();
+    stream_.expires_after(kIdleTimeout);
+    http::async_write(stream_, *res, [self = shared_from_this(), res](beast::error_code ec, size_t) {
+      self->shared_.in_flight--;
+      if (ec || !res->keep_alive()) return self->close();
+      self->read();
+    });
+  }
+
+  void log(const HttpReply& r) {
+    if (!shared_.options.log_requests) return;
+    const auto us = std::chrono::duration_cast<std::chrono::microseconds>(std::chrono::steady_clock::now() - started_);
+    nlohmann::json line = {{"method", method_}, {"target", target_}, {"status", r.status},
+                           {"duration_us", us.count()}, {"bytes", r.body.size()}};
+    if (!r.model.empty()) line["model"] = r.model;
+    const std::string text = line.dump() + "\n";
+    std::lock_guard lock(shared_.log_mutex);
+    std::cout << text << std::flush;
+  }
+
+  void close() {
+    beast::error_code ec;
+    stream_.socket().shutdown(tcp::socket::shutdown_send, ec);
+  }
+
+  beast::tcp_stream stream_;
+  beast::flat_buffer buffer_;
+  std::optional<http::request_parser<http::string_body>> parser_;
+  Shared& shared_;
+  bool metrics_port_;
+  bool keep_alive_ = false;
+  std::string method_, target_;
+  std::chrono::steady_clock::time_point started_;
+};
+
+tcp::acceptor open_acceptor(net::io_context& ioc, const std::string& host, int port) {
+  beast::error_code ec;
+  const net::ip::address address = net::ip::make_address(host, ec);
+  if (ec) throw InputError("--host " + host + ": not an IP address");
+  tcp::acceptor acceptor(ioc);
+  const tcp::endpoint endpoint(address, static_cast<unsigned short>(port));
+  acceptor.open(endpoint.protocol(), ec);
+  if (!ec) acceptor.set_option(net::socket_base::reuse_address(true), ec);
+  if (!ec) acceptor.bind(endpoint, ec);
+  if (!ec) acceptor.listen(net::socket_base::max_listen_connections, ec);
+  if (ec) throw InputError("cannot listen on " + host + ":" + std::to_string(port) + ": " + ec.message());
+  return acceptor;
+}
+
+}  // namespace
+
+struct HttpServer::Impl {
+  Impl(Router& router, const HttpOptions& options, std::atomic<bool>& ready)
+      : options_(options),
+        shared_{router, options_},
+        ready_(ready),
+        http_(open_acceptor(ioc_, options.host, options.http_port)),
+        signals_(ioc_, SIGINT, SIGTERM),
+        timer_(ioc_) {
+    if (options.metrics_port >= 0) metrics_.emplace(open_acceptor(ioc_, options.host, options.metrics_port));
+  }
+
+  void accept(tcp::acceptor& acceptor, bool metrics_port) {
+    acceptor.async_accept(net::make_strand(ioc_), [this, &acceptor, metrics_port](beast::error_code ec, tcp::socket s) {
+      if (ec == net::error::operation_aborted || shared_.stopping) return;
+      if (!ec) std::make_shared<Session>(std::move(s), shared_, metrics_port)->start();
+      accept(acceptor, metrics_port);
+    });
+  }
+
+  // After a stop signal: no new connections, no keep-alive; the requests in flight finish
+  // until none is left or the drain time is up.
+  void drain(std::chrono::steady_clock::time_point until) {
+    if (shared_.in_flight <= 0 || std::chrono::steady_clock::now() >= until) {
+      if (shared_.in_flight > 0)
+        std::cerr << "convoy serve: " << shared_.in_flight << " request(s) still in flight after "
+                  << options_.drain.count() << " s; stopping anyway" << std::endl;
+      return ioc_.stop();
+    }
+    timer_.expires_after(std::chrono::milliseconds(10));
+    timer_.async_wait([this, until](beast::error_code) { drain(until); });
+  }
+
+  HttpOptions options_;
+  net::io_context ioc_;
+  Shared shared_;
+  std::atomic<bool>& ready_;
+  tcp::acceptor http_;
+  std::optional<tcp::acceptor> metrics_;
+  net::signal_set signals_;
+  net::steady_timer timer_;
+};
+
+HttpServer::HttpServer(Router& router, const HttpOptions& options, std::atomic<bool>& ready)
+    : impl_(std::make_unique<Impl>(router, options, ready)) {}
+HttpServer::~HttpServer() = default;
+
+int HttpServer::http_port() const { return impl_->http_.local_endpoint().port(); }
+int HttpServer::metrics_port() const { return impl_->metrics_ ? impl_->metrics_->local_endpoint().port() : -1; }
+
+void HttpServer::run() {
+  Impl& s = *impl_;
+  s.accept(s.http_, false);
+  if (s.metrics_) s.accept(*s.metrics_, true);
+  s.signals_.async_wait([&s](beast::error_code ec, int signal) {
+    if (ec) return;
+    std::cerr << "convoy serve: signal " << signal << ": no new requests; finishing the ones in flight" << std::endl;
+    s.shared_.stopping = true;
+    s.ready_ = false;
+    beast::error_code ignored;
+    s.http_.close(ignored);
+    if (s.metrics_) s.metrics_->close(ignored);
+    s.timer_.cancel();
+    s.drain(std::chrono::steady_clock::now() + s.options_.drain);
+  });
+  const int threads = s.options_.threads > 0 ? s.options_.threads
+                                             : static_cast<int>(std::clamp(std::thread::hardware_concurrency(), 2u, 8u));
+  std::vector<std::thread> pool;
+  for (int i = 1; i < threads; ++i) pool.emplace_back([&s] { s.ioc_.run(); });
+  s.ioc_.run();
+  for (std::thread& t : pool) t.join();
+}
+
+}  // namespace convoy::serve

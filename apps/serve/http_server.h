@@ -1,0 +1,39 @@
+#pragma once
+// The HTTP/REST front end on Boost.Beast over Asio: the KServe v2 port and the metrics port,
+// a pool of I/O threads, and a graceful stop on SIGTERM / SIGINT (stop accepting, let the
+// requests in flight finish within a bound, then return).
+#include <atomic>
+#include <chrono>
+#include <cstdint>
+#include <memory>
+#include <string>
+
+#include "apps/serve/routes.h"
+
+namespace convoy::serve {
+
+struct HttpOptions {
+  std::string host = "0.0.0.0";
+  int http_port = 8000;     // 0: any free port (the bound one is printed)
+  int metrics_port = 8002;  // -1: no metrics port
+  int threads = 0;          // I/O threads; 0: two, or more on a bigger machine
+  uint64_t max_body_bytes = uint64_t{64} << 20;
+  std::chrono::seconds drain{30};  // how long in-flight requests may take after a stop signal
+  bool log_requests = false;       // one JSON line per request on stdout
+};
+
+class HttpServer {
+ public:
+  HttpServer(Router& router, const HttpOptions& options, std::atomic<bool>& ready);
+  ~HttpServer();
+  int http_port() const;
+  int metrics_port() const;
+  // Serves until SIGTERM or SIGINT, then drains the requests in flight and returns.
+  void run();
+
+ private:
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace convoy::serve

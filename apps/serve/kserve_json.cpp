@@ -1,0 +1,199 @@
+#include "apps/serve/kserve_json.h"
+
+#include <cmath>
+#include <cstring>
+
+#include <nlohmann/json.hpp>
+
+namespace convoy::serve {
+
+using json = nlohmann::json;
+
+namespace {
+
+[[noreturn]] void bad(const std::string& what) { throw RequestError(400, what); }
+
+// Flattens JSON data (a flat or nested row-major array of numbers) into `out`, at most `limit`
+// values; nesting deeper than the tensor's rank is an error.
+template <class T>
+void flatten(const json& data, std::vector<T>& out, size_t limit, int depth, bool is_u8) {
+  if (depth > 8) bad("input 'input': data nested deeper than its shape");
+  for (const json& v : data) {
+    if (v.is_array()) {
+      flatten(v, out, limit, depth + 1, is_u8);
+      continue;
+    }
+    if (!v.is_number()) bad("input 'input': data holds a " + std::string(v.type_name()) + ", expected numbers");
+    if (out.size() >= limit) bad("input 'input': more data elements than its shape holds (" + std::to_string(limit) + ")");
+    const double x = v.get<double>();
+    if (is_u8) {
+      if (!v.is_number_integer() || x < 0 || x > 255) bad("input 'input': UINT8 data must be integers 0 to 255");
+    } else if (!std::isfinite(x)) {
+      bad("input 'input': FP32 data must be finite");
+    }
+    out.push_back(static_cast<T>(x));
+  }
+}
+
+const json* find_member(const json& object, const char* key) {
+  auto it = object.find(key);
+  return it == object.end() ? nullptr : &*it;
+}
+
+}  // namespace
+
+Tensor make_input_tensor(const std::string& name, const std::string& datatype, const Shape& shape,
+                         const TensorSpec& spec) {
+  if (name != kInputName)
+    bad("unknown input " + (name.empty() ? std::string("(no name)") : "'" + name + "'") + "; the model's input is '" +
+        kInputName + "'");
+  if (datatype != "UINT8" && datatype != "FP32")
+    bad("input 'input': datatype " + datatype + " is not supported (UINT8 or FP32)");
+  const Shape& want = spec.input;
+  if (shape.size() != 4 || shape[1] != want[0] || shape[2] != want[1] || shape[3] != want[2] || shape[0] < 1 ||
+      shape[0] > spec.max_batch_size)
+    bad("input 'input': shape " + shape_str(shape) + ", expected [n, " + std::to_string(want[0]) + ", " +
+        std::to_string(want[1]) + ", " + std::to_string(want[2]) + "] with 1 <= n <= " +
+        std::to_string(spec.max_batch_size));
+  return Tensor::empty(shape, datatype == "UINT8" ? DType::u8 : DType::f32);
+}
+
+InferRequest parse_infer_request(std::string_view body, std::optional<size_t> header_length, const TensorSpec& spec) {
+  if (header_length && *header_length > body.size())
+    bad("Inference-Header-Content-Length " + std::to_string(*header_length) + " is more than the body's " +
+        std::to_string(body.size()) + " bytes");
+  const std::string_view header = header_length ? body.substr(0, *header_length) : body;
+  std::string_view binary = header_length ? body.substr(*header_length) : std::string_view{};
+  json doc = json::parse(header.begin(), header.end(), nullptr, false);
+  if (doc.is_discarded()) bad("malformed JSON in the request body");
+  if (!doc.is_object()) bad("the request body must be a JSON object");
+  InferRequest req;
+  if (const json* id = find_member(doc, "id")) {
+    if (!id->is_string()) bad("'id' must be a string");
+    req.id = id->get<std::string>();
+  }
+  bool binary_output_default = false;
+  if (const json* params = find_member(doc, "parameters")) {
+    if (!params->is_object()) bad("'parameters' must be an object");
+    if (const json* t = find_member(*params, "timeout")) {
+      if (!t->is_number_integer() || t->get<int64_t>() < 0) bad("parameters.timeout must be microseconds >= 0");
+      req.timeout_us = t->get<int64_t>();
+    }
+    if (const json* b = find_member(*params, "binary_data_output")) {
+      if (!b->is_boolean()) bad("parameters.binary_data_output must be true or false");
+      binary_output_default = b->get<bool>();
+    }
+  }
+  const json* inputs = find_member(doc, "inputs");
+  if (!inputs || !inputs->is_array() || inputs->size() != 1)
+    bad("'inputs' must be a list of one tensor, '" + std::string(kInputName) + "'");
+  const json& in = (*inputs)[0];
+  if (!in.is_object()) bad("inputs[0] must be an object");
+  const json* name = find_member(in, "name");
+  const json* datatype = find_member(in, "datatype");
+  if (!datatype || !datatype->is_string()) bad("input 'input': 'datatype' missing (UINT8 or FP32)");
+  const std::string dt = datatype->get<std::string>();
+  const json* shape_json = find_member(in, "shape");
+  if (!shape_json || !shape_json->is_array()) bad("input 'input': 'shape' missing");
+  Shape shape;
+  for (const json& d : *shape_json) {
+    if (!d.is_number_integer()) bad("input 'input': shape holds a non-integer");
+    shape.push_back(d.get<int64_t>());
+  }
+  req.input = make_input_tensor(name && name->is_string() ? name->get<std::string>() : "", dt, shape, spec);
+  const bool is_u8 = dt == "UINT8";
+  const auto count = static_cast<size_t>(shape_numel(shape));
+  const size_t bytes = req.input.nbytes();
+  const json* params = find_member(in, "parameters");
+  const json* binary_size = params && params->is_object() ? find_member(*params, "binary_data_size") : nullptr;
+  if (binary_size) {
+    if (!header_length) bad("input 'input': binary_data_size without an Inference-Header-Content-Length header");
+    if (!binary_size->is_number_unsigned()) bad("input 'input': binary_data_size must be a byte count");
+    const auto size = binary_size->get<uint64_t>();
+    if (size != bytes)
+      bad("input 'input': binary_data_size " + std::to_string(size) + ", but shape " + shape_str(shape) + " " + dt +
+          " is " + std::to_string(bytes) + " bytes");
+    if (binary.size() < bytes)
+      bad("input 'input': truncated binary data: " + std::to_string(binary.size()) + " of " + std::to_string(bytes) +
+          " bytes");
+    std::memcpy(req.input.raw(), binary.data(), bytes);
+    binary.remove_prefix(bytes);
+    if (!is_u8) {
+      const float* f = req.input.data<float>();
+      for (size_t i = 0; i < count; ++i)
+        if (!std::isfinite(f[i])) bad("input 'input': FP32 data must be finite");
+    }
+  } else {
+    const json* data = find_member(in, "data");
+    if (!data || !data->is_array()) bad("input 'input': 'data' missing (or give binary_data_size)");
+    if (is_u8) {
+      std::vector<uint8_t> values;
+      flatten(*data, values, count, 0, true);
+      if (values.size() != count)
+        bad("input 'input': " + std::to_string(values.size()) + " data elements for shape " + shape_str(shape) +
+            " (" + std::to_string(count) + ")");
+      std::memcpy(req.input.raw(), values.data(), bytes);
+    } else {
+      std::vector<float> values;
+      flatten(*data, values, count, 0, false);
+      if (values.size() != count)
+        bad("input 'input': " + std::to_string(values.size()) + " data elements for shape " + shape_str(shape) +
+            " (" + std::to_string(count) + ")");
+      std::memcpy(req.input.raw(), values.data(), bytes);
+    }
+  }
+  if (!binary.empty()) bad(std::to_string(binary.size()) + " bytes of binary data beyond the inputs'");
+  if (const json* outputs = find_member(doc, "outputs")) {
+    if (!outputs->is_array()) bad("'outputs' must be a list");
+    for (const json& o : *outputs) {
+      const json* oname = o.is_object() ? find_member(o, "name") : nullptr;
+      if (!oname || !oname->is_string()) bad("outputs: each needs a 'name'");
+      const std::string n = oname->get<std::string>();
+      if (n != kLogitsName && n != kProbabilitiesName)
+        bad("unknown output '" + n + "'; the model's outputs are '" + kLogitsName + "' and '" + kProbabilitiesName + "'");
+      bool as_binary = binary_output_default;
+      const json* op = find_member(o, "parameters");
+      if (op && op->is_object())
+        if (const json* b = find_member(*op, "binary_data")) {
+          if (!b->is_boolean()) bad("outputs: parameters.binary_data must be true or false");
+          as_binary = b->get<bool>();
+        }
+      req.outputs.emplace_back(n, as_binary);
+    }
+  }
+  if (req.outputs.empty())
+    req.outputs = {{kLogitsName, binary_output_default}, {kProbabilitiesName, binary_output_default}};
+  return req;
+}
+
+InferReplyBody make_infer_reply(const InferRequest& request, const std::string& model, int64_t version,
+                                const std::vector<float>& logits, const std::vector<float>& probabilities,
+                                int64_t classes) {
+  json doc = {{"model_name", model}, {"model_version", std::to_string(version)}};
+  if (!request.id.empty()) doc["id"] = request.id;
+  const int64_t n = request.input.dim(0);
+  json outputs = json::array();
+  std::string binary;
+  for (const auto& [name, as_binary] : request.outputs) {
+    const std::vector<float>& values = name == kLogitsName ? logits : probabilities;
+    json out = {{"name", name}, {"datatype", "FP32"}, {"shape", {n, classes}}};
+    if (as_binary) {
+      const size_t bytes = values.size() * sizeof(float);
+      out["parameters"] = {{"binary_data_size", bytes}};
+      binary.append(reinterpret_cast<const char*>(values.data()), bytes);
+    } else {
+      out["data"] = values;
+    }
+    outputs.push_back(std::move(out));
+  }
+  doc["outputs"] = std::move(outputs);
+  InferReplyBody reply;
+  reply.body = doc.dump();
+  if (!binary.empty()) {
+    reply.header_length = reply.body.size();
+    reply.body += binary;
+  }
+  return reply;
+}
+
+}  // namespace convoy::serve

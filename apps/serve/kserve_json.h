@@ -1,0 +1,66 @@
+#pragma once
+// The KServe v2 inference request and response bodies, as Triton speaks them over HTTP: JSON
+// tensors, and Triton's binary tensor data extension (a JSON header of
+// Inference-Header-Content-Length bytes followed by the raw tensors).
+#include <cstdint>
+#include <optional>
+#include <stdexcept>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "engine/core/tensor.h"
+
+namespace convoy::serve {
+
+// A request the server refuses, with the HTTP status that says why (400, 404, 503, ...).
+class RequestError : public std::runtime_error {
+ public:
+  RequestError(unsigned status, const std::string& what) : std::runtime_error(what), status_(status) {}
+  unsigned status() const { return status_; }
+
+ private:
+  unsigned status_;
+};
+
+// The one input and two outputs every served Convoy model has.
+inline constexpr const char* kInputName = "input";
+inline constexpr const char* kLogitsName = "logits";
+inline constexpr const char* kProbabilitiesName = "probabilities";
+
+// What a served model expects: its input (C, H, W) and batch limit.
+struct TensorSpec {
+  Shape input;  // (C, H, W)
+  int64_t max_batch_size = 1;
+  int64_t classes = 0;
+};
+
+struct InferRequest {
+  std::string id;
+  Tensor input;             // (n, C, H, W) on the CPU, u8 or f32
+  int64_t timeout_us = 0;   // parameters.timeout; 0 = the model's default
+  // The outputs to return, in order, and whether each goes as binary data.
+  std::vector<std::pair<std::string, bool>> outputs;
+};
+
+// The (n, C, H, W) tensor for an input named `name` of `datatype` and `shape`, uninitialized;
+// RequestError(400) when the name, datatype or shape is not the model's.
+Tensor make_input_tensor(const std::string& name, const std::string& datatype, const Shape& shape,
+                         const TensorSpec& spec);
+
+// Parses an infer request body. `header_length`: the Inference-Header-Content-Length header,
+// when present (the JSON is the body's first that many bytes, binary tensors follow). Throws
+// RequestError(400) naming what is wrong: malformed JSON, unknown input or output, wrong
+// datatype or shape, too few or too many data elements, truncated binary data.
+InferRequest parse_infer_request(std::string_view body, std::optional<size_t> header_length, const TensorSpec& spec);
+
+struct InferReplyBody {
+  std::string body;
+  std::optional<size_t> header_length;  // set when binary outputs follow the JSON
+};
+// The response: outputs (n, classes) FP32 as JSON data or binary per request.
+InferReplyBody make_infer_reply(const InferRequest& request, const std::string& model, int64_t version,
+                                const std::vector<float>& logits, const std::vector<float>& probabilities,
+                                int64_t classes);
+
+}  // namespace convoy::serve

@@ -1,0 +1,44 @@
+#pragma once
+// A served model's REPO/<model>/config.yaml: batching, instances, device, memory budget and
+// which versions to serve, in Triton's terms. Validated like every Convoy YAML.
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace convoy::serve {
+
+// Which of the version folders REPO/<model>/<N>/ are served (Triton's version_policy).
+struct VersionPolicy {
+  enum class Kind { latest, all, specific };
+  Kind kind = Kind::latest;
+  int64_t latest = 1;              // Kind::latest: the N highest versions
+  std::vector<int64_t> specific;   // Kind::specific: exactly these
+};
+
+struct ModelConfig {
+  std::string name;                 // the folder's name
+  int64_t max_batch_size = 8;       // images per forward pass (and per request)
+  bool dynamic_batching = false;    // requests are merged into batches when present
+  int64_t max_queue_delay_us = 0;   // how long the first request of a batch may wait for more
+  std::vector<int64_t> preferred_batch_size;  // a batch this size runs at once
+  int64_t max_queue_size = 64;      // queued requests beyond it are refused with 503 at once
+  int64_t default_timeout_us = 0;   // a request queued longer fails; 0 = no limit
+  int64_t instance_count = 1;       // execution instances (each its own copy of the model)
+  std::string device = "auto";      // auto | cpu | cuda | cuda:N
+  int64_t threads = 0;              // CPU threads per instance, 0 = all cores
+  uint64_t max_memory = 0;          // bytes for all served versions together; 0 = no budget
+  VersionPolicy version_policy;
+};
+
+// Reads and validates `path` (REPO/<model>/config.yaml) for the model folder `name`; an absent
+// file gives the defaults. Unknown keys and bad values are InputErrors naming file:line: key.
+ModelConfig read_model_config(const std::string& path, const std::string& name);
+
+// "2GiB", "512MiB", "1.5GB", "4096" (bytes) -> bytes; std::nullopt-like: throws InputError via `fail`.
+// Returns -1 when the text is not a size.
+int64_t parse_memory_size(const std::string& text);
+
+// Which of the `available` versions (sorted ascending) the policy serves, ascending.
+std::vector<int64_t> select_versions(const VersionPolicy& policy, const std::vector<int64_t>& available);
+
+}  // namespace convoy::serve

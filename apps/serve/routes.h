@@ -1,0 +1,56 @@
+#pragma once
+// The KServe v2 REST endpoints (and /metrics, and classify), independent of the network code:
+// a request in, a reply out through a callback that may run on another thread.
+#include <atomic>
+#include <cstdint>
+#include <functional>
+#include <optional>
+#include <string>
+
+#include "apps/serve/metrics.h"
+#include "apps/serve/repository.h"
+
+namespace convoy::serve {
+
+struct HttpRequest {
+  std::string method;  // "GET", "POST", ...
+  std::string target;  // path and query
+  std::string body;
+  std::optional<size_t> inference_header_length;  // the Inference-Header-Content-Length header
+};
+
+struct HttpReply {
+  unsigned status = 200;
+  std::string content_type = "application/json";
+  std::string body;
+  std::optional<size_t> inference_header_length;
+  std::string model;  // for the request log
+};
+
+// Called once with the reply, from any thread.
+using ReplyFn = std::function<void(HttpReply)>;
+
+class Router {
+ public:
+  Router(ModelRepository& repository, MetricsRegistry& metrics, const std::atomic<bool>& ready)
+      : repository_(repository), metrics_(metrics), ready_(ready) {}
+  void handle(const HttpRequest& request, ReplyFn reply);
+  // The metrics port's only endpoint.
+  void handle_metrics(const HttpRequest& request, ReplyFn reply);
+
+ private:
+  void infer(const std::string& model, int64_t version, const HttpRequest& request, const ReplyFn& reply);
+  void classify(const std::string& model, int64_t version, const HttpRequest& request, int64_t top_k,
+                const ReplyFn& reply);
+  HttpReply model_metadata(const std::string& model, int64_t version);
+  HttpReply model_config(const std::string& model, int64_t version);
+
+  ModelRepository& repository_;
+  MetricsRegistry& metrics_;
+  const std::atomic<bool>& ready_;
+};
+
+// A KServe error reply: {"error": "..."}.
+HttpReply error_reply(unsigned status, const std::string& message);
+
+}  // namespace convoy::serve

@@ -1,0 +1,262 @@
+#include "apps/serve/served_model.h"
+
+#include <algorithm>
+#include <cstring>
+#include <iostream>
+
+#include "engine/backends/backend.h"
+#include "engine/core/error.h"
+#include "engine/graph/model.h"
+#include "engine/train/evaluate.h"
+#include "engine/train/run_checkpoint.h"
+
+namespace convoy::serve {
+
+namespace {
+
+std::string mib(uint64_t bytes) {
+  if (bytes < 1048576) return std::to_string(bytes) + " bytes";
+  char text[32];
+  std::snprintf(text, sizeof text, "%.1f MiB", static_cast<double>(bytes) / 1048576.0);
+  return text;
+}
+
+int64_t us_between(Clock::time_point a, Clock::time_point b) {
+  return std::chrono::duration_cast<std::chrono::microseconds>(b - a).count();
+}
+
+}  // namespace
+
+// An execution instance: a backend and a model of its own, so instances run side by side
+// without sharing the model's per-forward state.
+struct ServedVersion::Instance {
+  std::unique_ptr<Backend> backend;
+  std::unique_ptr<Model> model;
+  NormalizeAugment normalize;
+};
+
+ServedVersion::ServedVersion(const ModelConfig& config, int64_t version, const std::string& checkpoint,
+                             uint64_t budget_left, MetricsRegistry& metrics)
+    : config_(config), version_(version), metrics_(metrics.get(config.name, version)) {
+  RunCheckpoint ckpt = read_run_checkpoint(checkpoint, CheckpointUse::inference);
+  {
+    const Model probe = Model::from_yaml(ckpt.info.model_yaml, checkpoint + " (model_yaml)", 0);
+    check_checkpoint_fits_model(ckpt.info, probe, checkpoint);
+    input_shape_ = probe.input_shape();
+    classes_ = probe.num_classes();
+    memory_.weights = static_cast<uint64_t>(probe.parameter_count() + probe.buffer_count()) * sizeof(float);
+    memory_.activations = static_cast<uint64_t>(probe.activation_count() + shape_numel(input_shape_)) *
+                          static_cast<uint64_t>(config_.max_batch_size) * sizeof(float);
+    memory_.total = (memory_.weights + memory_.activations) * static_cast<uint64_t>(config_.instance_count);
+  }
+  if (budget_left != 0 && memory_.total > budget_left)
+    throw InputError("model '" + config_.name + "' version " + std::to_string(version) + " needs about " +
+                     mib(memory_.total) + " (" + std::to_string(config_.instance_count) + " instance(s) x (" +
+                     mib(memory_.weights) + " weights + " + mib(memory_.activations) + " activations at batch " +
+                     std::to_string(config_.max_batch_size) + ")), over the " + mib(budget_left) +
+                     " left of its max_memory " + mib(config_.max_memory) + "; not loaded");
+  if (static_cast<int64_t>(ckpt.info.class_names.size()) != classes_)
+    throw InputError(checkpoint + ": " + std::to_string(ckpt.info.class_names.size()) +
+                     " class names for a model with " + std::to_string(classes_) + " outputs");
+  class_names_ = ckpt.info.class_names;
+  if (ckpt.info.preprocess) {
+    preprocess_ = *ckpt.info.preprocess;
+    if (preprocess_.channels != input_shape_[0] || preprocess_.height != input_shape_[1] ||
+        preprocess_.width != input_shape_[2])
+      throw InputError(checkpoint + ": checkpoint metadata 'preprocess' does not match the model's input " +
+                       shape_str(input_shape_));
+  } else {
+    preprocess_.channels = input_shape_[0];
+    preprocess_.height = input_shape_[1];
+    preprocess_.width = input_shape_[2];
+  }
+  BackendOptions options;
+  options.threads = static_cast<int>(config_.threads);
+  for (int64_t i = 0; i < config_.instance_count; ++i) {
+    auto instance = std::make_unique<Instance>();
+    instance->backend = select_backend(config_.device, options, std::cerr);
+    instance->model = std::make_unique<Model>(
+        Model::from_yaml(ckpt.info.model_yaml, checkpoint + " (model_yaml)", 0));
+    instance->model->load_state(ckpt.tensors, checkpoint);
+    instance->model->to(*instance->backend, DType::f32);
+    instance->normalize = make_normalize(ckpt.info.mean, ckpt.info.std);
+    instances_.push_back(std::move(instance));
+  }
+  device_ = instances_.front()->backend->device().str();
+  metrics_.memory_bytes = memory_.total;
+  for (auto& instance : instances_) threads_.emplace_back([this, &i = *instance] { run_instance(i); });
+}
+
+ServedVersion::~ServedVersion() { stop(); }
+
+void ServedVersion::stop() {
+  {
+    std::lock_guard lock(mutex_);
+    stopping_ = true;
+  }
+  wake_.notify_all();
+  for (std::thread& t : threads_) {
+    if (!t.joinable()) continue;
+    // A request's completion may drop the last reference to this version on its own
+    // instance thread; that thread cannot join itself, and ends by itself once stopping.
+    if (t.get_id() == std::this_thread::get_id())
+      t.detach();
+    else
+      t.join();
+  }
+  metrics_.memory_bytes = 0;
+}
+
+size_t ServedVersion::queued() const {
+  std::lock_guard lock(mutex_);
+  return queue_.size();
+}
+
+bool ServedVersion::submit(InferJob job) {
+  {
+    std::lock_guard lock(mutex_);
+    if (stopping_ || static_cast<int64_t>(queue_.size()) >= config_.max_queue_size) return false;
+    if (config_.default_timeout_us > 0 && job.deadline == Clock::time_point::max())
+      job.deadline = job.enqueued + std::chrono::microseconds(config_.default_timeout_us);
+    queue_.push_back(std::move(job));
+    metrics_.queue_size = static_cast<int64_t>(queue_.size());
+  }
+  wake_.notify_one();
+  return true;
+}
+
+std::vector<InferJob> ServedVersion::next_batch() {
+  std::vector<InferJob> batch, expired;
+  bool more = false;
+  {
+    std::unique_lock lock(mutex_);
+    wake_.wait(lock, [&] { return stopping_ || !queue_.empty(); });
+    if (queue_.empty()) return batch;
+    const DType dtype = queue_.front().input.dtype();
+    // Samples queued that could join the first job's batch, in order.
+    auto available = [&] {
+      int64_t n = 0;
+      for (const InferJob& j : queue_) {
+        if (j.input.dtype() != dtype || n + j.input.dim(0) > config_.max_batch_size) break;
+        n += j.input.dim(0);
+      }
+      return n;
+    };
+    if (config_.dynamic_batching && config_.max_queue_delay_us > 0) {
+      const int64_t target =
+          config_.preferred_batch_size.empty() ? config_.max_batch_size : config_.preferred_batch_size.back();
+      const Clock::time_point until = queue_.front().enqueued + std::chrono::microseconds(config_.max_queue_delay_us);
+      wake_.wait_until(lock, until, [&] { return stopping_ || queue_.empty() || available() >= target; });
+      if (queue_.empty()) return batch;  // another instance took them
+    }
+    // The largest preferred size the queue can fill, else as many as fit.
+    int64_t cap = config_.dynamic_batching ? config_.max_batch_size : queue_.front().input.dim(0);
+    const int64_t have = available();
+    for (auto it = config_.preferred_batch_size.rbegin(); it != config_.preferred_batch_size.rend(); ++it)
+      if (*it <= have) {
+        cap = *it;
+        break;
+      }
+    const Clock::time_point now = Clock::now();
+    int64_t n = 0;
+    while (!queue_.empty()) {
+      InferJob& j = queue_.front();
+      if (j.deadline <= now) {
+        expired.push_back(std::move(j));
+        queue_.pop_front();
+        continue;
+      }
+      if (j.input.dtype() != dtype || (n > 0 && n + j.input.dim(0) > cap)) break;
+      n += j.input.dim(0);
+      batch.push_back(std::move(j));
+      queue_.pop_front();
+    }
+    metrics_.queue_size = static_cast<int64_t>(queue_.size());
+    more = !queue_.empty();
+  }
+  if (more) wake_.notify_one();  // another instance may take the rest
+  for (InferJob& j : expired) {
+    metrics_.request_failure++;
+    j.done({InferResult::Status::timeout, "the request timed out after " +
+                                              std::to_string(us_between(j.enqueued, Clock::now())) +
+                                              " us in the queue", {}, {}});
+  }
+  return batch;
+}
+
+void ServedVersion::run_instance(Instance& instance) {
+  for (;;) {
+    std::vector<InferJob> batch = next_batch();
+    if (batch.empty()) {
+      std::unique_lock lock(mutex_);
+      if (!stopping_ || !queue_.empty()) continue;
+      lock.unlock();
+      // Freed on this thread: oneDNN keeps a scratchpad per thread that ran its primitives,
+      // released when the last primitive goes on that thread (it would leak otherwise).
+      instance.model.reset();
+      instance.backend.reset();
+      return;
+    }
+    execute(instance, batch);
+  }
+}
+
+void ServedVersion::execute(Instance& instance, std::vector<InferJob>& jobs) {
+  const Clock::time_point start = Clock::now();
+  int64_t n = 0;
+  for (const InferJob& j : jobs) n += j.input.dim(0);
+  const DType dtype = jobs.front().input.dtype();
+  InferResult failure{InferResult::Status::failed, "", {}, {}};
+  std::vector<float> logits, probs;
+  try {
+    Shape shape = {n, input_shape_[0], input_shape_[1], input_shape_[2]};
+    Tensor host = jobs.size() == 1 ? jobs.front().input : Tensor::empty(shape, dtype);
+    if (jobs.size() > 1) {
+      auto* dst = static_cast<char*>(host.raw());
+      for (const InferJob& j : jobs) {
+        std::memcpy(dst, j.input.raw(), j.input.nbytes());
+        dst += j.input.nbytes();
+      }
+    }
+    Backend& backend = *instance.backend;
+    Model& model = *instance.model;
+    Tensor x;
+    if (dtype == DType::u8) {
+      const Tensor images = backend.upload(host);
+      x = backend.empty(shape, model.compute_dtype(), model.layout());  // (N, C, H, W)
+      backend.ops().normalize_augment(images, instance.normalize, 0, x);
+    } else {
+      x = backend.upload(host);
+    }
+    const Tensor out = model.forward(backend, x, StepInfo{});  // (N, classes)
+    Tensor p = backend.empty(out.shape(), DType::f32);
+    backend.ops().softmax(out, p);
+    logits = out.to_floats();
+    probs = p.to_floats();
+  } catch (const std::exception& e) {
+    failure.error = std::string("inference failed: ") + e.what();
+  }
+  const Clock::time_point end = Clock::now();
+  metrics_.exec_count++;
+  const auto compute_us = static_cast<uint64_t>(us_between(start, end));
+  int64_t offset = 0;
+  for (InferJob& j : jobs) {
+    const int64_t m = j.input.dim(0);
+    metrics_.queue_duration_us += static_cast<uint64_t>(us_between(j.enqueued, start));
+    metrics_.compute_duration_us += compute_us;
+    if (!failure.error.empty()) {
+      metrics_.request_failure++;
+      j.done(failure);
+      continue;
+    }
+    metrics_.inference_count += static_cast<uint64_t>(m);
+    InferResult r;
+    const auto begin = static_cast<long>(offset * classes_), stop = static_cast<long>((offset + m) * classes_);
+    r.logits.assign(logits.begin() + begin, logits.begin() + stop);
+    r.probabilities.assign(probs.begin() + begin, probs.begin() + stop);
+    offset += m;
+    j.done(std::move(r));
+  }
+}
+
+}  // namespace convoy::serve

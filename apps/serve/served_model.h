@@ -1,0 +1,102 @@
+#pragma once
+// One served version of a model: its checkpoint loaded once per execution instance, the
+// preprocessing and class names it carries, and the dynamic batcher that feeds the instances.
+#include <chrono>
+#include <condition_variable>
+#include <cstdint>
+#include <deque>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "apps/serve/metrics.h"
+#include "apps/serve/model_config.h"
+#include "datasets/preprocess.h"
+#include "engine/core/tensor.h"
+
+namespace convoy::serve {
+
+using Clock = std::chrono::steady_clock;
+
+// What a request gets back: the outputs for its samples, or why not.
+struct InferResult {
+  enum class Status { ok, unavailable, timeout, failed };
+  Status status = Status::ok;
+  std::string error;
+  std::vector<float> logits;         // (n, classes)
+  std::vector<float> probabilities;  // (n, classes)
+};
+
+// One request's samples, queued for a batch. `input` is (n, C, H, W) on the CPU: u8 pixels
+// (normalized with the checkpoint's mean and std) or f32 values fed to the model as they are.
+struct InferJob {
+  Tensor input;  // (n, C, H, W) u8 or f32
+  Clock::time_point enqueued;
+  Clock::time_point deadline = Clock::time_point::max();
+  std::function<void(InferResult)> done;  // called once, from an instance thread
+};
+
+// Bytes a version needs: every instance's parameters and buffers, plus the activations of a
+// forward pass at max_batch_size (every layer's output kept: an upper bound).
+struct MemoryEstimate {
+  uint64_t weights = 0;      // per instance
+  uint64_t activations = 0;  // per instance, at max_batch_size
+  uint64_t total = 0;        // all instances
+};
+
+class ServedVersion {
+ public:
+  // Loads `checkpoint` once per instance on `config.device` and starts the instance threads. An
+  // InputError/DeviceError when it cannot be read or run there, or when its memory estimate is
+  // over `budget_left` bytes (0: no budget), before any instance is built.
+  ServedVersion(const ModelConfig& config, int64_t version, const std::string& checkpoint, uint64_t budget_left,
+                MetricsRegistry& metrics);
+  ~ServedVersion();  // drains the queue and joins the instance threads
+  ServedVersion(const ServedVersion&) = delete;
+  ServedVersion& operator=(const ServedVersion&) = delete;
+
+  // Queues a job; false (and `done` not called) when the queue is full or the version stops.
+  bool submit(InferJob job);
+  // Stops taking jobs; the queued ones still run. Joins the instance threads.
+  void stop();
+
+  const ModelConfig& config() const { return config_; }
+  int64_t version() const { return version_; }
+  const Shape& input_shape() const { return input_shape_; }  // (C, H, W)
+  int64_t classes() const { return classes_; }
+  const std::vector<std::string>& class_names() const { return class_names_; }
+  const Preprocess& preprocess() const { return preprocess_; }
+  const MemoryEstimate& memory() const { return memory_; }
+  std::string device() const { return device_; }
+  size_t queued() const;
+
+ private:
+  struct Instance;
+  void run_instance(Instance& instance);
+  // Takes the jobs of the next batch (same input dtype, at most max_batch_size samples),
+  // waiting up to max_queue_delay for more; empty when stopping with nothing queued.
+  std::vector<InferJob> next_batch();
+  void execute(Instance& instance, std::vector<InferJob>& jobs);
+
+  ModelConfig config_;
+  int64_t version_;
+  Shape input_shape_;  // (C, H, W)
+  int64_t classes_ = 0;
+  std::vector<std::string> class_names_;
+  Preprocess preprocess_;
+  MemoryEstimate memory_;
+  std::string device_;
+  ModelMetrics& metrics_;
+
+  mutable std::mutex mutex_;
+  std::condition_variable wake_;
+  std::deque<InferJob> queue_;
+  bool stopping_ = false;
+  std::vector<std::unique_ptr<Instance>> instances_;
+  std::vector<std::thread> threads_;
+};
+
+}  // namespace convoy::serve

@@ -1,0 +1,85 @@
+#!/usr/bin/env bash
+# convoy serve under load: wrk at 1, 16 and 256 connections, each request one image in Triton's
+# binary tensor format, against the offline forward pass (`convoy bench`) at the same batch.
+#   bash benchmarks/serve/load_test.sh [BUILD_DIR] [SECONDS]      (default build-cpu, 10)
+# Prints one line per concurrency: served img/s, p50/p99 latency, and the ratio to offline.
+# Env: SERVE_DEVICE (cpu), SERVE_MODEL (models/lenet5.yaml), SERVE_BATCH (16).
+set -euo pipefail
+cd "$(dirname "$0")/../.."
+build=${1:-build-cpu}
+seconds=${2:-10}
+device=${SERVE_DEVICE:-cpu}
+model=${SERVE_MODEL:-models/lenet5.yaml}
+batch=${SERVE_BATCH:-16}
+convoy=$PWD/$build/convoy
+work=$(mktemp -d)
+trap 'kill $server 2>/dev/null || true; rm -rf "$work"' EXIT
+command -v wrk >/dev/null || { echo "load_test: wrk is not installed (apt-get install wrk)" >&2; exit 1; }
+
+# A checkpoint of the model (initialized weights: speed does not depend on their values).
+"$convoy" train --config configs/fashion_mnist.yaml --set model=../"$model" --set name=m --set output.dir="$work/runs" \
+  --set dataset.train_limit=64 --set dataset.test_limit=64 --set epochs=1 --set batch_size=64 --set device="$device" \
+  >/dev/null 2>&1
+mkdir -p "$work/repo/m/1" "$work/repo/single/1"
+cp "$work/runs/m/best.safetensors" "$work/repo/m/1/model.safetensors"
+cp "$work/runs/m/best.safetensors" "$work/repo/single/1/model.safetensors"
+# Batch-1 latency without dynamic batching: no queue delay spent waiting for company.
+printf 'max_batch_size: 1\ndevice: %s\n' "$device" >"$work/repo/single/config.yaml"
+cat >"$work/repo/m/config.yaml" <<YAML
+max_batch_size: $batch
+device: $device
+dynamic_batching: {max_queue_delay_microseconds: 1000, preferred_batch_size: [$batch], max_queue_size: 1024}
+YAML
+
+# Offline: the forward pass alone at batch 1 and at the batch the server forms.
+sed "s|inference: \[1, 16\]|inference: [1, $batch]|; s|lenet5.yaml|$(basename "$model")|" \
+  benchmarks/suites/serve_cpu.yaml >"$work/suite.yaml"
+sed -i "s|\.\./\.\./models/|$PWD/models/|" "$work/suite.yaml"
+"$convoy" bench --suite "$work/suite.yaml" --devices "$device" --peers none --no-chart -o "$work/bench" >/dev/null 2>&1
+read -r offline1_ms offline_ips < <(python3 - "$work/bench/results.json" "$batch" <<'PY'
+import json, sys
+rows = [r for r in json.load(open(sys.argv[1]))["records"] if r.get("mode") == "inference" and r.get("engine", "convoy") == "convoy"]
+one = next(r for r in rows if r["batch"] == 1)
+big = next(r for r in rows if r["batch"] == int(sys.argv[2]))
+print(one["p50_ms"], big["images_per_second"])
+PY
+)
+
+# The request: one image (1, C, H, W) UINT8 as binary tensor data.
+python3 - "$work" "$model" <<'PY'
+import json, sys, re
+work, model = sys.argv[1], sys.argv[2]
+shape = [int(x) for x in re.search(r"^input:\s*\[([^\]]*)\]", open(model).read(), re.M).group(1).split(",")]
+n = shape[0] * shape[1] * shape[2]
+header = json.dumps({"inputs": [{"name": "input", "shape": [1] + shape, "datatype": "UINT8",
+                                 "parameters": {"binary_data_size": n}}],
+                     "outputs": [{"name": "probabilities", "parameters": {"binary_data": True}}]}).encode()
+open(work + "/body.bin", "wb").write(header + bytes(range(256)) * (n // 256) + bytes(n % 256))
+open(work + "/header_length", "w").write(str(len(header)))
+PY
+"$convoy" serve --model-repository "$work/repo" --host 127.0.0.1 --http-port 0 --metrics-port 0 --grpc-port 0 \
+  2>"$work/serve.err" &
+server=$!
+for _ in $(seq 300); do grep -q "HTTP on" "$work/serve.err" && break; sleep 0.1; done
+port=$(sed -n 's/.*HTTP on 127.0.0.1:\([0-9]*\).*/\1/p' "$work/serve.err")
+[ -n "$port" ] || { cat "$work/serve.err" >&2; exit 1; }
+
+echo "offline ($device, $(basename "$model")): batch 1 p50 ${offline1_ms} ms; batch $batch ${offline_ips} img/s"
+for run in single:1 m:1 m:16 m:256; do
+  name=${run%:*} c=${run#*:}
+  threads=$(( c < 2 ? 1 : 2 ))
+  line=$(SERVE_BODY="$work/body.bin" SERVE_HEADER_LENGTH=$(cat "$work/header_length") \
+    wrk -t"$threads" -c"$c" -d"${seconds}s" --timeout 10s -s benchmarks/serve/post.lua \
+    "http://127.0.0.1:$port/v2/models/$name/infer" | grep '^SERVE')
+  echo -n "$name: "
+  python3 - "$line" "$c" "$offline_ips" "$offline1_ms" <<'PY'
+import sys
+f = dict(kv.split("=") for kv in sys.argv[1].split()[1:])
+c, offline, one = int(sys.argv[2]), float(sys.argv[3]), float(sys.argv[4])
+ips = float(f["requests"]) / float(f["seconds"])
+print(f"served, {c:3d} connections: {ips:8.0f} img/s ({ips / offline * 100:5.1f}% of offline), "
+      f"p50 {float(f['p50_ms']):.3f} ms, p99 {float(f['p99_ms']):.3f} ms, non-2xx {f['non2xx']}, socket errors {f['errors']}"
+      + (f"; batch-1 overhead over offline {float(f['p50_ms']) - one:.3f} ms" if c == 1 else ""))
+PY
+done
+kill -TERM $server; wait $server

@@ -1,0 +1,144 @@
+// convoy serve --model-repository REPO [--http-port 8000] [--metrics-port 8002] ...
+#include <atomic>
+#include <condition_variable>
+#include <iostream>
+#include <mutex>
+#include <thread>
+
+#include "apps/serve/grpc_endpoint.h"
+#include "apps/serve/http_server.h"
+#include "apps/serve/repository.h"
+#include "apps/serve/routes.h"
+#include "cli/commands.h"
+#include "engine/core/error.h"
+
+namespace convoy::cli {
+
+namespace {
+
+struct ServeArgs {
+  std::string repository;
+  std::string model_control = "none";
+  std::vector<std::string> load_models;
+  int64_t poll_secs = 15;
+  std::string host = "0.0.0.0";
+  int http_port = 8000;
+  int grpc_port = 8001;
+  int metrics_port = 8002;
+  bool allow_metrics = true;
+  bool allow_grpc = true;
+  int64_t http_threads = 0;
+  int64_t drain_secs = 30;
+  bool log_requests = false;
+};
+
+// Polls the repository every `secs` on a thread of its own until destroyed.
+class Poller {
+ public:
+  Poller(serve::ModelRepository& repository, int64_t secs) : thread_([this, &repository, secs] {
+      std::unique_lock lock(mutex_);
+      while (!wake_.wait_for(lock, std::chrono::seconds(secs), [this] { return stop_; })) {
+        lock.unlock();
+        try {
+          repository.poll();
+        } catch (const std::exception& e) {
+          std::cerr << "convoy serve: repository poll failed: " << e.what() << std::endl;
+        }
+        lock.lock();
+      }
+    }) {}
+  ~Poller() {
+    {
+      std::lock_guard lock(mutex_);
+      stop_ = true;
+    }
+    wake_.notify_all();
+    thread_.join();
+  }
+
+ private:
+  std::mutex mutex_;
+  std::condition_variable wake_;
+  bool stop_ = false;
+  std::thread thread_;  // last: starts after the members it uses
+};
+
+int run_serve(const ServeArgs& args) {
+  const serve::ModelControl control = args.model_control == "poll"       ? serve::ModelControl::poll
+                                      : args.model_control == "explicit" ? serve::ModelControl::explicit_
+                                                                         : serve::ModelControl::none;
+  if (!args.load_models.empty() && control != serve::ModelControl::explicit_)
+    throw InputError("--load-model needs --model-control explicit");
+  serve::MetricsRegistry metrics;
+  serve::ModelRepository repository(args.repository, control, metrics, std::cerr);
+  std::atomic<bool> ready{false};
+  serve::Router router(repository, metrics, ready);
+  serve::HttpOptions options;
+  options.host = args.host;
+  options.http_port = args.http_port;
+  options.metrics_port = args.allow_metrics ? args.metrics_port : -1;
+  options.threads = static_cast<int>(args.http_threads);
+  options.drain = std::chrono::seconds(args.drain_secs);
+  options.log_requests = args.log_requests;
+  // Listening first: a port in use fails at once, before any model is loaded.
+  serve::HttpServer server(router, options, ready);
+  std::string grpc_why;
+  std::unique_ptr<serve::GrpcEndpoint> grpc =
+      args.allow_grpc ? serve::start_grpc_endpoint(repository, metrics, ready, args.host, args.grpc_port, grpc_why)
+                      : nullptr;
+  if (args.allow_grpc && !grpc && grpc_why.find("not built in") == std::string::npos) throw InputError(grpc_why);
+  repository.load_initial(args.load_models);
+  std::cerr << "convoy serve: HTTP on " << args.host << ":" << server.http_port();
+  if (server.metrics_port() >= 0) std::cerr << ", metrics on " << args.host << ":" << server.metrics_port();
+  if (grpc)
+    std::cerr << ", gRPC on " << args.host << ":" << grpc->port();
+  else if (args.allow_grpc)
+    std::cerr << " (no gRPC: " << grpc_why << ")";
+  std::cerr << std::endl;
+  ready = true;
+  {
+    std::optional<Poller> poller;
+    if (control == serve::ModelControl::poll) poller.emplace(repository, args.poll_secs);
+    server.run();
+  }
+  if (grpc) grpc->shutdown();  // calls in flight finish: the models still run
+  repository.stop_all();  // before the server goes: completions post to its executor
+  std::cerr << "convoy serve: stopped" << std::endl;
+  return 0;
+}
+
+}  // namespace
+
+void add_serve_command(CLI::App& app, Action& chosen) {
+  auto args = std::make_shared<ServeArgs>();
+  CLI::App* cmd = app.add_subcommand("serve", "Serve a model repository over the KServe v2 protocol (Triton's layout)");
+  cmd->add_option("--model-repository", args->repository, "REPO/<model>/config.yaml, REPO/<model>/<version>/model.safetensors")
+      ->required();
+  cmd->add_option("--model-control", args->model_control, "none: load all at start; poll: follow the folder; explicit: the load/unload API")
+      ->check(CLI::IsMember({"none", "poll", "explicit"}))
+      ->capture_default_str();
+  cmd->add_option("--load-model", args->load_models, "with explicit: models to load at start");
+  cmd->add_option("--repository-poll-secs", args->poll_secs, "with poll: seconds between scans")
+      ->check(CLI::Range(1, 86400))
+      ->capture_default_str();
+  cmd->add_option("--host", args->host, "address to listen on")->capture_default_str();
+  cmd->add_option("--http-port", args->http_port, "KServe v2 HTTP/REST port (0: any free port)")
+      ->check(CLI::Range(0, 65535))
+      ->capture_default_str();
+  cmd->add_option("--grpc-port", args->grpc_port, "KServe v2 gRPC port (0: any free port)")->check(CLI::Range(0, 65535))->capture_default_str();
+  cmd->add_option("--metrics-port", args->metrics_port, "Prometheus /metrics port (0: any free port)")
+      ->check(CLI::Range(0, 65535))
+      ->capture_default_str();
+  cmd->add_option("--allow-metrics", args->allow_metrics, "serve /metrics")->capture_default_str();
+  cmd->add_option("--allow-grpc", args->allow_grpc, "serve gRPC (when built in)")->capture_default_str();
+  cmd->add_option("--http-thread-count", args->http_threads, "HTTP I/O threads (0: by the cores)")
+      ->check(CLI::Range(0, 256))
+      ->capture_default_str();
+  cmd->add_option("--exit-timeout-secs", args->drain_secs, "after SIGTERM: how long requests in flight may take")
+      ->check(CLI::Range(0, 3600))
+      ->capture_default_str();
+  cmd->add_flag("--log-requests", args->log_requests, "one JSON line per request on stdout");
+  cmd->callback([args, &chosen] { chosen = [args] { return run_serve(*args); }; });
+}
+
+}  // namespace convoy::cli

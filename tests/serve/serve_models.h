@@ -1,0 +1,57 @@
+#pragma once
+// Checkpoints for the serve tests: a LeNet-5 trained for a moment by `convoy train` (as users
+// make them), and a deliberately slow network (initialized, not trained) that keeps an
+// instance busy long enough to fill a queue.
+#include <filesystem>
+#include <string>
+
+#include "engine/graph/model.h"
+#include "engine/train/run_checkpoint.h"
+#include "tests/run_command.h"
+
+namespace convoy::testing {
+
+inline const std::string kServeData = "/usr/share/datasets/fashion-mnist";
+
+// `convoy train` on 256 Fashion-MNIST images for one epoch (about a second on 2 cores).
+inline std::string train_small_checkpoint(const std::filesystem::path& out_dir, int seed) {
+  const std::string name = "serve_seed" + std::to_string(seed);
+  const CommandResult r = run_command(std::string(CONVOY_BINARY) + " train --config " + CONVOY_SOURCE_DIR +
+                                      "/configs/fashion_mnist.yaml --set name=" + name + " --set output.dir=" +
+                                      out_dir.string() + " --set dataset.train_limit=256 --set dataset.test_limit=100" +
+                                      " --set epochs=1 --set batch_size=64 --set device=cpu --set seed=" +
+                                      std::to_string(seed) + " 2>&1");
+  if (r.status != 0) return "";
+  return (out_dir / name / "best.safetensors").string();
+}
+
+// Three 3x3 convolutions of 64 channels on 3x128x128 images: ~2.5 GFLOP per image, tens of
+// milliseconds or more per image on the CPU.
+inline const char* kSlowModelYaml = R"(name: slow
+input: [3, 128, 128]
+classes: 4
+layers:
+  - {name: conv1, type: conv2d, out_channels: 64, kernel: 3, padding: 1}
+  - {name: relu1, type: relu}
+  - {name: conv2, type: conv2d, out_channels: 64, kernel: 3, padding: 1}
+  - {name: relu2, type: relu}
+  - {name: conv3, type: conv2d, out_channels: 64, kernel: 3, padding: 1}
+  - {name: relu3, type: relu}
+  - {name: pool, type: global_avg_pool}
+  - {name: flatten, type: flatten}
+  - {name: fc, type: linear, out_features: 4}
+)";
+
+inline void write_slow_checkpoint(const std::filesystem::path& path) {
+  Model model = Model::from_yaml(kSlowModelYaml, "slow model", 7);
+  RunCheckpointInfo info;
+  info.model_yaml = kSlowModelYaml;
+  info.class_names = {"a", "b", "c", "d"};
+  info.input_shape = model.input_shape();
+  info.mean = {0.5};
+  info.std = {0.25};
+  std::filesystem::create_directories(path.parent_path());
+  save_run_checkpoint(path, model, nullptr, info);
+}
+
+}  // namespace convoy::testing
