@@ -1,4 +1,8 @@
 // convoy serve --model-repository REPO [--http-port 8000] [--metrics-port 8002] ...
+#include "cli/commands.h"
+#include "engine/core/error.h"
+
+#ifdef CONVOY_HAVE_SERVE
 #include <atomic>
 #include <condition_variable>
 #include <iostream>
@@ -142,3 +146,22 @@ void add_serve_command(CLI::App& app, Action& chosen) {
 }
 
 }  // namespace convoy::cli
+
+#else  // built without Boost: the command is there and says why it cannot serve
+
+namespace convoy::cli {
+
+void add_serve_command(CLI::App& app, Action& chosen) {
+  CLI::App* cmd = app.add_subcommand("serve", "Serve a model repository (not in this build: no Boost)");
+  cmd->allow_extras();
+  cmd->callback([&chosen] {
+    chosen = []() -> int {
+      throw InputError("this convoy was built without Boost (libboost-dev), so without `convoy serve`: "
+                       "install libboost-dev and rebuild");
+    };
+  });
+}
+
+}  // namespace convoy::cli
+
+#endif
