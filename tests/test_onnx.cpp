@@ -297,23 +297,34 @@ TEST_F(Onnx, ImportsTorchExportAndAgreesWithTorch) {
   EXPECT_LE(testing::relative_error(cpu_forward(m, golden.at("input")), golden.at("logits")), 1e-4);
 }
 
-// torchvision's ResNet-18 (its module tree rebuilt in torch.nn) through torch.onnx: imports with
-// torchvision's layer names and gives PyTorch's logits.
-TEST_F(Onnx, ImportsTorchvisionResNet18ExportAndAgreesWithTorch) {
-  const std::string why = testing::run_torch_models("resnet18", dir_.path(), "onnx");
+// torchvision's ResNet-18 and ResNet-50 (torchvision itself where installed, as on the GPU
+// machine; else its module tree rebuilt in torch.nn) through torch.onnx: they import with
+// torchvision's layer names and give PyTorch's logits.
+class OnnxTorchvision : public Onnx, public ::testing::WithParamInterface<const char*> {};
+
+TEST_P(OnnxTorchvision, ImportsTheExportAndAgreesWithTorch) {
+  const std::string arch = GetParam();
+  const std::string why = testing::run_torch_models(arch, dir_.path(), "onnx");
   if (!why.empty()) GTEST_SKIP() << why;
-  const CommandResult r = convoy("import " + (dir_ / "resnet18.onnx").string() + " -o " + (dir_ / "r18.yaml").string());
+  const CommandResult r =
+      convoy("import " + (dir_ / (arch + ".onnx")).string() + " -o " + (dir_ / "net.yaml").string());
   ASSERT_EQ(r.status, 0) << r.output;
-  const std::string yaml = Model::read_file((dir_ / "r18.yaml").string());
+  const std::string yaml = Model::read_file((dir_ / "net.yaml").string());
   for (const char* part : {"{name: layer4.1.conv2, type: conv2d", "{name: layer3.0.downsample.0, type: conv2d", "{name: fc, type: linear"})
     EXPECT_NE(yaml.find(part), std::string::npos) << part << " in " << yaml;
-  Model m = Model::from_file((dir_ / "r18.yaml").string(), 0);
-  // torch.onnx folds each batch norm (2C parameters) into its convolution's new bias (C): 4,800 fewer.
-  EXPECT_EQ(m.parameter_count(), 11'689'512 - 4'800);
-  m.load_state(read_safetensors(dir_ / "r18.safetensors").tensors, "r18.safetensors");
+  Model m = Model::from_file((dir_ / "net.yaml").string(), 0);
+  // torch.onnx folds each batch norm (2C parameters) into its convolution's new bias (C).
+  const Model shipped = Model::from_file(std::string(CONVOY_SOURCE_DIR) + "/models/" + arch + ".yaml", 0);
+  int64_t bn_channels = 0;
+  for (const LayerInfo& l : shipped.layer_infos())
+    if (l.type == "batchnorm2d") bn_channels += l.parameters / 2;
+  EXPECT_EQ(m.parameter_count(), shipped.parameter_count() - bn_channels);
+  m.load_state(read_safetensors(dir_ / "net.safetensors").tensors, "net.safetensors");
   const SafetensorsFile golden = read_safetensors(dir_ / "golden.safetensors");
   EXPECT_LE(testing::relative_error(cpu_forward(m, golden.at("input")), golden.at("logits")), 1e-4);
 }
+
+INSTANTIATE_TEST_SUITE_P(ResNets, OnnxTorchvision, ::testing::Values("resnet18", "resnet50"));
 #endif
 
 }  // namespace

@@ -141,7 +141,12 @@ def randomize_batch_norms(net):
 
 def torchvision_resnet(arch, out, export):
     torch.manual_seed(4321)
-    net = ResNet(arch == "resnet50", (3, 4, 6, 3) if arch == "resnet50" else (2, 2, 2, 2))
+    try:  # the real torchvision where it is installed (the GPU machine); Debian has none
+        import torchvision
+        net = getattr(torchvision.models, arch)(weights=None)
+        print("torchvision", torchvision.__version__)
+    except ImportError:
+        net = ResNet(arch == "resnet50", (3, 4, 6, 3) if arch == "resnet50" else (2, 2, 2, 2))
     randomize_batch_norms(net)
     net.eval()
     x = torch.randn(1, 3, 224, 224, generator=torch.Generator().manual_seed(98))
@@ -151,8 +156,16 @@ def torchvision_resnet(arch, out, export):
     save_safetensors(os.path.join(out, "golden.safetensors"), {"input": x, "logits": logits})
     save_safetensors(os.path.join(out, arch + ".safetensors"), dict(net.state_dict()))
     if export:
-        torch.onnx.export(net, x, os.path.join(out, arch + ".onnx"), opset_version=17, input_names=["input"],
-                          output_names=["logits"], dynamic_axes={"input": {0: "batch"}, "logits": {0: "batch"}})
+        onnx_export(net, x, os.path.join(out, arch + ".onnx"))
+
+
+def onnx_export(net, x, path):
+    """torch.onnx's TorchScript exporter, as users of torch 1.13 to 2.x know it (newer torch
+    defaults to the dynamo exporter, which writes other graphs)."""
+    import inspect
+    extra = {"dynamo": False} if "dynamo" in inspect.signature(torch.onnx.export).parameters else {}
+    torch.onnx.export(net, x, path, opset_version=17, input_names=["input"], output_names=["logits"],
+                      dynamic_axes={"input": {0: "batch"}, "logits": {0: "batch"}}, **extra)
 
 
 def make_net(stem_gelu=False):
@@ -175,8 +188,7 @@ def main():
     if mode == "state":
         save_safetensors(os.path.join(out, "state.safetensors"), dict(net.state_dict()))
     elif mode == "onnx":
-        torch.onnx.export(net, x, os.path.join(out, "torch.onnx"), opset_version=17, input_names=["input"],
-                          output_names=["logits"], dynamic_axes={"input": {0: "batch"}, "logits": {0: "batch"}})
+        onnx_export(net, x, os.path.join(out, "torch.onnx"))
     else:
         sys.exit("unknown mode " + mode)
 
