@@ -72,9 +72,17 @@ ServedVersion::ServedVersion(const ModelConfig& config, int64_t version, const s
   }
   BackendOptions options;
   options.threads = static_cast<int>(config_.threads);
+  // The device must have room too: a load that would not fit is refused before any instance is
+  // built, and the models already served keep theirs.
+  std::unique_ptr<Backend> first = select_backend(config_.device, options, std::cerr);
+  if (const uint64_t free = first->free_memory(); free != 0 && memory_.total > free)
+    throw InputError("model '" + config_.name + "' version " + std::to_string(version) + " needs about " +
+                     mib(memory_.total) + " (" + std::to_string(config_.instance_count) + " instance(s) at batch " +
+                     std::to_string(config_.max_batch_size) + "), more than the " + mib(free) + " free on " +
+                     first->device().str() + "; not loaded (fewer instances or a smaller max_batch_size)");
   for (int64_t i = 0; i < config_.instance_count; ++i) {
     auto instance = std::make_unique<Instance>();
-    instance->backend = select_backend(config_.device, options, std::cerr);
+    instance->backend = i == 0 ? std::move(first) : select_backend(config_.device, options, std::cerr);
     instance->model = std::make_unique<Model>(
         Model::from_yaml(ckpt.info.model_yaml, checkpoint + " (model_yaml)", 0));
     instance->model->load_state(ckpt.tensors, checkpoint);

@@ -43,6 +43,9 @@ class Backend {
   virtual void synchronize() = 0;
   // One line: the device and the libraries behind it.
   virtual std::string describe() const = 0;
+  // Bytes the device can still give out now (host RAM available, or the GPU's free memory); 0 when
+  // it cannot tell. `convoy serve` refuses a model that would not fit.
+  virtual uint64_t free_memory() const = 0;
   // The activation layout this backend computes fastest in at `compute` dtype (Model::to).
   virtual Layout preferred_layout(DType /*compute*/) const { return Layout::nchw; }
 

@@ -4,17 +4,34 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <fstream>
 #include <random>
 
 #include <nlohmann/json.hpp>
 
 #include "engine/backends/backend.h"
+#include "engine/graph/model.h"
 #include "engine/train/evaluate.h"
 #include "tests/serve/serve_fixture.h"
 
 namespace {
 
 namespace fs = std::filesystem;
+
+// Instances of LeNet-5 at batch 65,536 (the serve fixture's checkpoints) that need about twice
+// the memory this host has available (MemAvailable), at most the 64 a config allows.
+int64_t instances_beyond_ram() {
+  const convoy::Model lenet = convoy::Model::from_file(std::string(CONVOY_SOURCE_DIR) + "/models/lenet5.yaml", 0);
+  const double per_instance =
+      4.0 * static_cast<double>(lenet.parameter_count() + lenet.buffer_count()) +
+      4.0 * 65536.0 * static_cast<double>(lenet.activation_count() + convoy::shape_numel(lenet.input_shape()));
+  std::ifstream meminfo("/proc/meminfo");
+  std::string key;
+  double kb = 0;
+  while (meminfo >> key && key != "MemAvailable:") meminfo.ignore(256, '\n');
+  meminfo >> kb;
+  return std::min<int64_t>(64, static_cast<int64_t>(2.0 * kb * 1024.0 / per_instance) + 1);
+}
 using json = nlohmann::json;
 using convoy::testing::http;
 using convoy::testing::ServerProcess;
@@ -163,6 +180,8 @@ TEST_F(ServeE2E, VersionPoliciesServeTheVersionsTheyName) {
 TEST_F(ServeE2E, OverBudgetBrokenAndMisconfiguredModelsLeaveTheOthersServing) {
   add_model("good", 1, checkpoint_a_, "max_memory: 256MiB\nmax_batch_size: 4\n");
   add_model("big", 1, checkpoint_a_, "max_memory: 100KiB\n");  // LeNet-5's weights alone are 1.6 MiB
+  // No budget of its own, but more instances at a larger batch than this host has memory for.
+  add_model("huge", 1, checkpoint_a_, "max_batch_size: 65536\ninstance_count: " + std::to_string(instances_beyond_ram()) + "\n");
   add_model("broken", 1, checkpoint_a_, "");
   convoy::testing::write_text_file(repo() / "broken/1/model.safetensors", "not a checkpoint");
   add_model("typo", 1, checkpoint_a_, "max_batch_size: 4\nmax_batch: 8\n");
@@ -172,10 +191,12 @@ TEST_F(ServeE2E, OverBudgetBrokenAndMisconfiguredModelsLeaveTheOthersServing) {
   ASSERT_EQ(index.status, 200) << index.body;
   std::map<std::string, json> by_name;
   for (const json& e : json::parse(index.body)) by_name[e.at("name").get<std::string>()] = e;
-  ASSERT_EQ(by_name.size(), 4u) << index.body;
+  ASSERT_EQ(by_name.size(), 5u) << index.body;
   EXPECT_EQ(by_name["good"].at("state"), "READY");
   EXPECT_EQ(by_name["big"].at("state"), "UNAVAILABLE");
   EXPECT_NE(by_name["big"].at("reason").get<std::string>().find("max_memory"), std::string::npos) << index.body;
+  EXPECT_EQ(by_name["huge"].at("state"), "UNAVAILABLE");
+  EXPECT_NE(by_name["huge"].at("reason").get<std::string>().find("free on cpu"), std::string::npos) << index.body;
   EXPECT_EQ(by_name["broken"].at("state"), "UNAVAILABLE");
   EXPECT_NE(by_name["broken"].at("reason").get<std::string>().find("model.safetensors"), std::string::npos);
   EXPECT_EQ(by_name["typo"].at("state"), "UNAVAILABLE");

@@ -69,6 +69,17 @@ class CpuBackend final : public Backend {
   const std::shared_ptr<Allocator>& allocator() const override { return cpu_allocator(); }
   Ops& ops() override { return ops_; }
   void synchronize() override {}  // oneDNN's CPU stream runs each primitive to completion
+  uint64_t free_memory() const override {
+    // The kernel's estimate of what can be allocated without swapping (MemAvailable, in kB).
+    std::FILE* f = std::fopen("/proc/meminfo", "r");
+    if (!f) return 0;
+    char line[256];
+    unsigned long long kb = 0;
+    while (std::fgets(line, sizeof line, f))
+      if (std::sscanf(line, "MemAvailable: %llu kB", &kb) == 1) break;
+    std::fclose(f);
+    return static_cast<uint64_t>(kb) * 1024;
+  }
   std::string describe() const override {
     return "cpu: oneDNN " + onednn_version() + ", " + std::to_string(effective_threads(threads_)) +
            " threads, " + onednn_isa();

@@ -180,6 +180,13 @@ class CudaBackend final : public Backend {
     CONVOY_CUDA_CHECK(cudaStreamSynchronize(ctx_.stream));
   }
   std::string describe() const override { return describe_; }
+  uint64_t free_memory() const override {
+    // What the driver has free (blocks Convoy's caching allocator keeps are not counted).
+    CONVOY_CUDA_CHECK(cudaSetDevice(ctx_.device));
+    size_t free_bytes = 0, total = 0;
+    if (cudaMemGetInfo(&free_bytes, &total) != cudaSuccess) return 0;
+    return static_cast<uint64_t>(free_bytes);
+  }
   std::unique_ptr<BatchUploader> make_batch_uploader() override {
     return cuda::make_cuda_batch_uploader(allocator_, ctx_.device, ctx_.stream);
   }
