@@ -181,7 +181,8 @@ TEST_F(ServeE2E, OverBudgetBrokenAndMisconfiguredModelsLeaveTheOthersServing) {
   add_model("good", 1, checkpoint_a_, "max_memory: 256MiB\nmax_batch_size: 4\n");
   add_model("big", 1, checkpoint_a_, "max_memory: 100KiB\n");  // LeNet-5's weights alone are 1.6 MiB
   // No budget of its own, but more instances at a larger batch than this host has memory for.
-  add_model("huge", 1, checkpoint_a_, "max_batch_size: 65536\ninstance_count: " + std::to_string(instances_beyond_ram()) + "\n");
+  add_model("huge", 1, checkpoint_a_,
+            "device: cpu\nmax_batch_size: 65536\ninstance_count: " + std::to_string(instances_beyond_ram()) + "\n");
   add_model("broken", 1, checkpoint_a_, "");
   convoy::testing::write_text_file(repo() / "broken/1/model.safetensors", "not a checkpoint");
   add_model("typo", 1, checkpoint_a_, "max_batch_size: 4\nmax_batch: 8\n");
