@@ -1,0 +1,184 @@
+#pragma once
+// The pieces train() is made of (engine/train only): a run from setup to its last checkpoint,
+// its epoch loop in trainer.cpp, its checkpoints and metrics file in training_run_state.cpp.
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <filesystem>
+#include <fstream>
+#include <iomanip>
+#include <memory>
+#include <optional>
+#include <sstream>
+#include <vector>
+#include "datasets/dataset.h"
+#include "datasets/dataset_checks.h"
+#include "datasets/loader.h"
+#include "engine/config/yaml_map.h"  // invalid_utf8_at
+#include "engine/core/error.h"
+#include "engine/graph/model.h"
+#include "engine/optim/optimizer.h"
+#include "engine/train/data_parallel.h"
+#include "engine/train/evaluate.h"
+#include "engine/train/progress.h"
+#include "engine/train/run_checkpoint.h"
+#include "engine/train/run_directory.h"
+#include "engine/train/run_setup.h"
+#include "engine/train/train_step.h"
+#include "engine/train/trainer.h"
+
+namespace convoy::training {
+
+namespace fs = std::filesystem;
+using Clock = std::chrono::steady_clock;
+
+// nan_policy: skip_step stops the run after this many skipped steps in a row: by then the
+// weights, not a batch, are what gives the non-finite loss.
+constexpr int64_t kMaxSkippedInARow = 100;
+
+struct Position {
+  int64_t epoch = 0;  // the epoch in progress (0-based)
+  int64_t batch = 0;  // batches of it already done
+  int64_t step = 0;   // optimizer steps in total
+  double best_accuracy = 0;
+};
+
+// A step's results, not read back yet, and where in the run it was.
+struct PendingStep {
+  TrainStepOutput out;
+  int64_t step = 0;   // the run's step index (0-based)
+  int64_t batch = 0;  // the batch's index in its epoch (0-based)
+  bool poisoned = false;  // TrainOptions::nonfinite_loss_steps: read its loss as NaN
+};
+
+// A step whose loss was not finite.
+struct BadStep {
+  int64_t step = 0, batch = 0;
+  float loss = 0;
+};
+
+// One epoch's running figures, from the step results read back so far.
+struct EpochTally {
+  Clock::time_point start;
+  double lr = 0;  // the last step's
+  double loss_sum = 0;
+  int64_t correct = 0;
+  int64_t steps = 0;   // steps that updated the weights
+  int64_t images = 0;  // their images
+  int64_t skipped = 0;  // steps with a non-finite loss whose update was skipped (nan_policy: skip_step)
+  int64_t skipped_images = 0;
+  double loader_images_per_second = 0;  // what the loader alone could deliver (so far, then the epoch's)
+  DataLoader::Stats loader;              // the epoch's, once it is done
+  // Per-step results stay on the device until they are printed: no sync every step.
+  std::vector<PendingStep> pending;
+
+  // Adds the pending results up; the first step whose loss is not finite stops the reading
+  // and is returned (nan_policy: stop checks the loss here, within 64 steps of the step).
+  std::optional<BadStep> read_pending() {
+    std::optional<BadStep> bad;
+    for (const PendingStep& p : pending) {
+      const float loss = p.poisoned ? NAN : p.out.loss.to_floats()[0];
+      if (!std::isfinite(loss)) {
+        bad = BadStep{p.step, p.batch, loss};
+        break;
+      }
+      loss_sum += loss;
+      correct += static_cast<int64_t>(p.out.hits.to_floats()[0]);
+    }
+    pending.clear();
+    return bad;
+  }
+};
+
+inline int rank_of(const TrainOptions& options) {
+  return options.communicator ? options.communicator->rank() : options.world.rank;
+}
+
+inline TrainRecipe recipe_of(const RunConfig& config, const NormalizeAugment& normalize) {
+  TrainRecipe recipe{config.optimizer, normalize, config.label_smoothing, config.seed, config.sync_batchnorm};
+  recipe.augment.crop_padding = config.dataset.crop_padding;
+  recipe.augment.horizontal_flip = config.dataset.horizontal_flip;
+  return recipe;
+}
+
+// A run from setup to its last checkpoint: train() in pieces that share its state.
+class TrainingRun {
+ public:
+  // Setup: backend, data, model, optimizer. Nothing is written yet.
+  TrainingRun(const RunConfig& config, const TrainOptions& options, std::ostream& log)
+      : config_(config), options_(options), log_(log),
+        run_dir_(fs::path(config.output_dir) / config.name),
+        last_path_(run_dir_ / "last.safetensors"), best_path_(run_dir_ / "best.safetensors"),
+        lock_(rank_of(options) == 0 ? std::make_unique<RunDirLock>(run_dir_) : nullptr),
+        backend_(open_backend(config, log)),
+        own_comm_(options.communicator ? nullptr
+                                       : make_communicator(*backend_, options.world, communicator_options(config))),
+        comm_(options.communicator ? options.communicator : own_comm_.get()),
+        train_data_(load_split(config, config.dataset.train_split, config.dataset.train_limit)),
+        test_data_(load_split(config, config.dataset.test_split, config.dataset.test_limit)),
+        model_(build_model(config, *train_data_, *backend_, log)), dtype_(model_.compute_dtype()),
+        preprocess_(preprocess_of(config, model_)),
+        normalize_(make_normalize(config.dataset.mean, config.dataset.std)),
+        step_(*backend_, model_, recipe_of(config, normalize_), comm_, config.bucket_mb << 20),
+        uploader_(backend_->make_batch_uploader()),
+        progress_(log, config.log_every) {
+    check_same_classes(*train_data_, *test_data_);
+    // The checkpoints' metadata is JSON: a class name that is not UTF-8 (a folder name in
+    // another encoding) would fail the first save, after an epoch of training.
+    for (const std::string& name : train_data_->class_names())
+      if (invalid_utf8_at(name) != std::string::npos)
+        throw InputError(train_data_->name() + ": class name '" + name + "' is not UTF-8 text (rename it)");
+  }
+
+  TrainResult run();
+
+ private:
+  TrainResult run_epochs();
+  void resume();
+  void read_checkpoint();
+  void log_start() const;
+  std::ofstream open_metrics() const;
+  bool stop_requested(bool agree);
+  bool lead() const { return comm_->rank() == 0; }  // logs, evaluates, writes
+  bool train_epoch(DataLoader& loader, EpochTally& tally);
+  void read_pending(EpochTally& tally);
+  [[noreturn]] void diverged(const BadStep& bad) const;
+  std::string kept_checkpoint() const;
+  void save(const fs::path& path, bool with_optimizer, const RunCheckpointInfo& info);
+  void show_progress(const EpochTally& tally);
+  void end_epoch(const EpochTally& tally, std::ostream& metrics);
+  void report_epoch(const EpochTally& tally, const EvalResult& eval, double epoch_seconds, bool is_best,
+                    std::ostream& metrics) const;
+  TrainResult stop_with_checkpoint();
+  TrainResult result_so_far(bool interrupted);
+  RunCheckpointInfo checkpoint_info(const Position& pos, double test_accuracy) const;
+
+  const RunConfig& config_;
+  const TrainOptions& options_;
+  std::ostream& log_;
+  const fs::path run_dir_, last_path_, best_path_;
+  std::unique_ptr<RunDirLock> lock_;  // rank 0's, taken before the data is read: a second writer fails at once
+  std::unique_ptr<Backend> backend_;
+  std::unique_ptr<Communicator> own_comm_;  // the other ranks; local for a world of one
+  Communicator* comm_;                      // own_comm_, or TrainOptions::communicator
+  std::unique_ptr<Dataset> train_data_, test_data_;
+  Model model_;
+  DType dtype_;  // f32, or bf16 for mixed precision where the backend runs the model in it
+  Preprocess preprocess_;
+  NormalizeAugment normalize_;  // evaluation's; the training step adds the augmentation
+  TrainStep step_;
+  std::unique_ptr<BatchUploader> uploader_;  // the training batches' way to the device
+  Progress progress_;
+  Position pos_;
+  TrainResult result_;
+  int64_t batches_ = 0;  // per epoch
+  int64_t global_batch_ = 0;  // samples per step over all ranks
+  int64_t resumed_global_batch_ = 0;  // the checkpoint's, while its position is not converted yet
+  int64_t total_steps_ = 0;
+  int64_t skipped_in_a_row_ = 0;  // nan_policy: skip_step
+  Clock::time_point run_start_;
+  double eval_seconds_ = 0;  // left out of the training time
+  DataLoader* test_loader_ = nullptr;  // run()'s, while it runs
+};
+
+}  // namespace convoy::training
