@@ -2,6 +2,9 @@
 // (outer, C, inner) view (channel_reduce.cuh): the batch statistics come from the
 // deterministic double-precision partials there; per-channel arrays are f32.
 #include "kernels/batchnorm.cuh"
+
+#include <type_traits>
+
 #include "kernels/channel_reduce.cuh"
 #include "kernels/common.cuh"
 #include "kernels/vec.cuh"
@@ -52,19 +55,26 @@ __global__ void bn_backward_finalize(const double* __restrict__ part, int64_t sp
   coef[2 * channels + c] = static_cast<float>(invstd * invstd * b / count);
 }
 
-template <class T>
+// max(v, 0) where a ReLU is fused after the batch norm.
+template <bool Relu>
+__device__ __forceinline__ float maybe_relu(float v) {
+  if constexpr (Relu) return v > 0.f ? v : 0.f;
+  return v;
+}
+
+template <class T, bool Relu>
 __global__ void bn_apply(const T* x, T* y, const float* coef,
                          int64_t channels, int64_t inner, int64_t n) {
   for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < n;
        i += int64_t(gridDim.x) * blockDim.x) {
     const int64_t c = (i / inner) % channels;
-    y[i] = from_f32<T>(to_f32(x[i]) * coef[c] + coef[channels + c]);
+    y[i] = from_f32<T>(maybe_relu<Relu>(to_f32(x[i]) * coef[c] + coef[channels + c]));
   }
 }
 
 // bn_apply over a (rows, C) tensor in 16-byte vectors (RowTiling): each thread keeps its
 // channels' coefficients in registers.
-template <class T>
+template <class T, bool Relu>
 __global__ void bn_apply_rows_vec(const T* x, T* y, const float* __restrict__ coef, int64_t channels,
                                   int64_t rows, RowTiling tiling) {
   constexpr int V = kVec<T>;
@@ -85,12 +95,12 @@ __global__ void bn_apply_rows_vec(const T* x, T* y, const float* __restrict__ co
     float f[V];
     load_vec(x + r * channels + c0, f);
 #pragma unroll
-    for (int k = 0; k < V; ++k) f[k] = f[k] * scale[k] + shift[k];
+    for (int k = 0; k < V; ++k) f[k] = maybe_relu<Relu>(f[k] * scale[k] + shift[k]);
     store_vec(y + r * channels + c0, f);
   }
 }
 
-template <class T>
+template <class T, bool Relu>
 __global__ void bn_eval_kernel(const T* x, T* y,
                                const float* gamma, const float* beta,
                                const float* mean, const float* var,
@@ -99,26 +109,41 @@ __global__ void bn_eval_kernel(const T* x, T* y,
        i += int64_t(gridDim.x) * blockDim.x) {
     const int64_t c = (i / inner) % channels;
     const float invstd = 1.f / sqrtf(var[c] + eps);
-    y[i] = from_f32<T>((to_f32(x[i]) - mean[c]) * invstd * gamma[c] + beta[c]);
+    y[i] = from_f32<T>(maybe_relu<Relu>((to_f32(x[i]) - mean[c]) * invstd * gamma[c] + beta[c]));
   }
 }
 
+// relu: null, or a fused ReLU's mask coefficients (channel_reduce.cuh's Stat).
 template <class T>
 __global__ void bn_backward_apply(const T* x, const T* dy,
                                   T* dx, const float* mean,
-                                  const float* coef, int64_t channels, int64_t inner,
+                                  const float* coef, const float* relu, int64_t channels, int64_t inner,
                                   int64_t n) {
   for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < n;
        i += int64_t(gridDim.x) * blockDim.x) {
     const int64_t c = (i / inner) % channels;
     const float k1 = coef[c], k2 = coef[channels + c], k3 = coef[2 * channels + c];
-    dx[i] = from_f32<T>(k1 * (to_f32(dy[i]) - k2 - (to_f32(x[i]) - mean[c]) * k3));
+    const float xv = to_f32(x[i]);
+    const float g = relu ? relu_masked(to_f32(dy[i]), xv, relu[c], relu[channels + c]) : to_f32(dy[i]);
+    dx[i] = from_f32<T>(k1 * (g - k2 - (xv - mean[c]) * k3));
   }
+}
+
+// A fused ReLU's mask coefficients from the saved statistics: the forward's scale and shift,
+// computed as bn_train_finalize computed them.
+__global__ void bn_relu_coef(const float* __restrict__ gamma, const float* __restrict__ beta,
+                             const float* __restrict__ saved_mean, const float* __restrict__ saved_invstd,
+                             int64_t channels, float* __restrict__ relu) {
+  const int64_t c = blockIdx.x * int64_t(blockDim.x) + threadIdx.x;
+  if (c >= channels) return;
+  const float scale = gamma[c] * saved_invstd[c];
+  relu[c] = scale;
+  relu[channels + c] = beta[c] - saved_mean[c] * scale;
 }
 
 // bn_eval_kernel over a (rows, C) tensor in 16-byte vectors (RowTiling): each thread folds its
 // channels' statistics into a scale and shift once.
-template <class T>
+template <class T, bool Relu>
 __global__ void bn_eval_rows_vec(const T* x, T* y, const float* __restrict__ gamma, const float* __restrict__ beta,
                                  const float* __restrict__ mean, const float* __restrict__ var, float eps,
                                  int64_t channels, int64_t rows, RowTiling tiling) {
@@ -140,7 +165,7 @@ __global__ void bn_eval_rows_vec(const T* x, T* y, const float* __restrict__ gam
     float f[V];
     load_vec(x + r * channels + c0, f);
 #pragma unroll
-    for (int k = 0; k < V; ++k) f[k] = (f[k] - mu[k]) * scale[k] + shift[k];
+    for (int k = 0; k < V; ++k) f[k] = maybe_relu<Relu>((f[k] - mu[k]) * scale[k] + shift[k]);
     store_vec(y + r * channels + c0, f);
   }
 }
@@ -148,20 +173,22 @@ __global__ void bn_eval_rows_vec(const T* x, T* y, const float* __restrict__ gam
 // bn_backward_apply over a (rows, C) tensor in 16-byte vectors (RowTiling).
 template <class T>
 __global__ void bn_backward_apply_rows_vec(const T* x, const T* dy, T* dx, const float* __restrict__ mean,
-                                           const float* __restrict__ coef, int64_t channels, int64_t rows,
-                                           RowTiling tiling) {
+                                           const float* __restrict__ coef, const float* __restrict__ relu,
+                                           int64_t channels, int64_t rows, RowTiling tiling) {
   constexpr int V = kVec<T>;
   const int t = threadIdx.x;
   const int cv = static_cast<int>(blockIdx.x) * tiling.lanes + t % tiling.lanes;
   if (t >= tiling.lanes * tiling.row_threads || cv >= tiling.cvecs) return;
   const int64_t c0 = int64_t(cv) * V;
-  float k1[V], k2[V], k3[V], mu[V];
+  float k1[V], k2[V], k3[V], mu[V], rs[V], rt[V];
 #pragma unroll
   for (int k = 0; k < V; ++k) {
     k1[k] = coef[c0 + k];
     k2[k] = coef[channels + c0 + k];
     k3[k] = coef[2 * channels + c0 + k];
     mu[k] = mean[c0 + k];
+    rs[k] = relu ? relu[c0 + k] : 0.f;
+    rt[k] = relu ? relu[channels + c0 + k] : 0.f;
   }
 #pragma unroll 4
   for (int64_t r = int64_t(blockIdx.y) * tiling.row_threads + t / tiling.lanes; r < rows;
@@ -170,7 +197,10 @@ __global__ void bn_backward_apply_rows_vec(const T* x, const T* dy, T* dx, const
     load_vec(x + r * channels + c0, fx);
     load_vec(dy + r * channels + c0, g);
 #pragma unroll
-    for (int k = 0; k < V; ++k) g[k] = k1[k] * (g[k] - k2[k] - (fx[k] - mu[k]) * k3[k]);
+    for (int k = 0; k < V; ++k) {
+      if (relu) g[k] = relu_masked(g[k], fx[k], rs[k], rt[k]);
+      g[k] = k1[k] * (g[k] - k2[k] - (fx[k] - mu[k]) * k3[k]);
+    }
     store_vec(dx + r * channels + c0, g);
   }
 }
@@ -183,10 +213,17 @@ size_t batchnorm_scratch_bytes(int64_t outer, int64_t channels, int64_t inner) {
 
 namespace {
 
-// The coefficients' area after the partials in scratch.
+// The coefficients' area after the partials in scratch: 3 x C floats, then a fused ReLU's 2 x C.
 float* coef_area(void* scratch, int64_t outer, int64_t channels, int64_t inner) {
   const int64_t s = reduce_splits(outer, channels, inner);
   return reinterpret_cast<float*>(static_cast<char*>(scratch) + s * channels * 2 * sizeof(double));
+}
+
+// Instantiates `launch` for a compile-time Relu.
+template <class F>
+void with_relu(bool relu, F&& launch) {
+  if (relu) launch(std::true_type{});
+  else launch(std::false_type{});
 }
 
 }  // namespace
@@ -194,7 +231,8 @@ float* coef_area(void* scratch, int64_t outer, int64_t channels, int64_t inner) 
 void batchnorm_forward_train(Dt dt, const void* x, const float* gamma, const float* beta,
                              float momentum, float eps, float* running_mean, float* running_var,
                              void* y, float* saved_mean, float* saved_invstd, int64_t outer,
-                             int64_t channels, int64_t inner, void* scratch, cudaStream_t stream) {
+                             int64_t channels, int64_t inner, void* scratch, cudaStream_t stream,
+                             bool relu) {
   const int64_t n = outer * channels * inner;
   if (n == 0) return;
   auto* part = static_cast<double*>(scratch);
@@ -207,56 +245,70 @@ void batchnorm_forward_train(Dt dt, const void* x, const float* gamma, const flo
         part, splits, channels, static_cast<double>(outer * inner), gamma, beta, momentum, eps,
         running_mean, running_var, saved_mean, saved_invstd, coef);
     CONVOY_LAUNCH_CHECK(bn_train_finalize);
-    if (rows_vectorizable<T>(inner, channels, {x, y})) {
-      const RowTiling tiling = row_tiling(channels, kVec<T>);
-      const dim3 grid(tiling.blocks_x, row_blocks(tiling, outer));
-      bn_apply_rows_vec<T><<<grid, kThreads, 0, stream>>>(static_cast<const T*>(x), static_cast<T*>(y), coef,
-                                                           channels, outer, tiling);
-      CONVOY_LAUNCH_CHECK(bn_apply_rows_vec);
-      return;
-    }
-    bn_apply<T><<<grid_for(n), kThreads, 0, stream>>>(static_cast<const T*>(x), static_cast<T*>(y),
-                                                      coef, channels, inner, n);
-    CONVOY_LAUNCH_CHECK(bn_apply);
+    with_relu(relu, [&](auto r) {
+      constexpr bool R = decltype(r)::value;
+      if (rows_vectorizable<T>(inner, channels, {x, y})) {
+        const RowTiling tiling = row_tiling(channels, kVec<T>);
+        const dim3 grid(tiling.blocks_x, row_blocks(tiling, outer));
+        bn_apply_rows_vec<T, R><<<grid, kThreads, 0, stream>>>(static_cast<const T*>(x), static_cast<T*>(y),
+                                                                coef, channels, outer, tiling);
+        CONVOY_LAUNCH_CHECK(bn_apply_rows_vec);
+        return;
+      }
+      bn_apply<T, R><<<grid_for(n), kThreads, 0, stream>>>(static_cast<const T*>(x), static_cast<T*>(y),
+                                                           coef, channels, inner, n);
+      CONVOY_LAUNCH_CHECK(bn_apply);
+    });
   });
 }
 
 void batchnorm_forward_eval(Dt dt, const void* x, const float* gamma, const float* beta,
                             const float* running_mean, const float* running_var, float eps,
                             void* y, int64_t outer, int64_t channels, int64_t inner,
-                            cudaStream_t stream) {
+                            cudaStream_t stream, bool relu) {
   const int64_t n = outer * channels * inner;
   if (n == 0) return;
   dispatch_float(dt, "batchnorm_forward_eval", [&](auto t) {
     using T = decltype(t);
-    if (rows_vectorizable<T>(inner, channels, {x, y})) {
-      const RowTiling tiling = row_tiling(channels, kVec<T>);
-      const dim3 grid(tiling.blocks_x, row_blocks(tiling, outer));
-      bn_eval_rows_vec<T><<<grid, kThreads, 0, stream>>>(static_cast<const T*>(x), static_cast<T*>(y), gamma, beta,
-                                                          running_mean, running_var, eps, channels, outer, tiling);
-      CONVOY_LAUNCH_CHECK(bn_eval_rows_vec);
-      return;
-    }
-    bn_eval_kernel<T><<<grid_for(n), kThreads, 0, stream>>>(
-        static_cast<const T*>(x), static_cast<T*>(y), gamma, beta, running_mean, running_var, eps,
-        channels, inner, n);
-    CONVOY_LAUNCH_CHECK(bn_eval_kernel);
+    with_relu(relu, [&](auto r) {
+      constexpr bool R = decltype(r)::value;
+      if (rows_vectorizable<T>(inner, channels, {x, y})) {
+        const RowTiling tiling = row_tiling(channels, kVec<T>);
+        const dim3 grid(tiling.blocks_x, row_blocks(tiling, outer));
+        bn_eval_rows_vec<T, R><<<grid, kThreads, 0, stream>>>(static_cast<const T*>(x), static_cast<T*>(y), gamma,
+                                                               beta, running_mean, running_var, eps, channels, outer,
+                                                               tiling);
+        CONVOY_LAUNCH_CHECK(bn_eval_rows_vec);
+        return;
+      }
+      bn_eval_kernel<T, R><<<grid_for(n), kThreads, 0, stream>>>(
+          static_cast<const T*>(x), static_cast<T*>(y), gamma, beta, running_mean, running_var, eps,
+          channels, inner, n);
+      CONVOY_LAUNCH_CHECK(bn_eval_kernel);
+    });
   });
 }
 
 void batchnorm_backward(Dt dt, const void* x, const void* dy, const float* gamma,
                         const float* saved_mean, const float* saved_invstd, void* dx,
                         float* dgamma, float* dbeta, int64_t outer, int64_t channels,
-                        int64_t inner, void* scratch, cudaStream_t stream) {
+                        int64_t inner, void* scratch, cudaStream_t stream, const float* relu_beta) {
   const int64_t n = outer * channels * inner;
   if (n == 0) return;
   auto* part = static_cast<double*>(scratch);
   float* coef = coef_area(scratch, outer, channels, inner);
+  float* relu = nullptr;
+  if (relu_beta) {
+    relu = coef + 3 * channels;
+    bn_relu_coef<<<static_cast<unsigned>((channels + 255) / 256), 256, 0, stream>>>(
+        gamma, relu_beta, saved_mean, saved_invstd, channels, relu);
+    CONVOY_LAUNCH_CHECK(bn_relu_coef);
+  }
   dispatch_float(dt, "batchnorm_backward", [&](auto t) {
     using T = decltype(t);
     const int64_t splits = launch_partials<Stat::backward, T>(
         static_cast<const T*>(x), static_cast<const T*>(dy), saved_mean, part, outer, channels,
-        inner, stream);
+        inner, stream, relu);
     bn_backward_finalize<<<channel_blocks(channels), finalize_block(), 0, stream>>>(
         part, splits, channels, static_cast<double>(outer * inner), gamma, saved_invstd, dgamma,
         dbeta, coef);
@@ -265,13 +317,13 @@ void batchnorm_backward(Dt dt, const void* x, const void* dy, const float* gamma
       const RowTiling tiling = row_tiling(channels, kVec<T>);
       const dim3 grid(tiling.blocks_x, row_blocks(tiling, outer));
       bn_backward_apply_rows_vec<T><<<grid, kThreads, 0, stream>>>(
-          static_cast<const T*>(x), static_cast<const T*>(dy), static_cast<T*>(dx), saved_mean, coef, channels,
-          outer, tiling);
+          static_cast<const T*>(x), static_cast<const T*>(dy), static_cast<T*>(dx), saved_mean, coef, relu,
+          channels, outer, tiling);
       CONVOY_LAUNCH_CHECK(bn_backward_apply_rows_vec);
     } else if (dx) {
       bn_backward_apply<T><<<grid_for(n), kThreads, 0, stream>>>(
           static_cast<const T*>(x), static_cast<const T*>(dy), static_cast<T*>(dx), saved_mean,
-          coef, channels, inner, n);
+          coef, relu, channels, inner, n);
       CONVOY_LAUNCH_CHECK(bn_backward_apply);
     }
   });

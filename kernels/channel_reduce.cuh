@@ -13,7 +13,9 @@
 namespace convoy::kernels {
 
 // What the partials hold per (split, channel): the sum of x; the sum of x and of x^2
-// (batch statistics); or the sum of dy and of dy (x - mean) (batch-norm backward).
+// (batch statistics); or the sum of dy and of dy (x - mean) (batch-norm backward). With a
+// fused ReLU (`relu` non-null: the forward's per-channel scale at [c], shift at [C + c]), the
+// backward's dy is zero where x scale + shift <= 0, as the forward's ReLU was.
 enum class Stat : int { sum = 0, moments = 1, backward = 2 };
 
 // How many splits of `outer` each channel's reduction uses: enough blocks to fill the chip,
@@ -34,12 +36,19 @@ inline int64_t reduce_splits(int64_t outer, int64_t channels, int64_t inner) {
   return std::max<int64_t>(1, std::min<int64_t>(s, 1024));
 }
 
-// Scratch needed for a (outer, C, inner) tensor: the partials, then room for up to 3 floats
-// of per-channel coefficients (the batch-norm kernels' coef_area).
+// Scratch needed for a (outer, C, inner) tensor: the partials, then room for up to 5 floats
+// of per-channel coefficients (the batch-norm kernels' coef_area: 3 of the backward, 2 of a
+// fused ReLU's mask).
 inline size_t channel_reduce_scratch_bytes(int64_t outer, int64_t channels, int64_t inner) {
   const int64_t s = reduce_splits(outer, channels, inner);
   return static_cast<size_t>(s * channels * 2) * sizeof(double) +
-         static_cast<size_t>(3 * channels) * sizeof(float) + 256;
+         static_cast<size_t>(5 * channels) * sizeof(float) + 256;
+}
+
+// The gradient through a fused ReLU: g where the forward's x scale + shift was positive. The
+// same expression as the forward's, so the mask is the one the forward applied.
+__device__ __forceinline__ float relu_masked(float g, float x, float scale, float shift) {
+  return x * scale + shift > 0.f ? g : 0.f;
 }
 
 // ---- kernels ------------------------------------------------------------------------------
@@ -48,13 +57,14 @@ inline size_t channel_reduce_scratch_bytes(int64_t outer, int64_t channels, int6
 // elements, consecutive threads on consecutive inner positions.
 template <Stat S, class T>
 __global__ void channel_partials_strided(const T* __restrict__ x, const T* __restrict__ dy,
-                                         const float* __restrict__ mean, double* __restrict__ part,
-                                         int64_t outer, int64_t channels, int64_t inner,
-                                         int64_t rows_per_split) {
+                                         const float* __restrict__ mean, const float* __restrict__ relu,
+                                         double* __restrict__ part, int64_t outer, int64_t channels,
+                                         int64_t inner, int64_t rows_per_split) {
   const int64_t c = blockIdx.x, s = blockIdx.y;
   const int64_t o0 = s * rows_per_split, o1 = min(outer, o0 + rows_per_split);
   const int64_t count = (o1 > o0 ? o1 - o0 : 0) * inner;
   const float mu = S == Stat::backward ? mean[c] : 0.f;
+  const float rs = relu ? relu[c] : 0.f, rt = relu ? relu[channels + c] : 0.f;
   double a = 0, b = 0;
   for (int64_t j = threadIdx.x; j < count; j += blockDim.x) {
     const int64_t o = o0 + j / inner, i = j % inner;
@@ -67,9 +77,10 @@ __global__ void channel_partials_strided(const T* __restrict__ x, const T* __res
       b += v * v;
     } else {
       static_assert(S == Stat::backward);
-      const double g = to_f32(dy[idx]);
+      const float xv = to_f32(x[idx]);
+      const double g = relu ? relu_masked(to_f32(dy[idx]), xv, rs, rt) : to_f32(dy[idx]);
       a += g;
-      b += g * (to_f32(x[idx]) - mu);
+      b += g * (xv - mu);
     }
   }
   a = block_sum(a);
@@ -84,14 +95,16 @@ __global__ void channel_partials_strided(const T* __restrict__ x, const T* __res
 // split's rows, 8 at a time; the 8 row sums are added in shared memory.
 template <Stat S, class T>
 __global__ void channel_partials_rows(const T* __restrict__ x, const T* __restrict__ dy,
-                                      const float* __restrict__ mean, double* __restrict__ part,
-                                      int64_t outer, int64_t channels, int64_t rows_per_split) {
+                                      const float* __restrict__ mean, const float* __restrict__ relu,
+                                      double* __restrict__ part, int64_t outer, int64_t channels,
+                                      int64_t rows_per_split) {
   __shared__ double sa[8][33], sb[8][33];
   const int64_t c = blockIdx.x * 32 + threadIdx.x, s = blockIdx.y;
   const int64_t o0 = s * rows_per_split, o1 = min(outer, o0 + rows_per_split);
   double a = 0, b = 0;
   if (c < channels) {
     const float mu = S == Stat::backward ? mean[c] : 0.f;
+    const float rs = relu ? relu[c] : 0.f, rt = relu ? relu[channels + c] : 0.f;
     for (int64_t o = o0 + threadIdx.y; o < o1; o += 8) {
       const int64_t idx = o * channels + c;
       if constexpr (S == Stat::sum) {
@@ -102,9 +115,10 @@ __global__ void channel_partials_rows(const T* __restrict__ x, const T* __restri
         b += v * v;
       } else {
         static_assert(S == Stat::backward);
-        const double g = to_f32(dy[idx]);
+        const float xv = to_f32(x[idx]);
+        const double g = relu ? relu_masked(to_f32(dy[idx]), xv, rs, rt) : to_f32(dy[idx]);
         a += g;
-        b += g * (to_f32(x[idx]) - mu);
+        b += g * (xv - mu);
       }
     }
   }
@@ -126,9 +140,9 @@ __global__ void channel_partials_rows(const T* __restrict__ x, const T* __restri
 // memory in a fixed order.
 template <Stat S, class T>
 __global__ void channel_partials_rows_vec(const T* __restrict__ x, const T* __restrict__ dy,
-                                          const float* __restrict__ mean, double* __restrict__ part,
-                                          int64_t outer, int64_t channels, int64_t rows_per_split,
-                                          RowTiling tiling) {
+                                          const float* __restrict__ mean, const float* __restrict__ relu,
+                                          double* __restrict__ part, int64_t outer, int64_t channels,
+                                          int64_t rows_per_split, RowTiling tiling) {
   constexpr int V = kVec<T>;
   constexpr int kStats = S == Stat::sum ? 1 : 2;
   __shared__ double sums[kStats][kThreads][V];
@@ -142,9 +156,13 @@ __global__ void channel_partials_rows_vec(const T* __restrict__ x, const T* __re
 #pragma unroll
   for (int k = 0; k < V; ++k) a[k] = b[k] = 0;
   if (active) {
-    float mu[V];
+    float mu[V], rs[V], rt[V];
 #pragma unroll
-    for (int k = 0; k < V; ++k) mu[k] = S == Stat::backward ? mean[c0 + k] : 0.f;
+    for (int k = 0; k < V; ++k) {
+      mu[k] = S == Stat::backward ? mean[c0 + k] : 0.f;
+      rs[k] = relu ? relu[c0 + k] : 0.f;
+      rt[k] = relu ? relu[channels + c0 + k] : 0.f;
+    }
 #pragma unroll 4
     for (int64_t o = o0 + t / tiling.lanes; o < o1; o += tiling.row_threads) {
       float v[V];
@@ -164,6 +182,7 @@ __global__ void channel_partials_rows_vec(const T* __restrict__ x, const T* __re
         load_vec(dy + o * channels + c0, g);
 #pragma unroll
         for (int k = 0; k < V; ++k) {
+          if (relu) g[k] = relu_masked(g[k], v[k], rs[k], rt[k]);
           a[k] += g[k];
           b[k] += double(g[k]) * (v[k] - mu[k]);
         }
@@ -193,26 +212,27 @@ __global__ void channel_partials_rows_vec(const T* __restrict__ x, const T* __re
 
 // ---- launch helpers -----------------------------------------------------------------------
 
-// Launches the partials of statistic S; returns the number of splits.
+// Launches the partials of statistic S; returns the number of splits. `relu`: see Stat.
 template <Stat S, class T>
 int64_t launch_partials(const T* x, const T* dy, const float* mean, double* part, int64_t outer,
-                        int64_t channels, int64_t inner, cudaStream_t stream) {
+                        int64_t channels, int64_t inner, cudaStream_t stream,
+                        const float* relu = nullptr) {
   const int64_t splits = reduce_splits(outer, channels, inner);
   const int64_t rows = (outer + splits - 1) / splits;
   if (rows_vectorizable<T>(inner, channels, {x, dy})) {
     const RowTiling tiling = row_tiling(channels, kVec<T>);
     dim3 grid(tiling.blocks_x, static_cast<unsigned>(splits));
-    channel_partials_rows_vec<S, T><<<grid, kThreads, 0, stream>>>(x, dy, mean, part, outer, channels,
-                                                                    rows, tiling);
+    channel_partials_rows_vec<S, T><<<grid, kThreads, 0, stream>>>(x, dy, mean, relu, part, outer,
+                                                                    channels, rows, tiling);
     CONVOY_LAUNCH_CHECK(channel_partials_rows_vec);
   } else if (inner == 1) {
     dim3 grid(static_cast<unsigned>((channels + 31) / 32), static_cast<unsigned>(splits));
-    channel_partials_rows<S, T><<<grid, dim3(32, 8), 0, stream>>>(x, dy, mean, part, outer,
+    channel_partials_rows<S, T><<<grid, dim3(32, 8), 0, stream>>>(x, dy, mean, relu, part, outer,
                                                                    channels, rows);
     CONVOY_LAUNCH_CHECK(channel_partials_rows);
   } else {
     dim3 grid(static_cast<unsigned>(channels), static_cast<unsigned>(splits));
-    channel_partials_strided<S, T><<<grid, kThreads, 0, stream>>>(x, dy, mean, part, outer,
+    channel_partials_strided<S, T><<<grid, kThreads, 0, stream>>>(x, dy, mean, relu, part, outer,
                                                                    channels, inner, rows);
     CONVOY_LAUNCH_CHECK(channel_partials_strided);
   }

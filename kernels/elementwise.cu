@@ -12,17 +12,23 @@ namespace convoy::kernels {
 
 // ---- kernels ------------------------------------------------------------------------------
 
+// a + b, then the ReLU where one is fused after the add (as activation.cu's: v > 0 ? v : 0).
+__device__ __forceinline__ float add_value(float a, float b, bool relu) {
+  const float v = a + b;
+  return relu && !(v > 0.f) ? 0.f : v;
+}
+
 template <class T>
 __global__ void add_kernel(const T* a, const T* b, T* y,
-                           int64_t n) {
+                           int64_t n, bool relu) {
   for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < n;
        i += int64_t(gridDim.x) * blockDim.x)
-    y[i] = from_f32<T>(to_f32(a[i]) + to_f32(b[i]));
+    y[i] = from_f32<T>(add_value(to_f32(a[i]), to_f32(b[i]), relu));
 }
 
 // The same over 16-byte vectors (n a multiple of the width, pointers aligned); y may be a.
 template <class T>
-__global__ void add_vec_kernel(const T* a, const T* b, T* y, int64_t nvec) {
+__global__ void add_vec_kernel(const T* a, const T* b, T* y, int64_t nvec, bool relu) {
   constexpr int V = kVec<T>;
   for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < nvec;
        i += int64_t(gridDim.x) * blockDim.x) {
@@ -30,7 +36,7 @@ __global__ void add_vec_kernel(const T* a, const T* b, T* y, int64_t nvec) {
     load_vec(a + i * V, fa);
     load_vec(b + i * V, fb);
 #pragma unroll
-    for (int k = 0; k < V; ++k) fa[k] += fb[k];
+    for (int k = 0; k < V; ++k) fa[k] = add_value(fa[k], fb[k], relu);
     store_vec(y + i * V, fa);
   }
 }
@@ -97,20 +103,20 @@ __global__ void copy_channels_kernel(bool to_y, const E* __restrict__ src, E* __
 
 // ---- launchers ----------------------------------------------------------------------------
 
-void add(Dt dt, const void* a, const void* b, void* y, int64_t n, cudaStream_t stream) {
+void add(Dt dt, const void* a, const void* b, void* y, int64_t n, cudaStream_t stream, bool relu) {
   if (n == 0) return;
   dispatch_float(dt, "add", [&](auto t) {
     using T = decltype(t);
     if (vectorizable<T>(n, {a, b, y})) {
       const int64_t nvec = n / kVec<T>;
       add_vec_kernel<T><<<grid_for(nvec), kThreads, 0, stream>>>(
-          static_cast<const T*>(a), static_cast<const T*>(b), static_cast<T*>(y), nvec);
+          static_cast<const T*>(a), static_cast<const T*>(b), static_cast<T*>(y), nvec, relu);
       CONVOY_LAUNCH_CHECK(add_vec_kernel);
       return;
     }
     add_kernel<T><<<grid_for(n), kThreads, 0, stream>>>(static_cast<const T*>(a),
                                                          static_cast<const T*>(b),
-                                                         static_cast<T*>(y), n);
+                                                         static_cast<T*>(y), n, relu);
     CONVOY_LAUNCH_CHECK(add_kernel);
   });
 }
@@ -122,7 +128,7 @@ void add_inplace(Dt dt, void* y, const void* x, int64_t n, cudaStream_t stream) 
     if (vectorizable<T>(n, {y, x})) {  // y += x is y = y + x
       const int64_t nvec = n / kVec<T>;
       add_vec_kernel<T><<<grid_for(nvec), kThreads, 0, stream>>>(
-          static_cast<const T*>(y), static_cast<const T*>(x), static_cast<T*>(y), nvec);
+          static_cast<const T*>(y), static_cast<const T*>(x), static_cast<T*>(y), nvec, false);
       CONVOY_LAUNCH_CHECK(add_vec_kernel);
       return;
     }

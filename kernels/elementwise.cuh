@@ -9,8 +9,8 @@
 
 namespace convoy::kernels {
 
-// y = a + b, n elements of a floating dtype.
-void add(Dt dt, const void* a, const void* b, void* y, int64_t n, cudaStream_t stream);
+// y = a + b, n elements of a floating dtype; with relu, relu(a + b).
+void add(Dt dt, const void* a, const void* b, void* y, int64_t n, cudaStream_t stream, bool relu = false);
 // y += x.
 void add_inplace(Dt dt, void* y, const void* x, int64_t n, cudaStream_t stream);
 // y = x converted between floating dtypes, n elements in the same memory order.

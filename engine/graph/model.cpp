@@ -1,10 +1,12 @@
 #include "engine/graph/model.h"
 
+#include <cstdlib>
 #include <fstream>
 #include <map>
 #include <random>
 #include <set>
 #include <sstream>
+#include <string_view>
 
 #include "engine/config/yaml_map.h"
 #include "engine/core/error.h"
@@ -201,6 +203,33 @@ void Model::to(Backend& backend, DType compute, Layout layout) {
     for (Buffer* b : node.layer->buffers()) b->value = backend.upload(b->value);
   }
   refresh_compute_weights(backend);
+  fuse_relus();
+}
+
+void Model::fuse_relus() {
+  std::vector<int> readers(nodes_.size(), 0);
+  for (Node& node : nodes_) {
+    node.fused = false;
+    node.layer->fuse_relu(false);
+    for (int src : node.inputs)
+      if (src >= 0) ++readers[src];
+  }
+  const char* env = std::getenv("CONVOY_FUSION");
+  if (!fusion_ || (env && std::string_view(env) == "0")) return;
+  // A ReLU fuses into the layer it reads when nothing else reads that layer's output (which
+  // then holds relu(output)) and that output is not the model's.
+  for (Node& node : nodes_) {
+    if (node.layer->type() != "relu" || node.inputs.size() != 1) continue;
+    const int src = node.inputs[0];
+    if (src < 0 || readers[src] != 1 || src == output_node_) continue;
+    node.fused = nodes_[src].layer->fuse_relu(true);
+  }
+}
+
+int Model::fused_relus() const {
+  int n = 0;
+  for (const Node& node : nodes_) n += node.fused ? 1 : 0;
+  return n;
 }
 
 void Model::refresh_compute_weights(Backend& backend) {
@@ -220,7 +249,7 @@ Tensor Model::forward(Backend& backend, const Tensor& x, const StepInfo& step) {
     inputs.clear();
     for (int src : nodes_[i].inputs) inputs.push_back(src < 0 ? input : outputs[src]);
     if (observer_) observer_->before(static_cast<int>(i), false);
-    outputs[i] = nodes_[i].layer->forward(backend, inputs, step);
+    outputs[i] = nodes_[i].fused ? inputs[0] : nodes_[i].layer->forward(backend, inputs, step);
     if (observer_) observer_->after(static_cast<int>(i), false);
   }
   Tensor logits = outputs[output_node_];
@@ -261,8 +290,9 @@ void Model::backward(Backend& backend, const Tensor& grad_logits, const GradsRea
       needs[k] = src >= 0;
     }
     if (observer_) observer_->before(i, true);
-    std::vector<Tensor> dx = node.layer->backward(backend, inputs, activations_[i], grads[i],
-                                                  std::span<const bool>(needs.get(), n));
+    std::vector<Tensor> dx = node.fused ? std::vector<Tensor>{grads[i]}  // the layer below takes it
+                                        : node.layer->backward(backend, inputs, activations_[i], grads[i],
+                                                               std::span<const bool>(needs.get(), n));
     if (observer_) observer_->after(i, true);
     for (size_t k = 0; k < node.inputs.size(); ++k) {
       const int src = node.inputs[k];

@@ -121,14 +121,22 @@ class Model {
   std::string summary() const;
   // Calls `observer` (not owned; nullptr for none) around every layer's forward and backward.
   void set_observer(LayerObserver* observer) { observer_ = observer; }
+  // Whether to() fuses each ReLU into the layer before it where that layer can take it
+  // (Layer::fuse_relu: batch norm, add). On by default; CONVOY_FUSION=0 in the environment
+  // turns it off, for comparisons. The results are the same either way.
+  void set_fusion(bool on) { fusion_ = on; }
+  // ReLUs fused into the layer before them by the last to().
+  int fused_relus() const;
 
  private:
   struct Node {
     std::unique_ptr<Layer> layer;
     std::vector<int> inputs;  // node indices; -1 is the model input
     Shape shape;              // per-sample output shape
+    bool fused = false;       // a ReLU whose work its input layer does (fuse_relus)
   };
   Model() = default;
+  void fuse_relus();
   static std::string with_classes_or_throw(const std::string& yaml_text, const std::string& source, int64_t classes);
 
   std::string name_;
@@ -140,6 +148,7 @@ class Model {
   std::vector<Node> nodes_;
   int output_node_ = -1;
   uint64_t weights_version_ = 0;
+  bool fusion_ = true;
   // From the last training forward: the input and every node's output.
   Tensor saved_input_;
   std::vector<Tensor> activations_;

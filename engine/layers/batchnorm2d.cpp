@@ -31,6 +31,11 @@ class BatchNorm2d final : public Layer {
     return s;
   }
 
+  bool fuse_relu(bool on) override {
+    relu_ = on;
+    return true;
+  }
+
   Shape build(std::span<const Shape> in, std::mt19937_64&) override {
     expect_inputs(*this, in, 1, 3);
     const int64_t c = in[0][0];
@@ -56,10 +61,10 @@ class BatchNorm2d final : public Layer {
       saved_invstd_ = be.empty(c, DType::f32);  // (C)
       be.ops().batchnorm_forward_train(x, gamma_.value, beta_.value, momentum_, eps_,
                                        running_mean_.value, running_var_.value, y, saved_mean_,
-                                       saved_invstd_);
+                                       saved_invstd_, relu_);
     } else {
       be.ops().batchnorm_forward_eval(x, gamma_.value, beta_.value, running_mean_.value,
-                                      running_var_.value, eps_, y);
+                                      running_var_.value, eps_, y, relu_);
     }
     return y;
   }
@@ -69,7 +74,8 @@ class BatchNorm2d final : public Layer {
     const Tensor& x = in[0];
     // cuDNN and oneDNN compute dx together with dgamma and dbeta, so dx is always made.
     Tensor dx = be.empty(x.shape(), x.dtype(), x.layout());
-    be.ops().batchnorm_backward(x, dy, gamma_.value, saved_mean_, saved_invstd_, dx, gamma_.grad, beta_.grad);
+    be.ops().batchnorm_backward(x, dy, gamma_.value, saved_mean_, saved_invstd_, dx, gamma_.grad, beta_.grad,
+                                relu_ ? &beta_.value : nullptr);
     if (sync_ && sync_->ranks() > 1) correct_synced_dx(be, x, dx);
     return {dx};
   }
@@ -82,6 +88,7 @@ class BatchNorm2d final : public Layer {
 
  private:
   float momentum_ = 0.1f, eps_ = 1e-5f;
+  bool relu_ = false;          // a ReLU fused after it (fuse_relu)
   Parameter gamma_{"weight"};  // (C), PyTorch's name
   Parameter beta_{"bias"};     // (C)
   Buffer running_mean_{"running_mean"};  // (C)
@@ -136,7 +143,7 @@ class BatchNorm2d final : public Layer {
     for (int64_t k = 0; k < c; ++k) invstd[k] = static_cast<float>(invstd_[k]);
     saved_invstd_ = be.upload(Tensor::from_floats(invstd, {c}));
     be.ops().batchnorm_forward_eval(x, gamma_.value, beta_.value, saved_mean_, be.upload(Tensor::from_floats(var, {c})),
-                                    eps_, y);
+                                    eps_, y, relu_);
   }
 
   // The per-rank backward op computes dx with this rank's sums of dy and dy * xhat over its n

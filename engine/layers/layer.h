@@ -102,6 +102,12 @@ class Layer {
   // This layer's attributes (LayerSpec's fields for its type; the defaults elsewhere).
   virtual LayerSpec spec() const { return {}; }
 
+  // Takes over a ReLU that reads nothing but this layer's output (Model fuses such pairs, so
+  // the pre-activation tensor is never written and read back): forward then returns
+  // relu(output) and backward takes the gradient of that. False when this layer cannot;
+  // `on` false undoes it.
+  virtual bool fuse_relu(bool /*on*/) { return false; }
+
   virtual std::vector<Parameter*> parameters() { return {}; }
   virtual std::vector<Buffer*> buffers() { return {}; }
   // Multiply-adds x 2 of one forward pass for one sample, for the benchmark's FLOP count.

@@ -89,21 +89,34 @@ class Add final : public Layer {
     return in[0];
   }
 
+  bool fuse_relu(bool on) override {
+    relu_ = on;
+    return true;
+  }
+
   Tensor forward(Backend& be, std::span<const Tensor> in, const StepInfo&) override {
     Tensor y = be.empty(in[0].shape(), in[0].dtype(), in[0].layout());
-    be.ops().add(in[0], in[1], y);
+    be.ops().add(in[0], in[1], y, relu_);
     return y;
   }
 
-  std::vector<Tensor> backward(Backend&, std::span<const Tensor>, const Tensor&, const Tensor& dy,
+  std::vector<Tensor> backward(Backend& be, std::span<const Tensor>, const Tensor& y, const Tensor& dy,
                                std::span<const bool> needs) override {
-    // The graph never writes into a gradient it was handed, so both may share dy.
-    return {needs[0] ? dy : Tensor(), needs[1] ? dy : Tensor()};
+    Tensor g = dy;
+    if (relu_) {  // the fused ReLU's gradient: y > 0 exactly where a + b > 0
+      g = be.empty(dy.shape(), dy.dtype(), dy.layout());
+      be.ops().activation_backward(Activation::relu, 0.0f, y, y, dy, g);
+    }
+    // The graph never writes into a gradient it was handed, so both may share g.
+    return {needs[0] ? g : Tensor(), needs[1] ? g : Tensor()};
   }
 
   int64_t forward_flops(std::span<const Shape>, const Shape& out) const override {
     return shape_numel(out);
   }
+
+ private:
+  bool relu_ = false;  // a ReLU fused after it (fuse_relu)
 };
 
 class Concat final : public Layer {

@@ -34,12 +34,14 @@ void check_batchnorm_forward_eval(const Tensor& x, const Tensor& gamma, const Te
 
 void check_batchnorm_backward(const Tensor& x, const Tensor& dy, const Tensor& gamma,
                               const Tensor& saved_mean, const Tensor& saved_invstd, const Tensor& dx,
-                              const Tensor& dgamma, const Tensor& dbeta, Device device) {
+                              const Tensor& dgamma, const Tensor& dbeta, Device device,
+                              const Tensor* relu_beta) {
   const OpCheck c("batchnorm_backward", device);
   c.floating(x, "x").floating(dy, "dy").like(x, "x", dy, "dy");
   c.per_channel(batchnorm_channels(x, c.op()), {{gamma, "gamma"}, {saved_mean, "saved_mean"},
                                                {saved_invstd, "saved_invstd"}, {dgamma, "dgamma"},
                                                {dbeta, "dbeta"}});
+  if (relu_beta) c.per_channel(batchnorm_channels(x, c.op()), {{*relu_beta, "relu_beta"}});
   if (dx.defined()) c.here(dx, "dx").like(x, "x", dx, "dx");
 }
 

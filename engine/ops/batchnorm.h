@@ -17,6 +17,7 @@ void check_batchnorm_forward_eval(const Tensor& x, const Tensor& gamma, const Te
                                   const Tensor& y, Device device);
 void check_batchnorm_backward(const Tensor& x, const Tensor& dy, const Tensor& gamma,
                               const Tensor& saved_mean, const Tensor& saved_invstd, const Tensor& dx,
-                              const Tensor& dgamma, const Tensor& dbeta, Device device);
+                              const Tensor& dgamma, const Tensor& dbeta, Device device,
+                              const Tensor* relu_beta = nullptr);
 
 }  // namespace convoy

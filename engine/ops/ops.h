@@ -77,16 +77,20 @@ class Ops {
   // Training: normalizes with the batch statistics, saves mean and 1/sqrt(var + eps)
   // (biased var), and updates running_mean/var in place with the unbiased var:
   // running = (1 - momentum) * running + momentum * batch.
+  // With `relu`, y = relu(bn(x)) (a ReLU fused after the batch norm, Layer::fuse_relu).
   virtual void batchnorm_forward_train(const Tensor& x, const Tensor& gamma, const Tensor& beta,
                                        float momentum, float eps, Tensor& running_mean,
                                        Tensor& running_var, Tensor& y, Tensor& saved_mean,
-                                       Tensor& saved_invstd) = 0;
+                                       Tensor& saved_invstd, bool relu = false) = 0;
   virtual void batchnorm_forward_eval(const Tensor& x, const Tensor& gamma, const Tensor& beta,
                                       const Tensor& running_mean, const Tensor& running_var,
-                                      float eps, Tensor& y) = 0;
+                                      float eps, Tensor& y, bool relu = false) = 0;
+  // With `relu_beta` (the forward's beta), dy is the gradient of relu(bn(x)): the ReLU's mask
+  // is recomputed from x and the saved statistics, so bn(x) itself is never stored.
   virtual void batchnorm_backward(const Tensor& x, const Tensor& dy, const Tensor& gamma,
                                   const Tensor& saved_mean, const Tensor& saved_invstd,
-                                  Tensor& dx, Tensor& dgamma, Tensor& dbeta) = 0;
+                                  Tensor& dx, Tensor& dgamma, Tensor& dbeta,
+                                  const Tensor* relu_beta = nullptr) = 0;
 
   // Elementwise activation; alpha is leaky_relu's negative slope. Any shape.
   virtual void activation_forward(Activation kind, float alpha, const Tensor& x, Tensor& y) = 0;
@@ -106,8 +110,8 @@ class Ops {
   virtual void linear_backward(const Tensor& x, const Tensor& w, const Tensor& dy, Tensor& dx,
                                Tensor& dw, Tensor& db) = 0;
 
-  // y = a + b, all the same shape.
-  virtual void add(const Tensor& a, const Tensor& b, Tensor& y) = 0;
+  // y = a + b, all the same shape; with `relu`, y = relu(a + b).
+  virtual void add(const Tensor& a, const Tensor& b, Tensor& y, bool relu = false) = 0;
   // y += x, the same shape (gradients of a tensor read by several layers).
   virtual void add_inplace(Tensor& y, const Tensor& x) = 0;
   // Concatenate (N, C_i, H, W) along C into y, and the reverse.

@@ -16,6 +16,7 @@
 
 #include "engine/backends/backend.h"
 #include "engine/graph/model.h"
+#include "tests/model_step.h"
 
 using namespace convoy;
 
@@ -28,56 +29,12 @@ class CudaLayout : public ::testing::Test {
   }
 };
 
-struct Step {
-  std::vector<float> logits;
-  std::vector<std::pair<std::string, std::vector<float>>> grads;  // f32 master gradients
-};
+using Step = convoy::testing::ModelStep;
+using convoy::testing::grad_errors;
+using convoy::testing::relative_difference;
 
-// One training forward + backward of `model_file` (seed 7) on a fixed random batch.
 Step train_step(Backend& be, const std::string& model_file, DType dtype, Layout layout) {
-  Model model = Model::from_file(std::string(CONVOY_SOURCE_DIR) + "/models/" + model_file, 7);
-  model.to(be, dtype, layout);
-  EXPECT_EQ(model.layout(), layout);
-  const int64_t n = 32;
-  Shape xs{n};
-  for (int64_t d : model.input_shape()) xs.push_back(d);
-  std::vector<float> values(static_cast<size_t>(shape_numel(xs)));
-  std::mt19937 rng(5);
-  std::normal_distribution<float> normal(0.f, 1.f);
-  for (float& v : values) v = normal(rng);
-  Tensor x = be.empty(xs, dtype);
-  be.ops().cast(be.upload(Tensor::from_floats(values, xs)), x);
-  std::vector<int32_t> label_values;
-  for (int64_t i = 0; i < n; ++i) label_values.push_back(static_cast<int32_t>((i * 7) % model.num_classes()));
-  const Tensor labels = be.upload(Tensor::from_ints(label_values, {n}));
-
-  const Tensor logits = model.forward(be, x, StepInfo{true, 3});
-  Tensor loss = be.empty({1}, DType::f32), hits = be.empty({1}, DType::i32);
-  Tensor dlogits = be.empty(logits.shape(), logits.dtype());
-  be.ops().softmax_cross_entropy(logits, labels, 0.f, loss, dlogits, hits);
-  model.backward(be, dlogits);
-  Step out;
-  out.logits = logits.to_floats();
-  for (auto& [name, p] : model.parameters()) out.grads.emplace_back(name, p->grad.to_floats());
-  return out;
-}
-
-// ||a - b|| / ||b||: small for the same computation in another order, ~1 for a scrambled one.
-double relative_difference(const std::vector<float>& a, const std::vector<float>& b) {
-  double diff = 0, norm = 0;
-  for (size_t i = 0; i < a.size(); ++i) {
-    diff += (double(a[i]) - b[i]) * (double(a[i]) - b[i]);
-    norm += double(b[i]) * b[i];
-  }
-  return std::sqrt(diff / std::max(norm, 1e-30));
-}
-
-// Gradient errors of `step` against the reference, one per parameter.
-std::vector<double> grad_errors(const Step& step, const Step& ref) {
-  std::vector<double> out;
-  for (size_t i = 0; i < ref.grads.size(); ++i)
-    out.push_back(relative_difference(step.grads[i].second, ref.grads[i].second));
-  return out;
+  return convoy::testing::model_step(be, model_file, dtype, layout);
 }
 
 // The reference is the f32 nchw step. f32 nhwc must match it to summation order; bf16 nhwc

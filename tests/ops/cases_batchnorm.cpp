@@ -45,9 +45,20 @@ const BnShape kShapes[] = {
 
 constexpr float kMomentum = 0.1f;
 
-std::string case_name(const char* op, const BnShape& b) {
+std::string case_name(const char* op, const BnShape& b, bool relu) {
   std::string eps = b.eps == 1e-5f ? "" : b.eps == 1e-3f ? "_eps1e3" : b.eps == 1e-2f ? "_eps1e2" : "_eps1e1";
-  return std::string(op) + "/" + shape_name(b.x) + eps;
+  return std::string(op) + "/" + shape_name(b.x) + eps + (relu ? "_relu" : "");
+}
+
+// The fused ReLU of the reference: max(y, 0), and dy zeroed where the pre-activation y <= 0.
+Vec relu_of(Vec y) {
+  for (double& v : y) v = v > 0 ? v : 0;
+  return y;
+}
+Vec relu_masked(Vec dy, const Vec& pre) {
+  for (size_t i = 0; i < dy.size(); ++i)
+    if (!(pre[i] > 0)) dy[i] = 0;
+  return dy;
 }
 
 struct BnData {
@@ -67,9 +78,9 @@ struct BnData {
 // The f32 results of a bf16 or f16 run (statistics of exactly rounded inputs, summed in f32).
 constexpr Tolerance kStatsTol = uniform_tolerance(1e-5);
 
-OpCase base(const char* op_prefix, OpKind op, const BnShape& b) {
+OpCase base(const char* op_prefix, OpKind op, const BnShape& b, bool relu) {
   OpCase oc;
-  oc.name = case_name(op_prefix, b);
+  oc.name = case_name(op_prefix, b, relu);
   oc.op = op;
   oc.layouts = b.x.size() == 4 ? std::vector<Layout>{Layout::nchw, Layout::nhwc} : std::vector<Layout>{Layout::nchw};
   return oc;
@@ -94,22 +105,22 @@ std::shared_ptr<TrainState> train_state(Backend& be, const BnShape& b, const BnD
   return s;
 }
 
-void run_train(Backend& be, const BnShape& b, TrainState& s) {
+void run_train(Backend& be, const BnShape& b, TrainState& s, bool relu) {
   be.ops().batchnorm_forward_train(s.x, s.gamma, s.beta, kMomentum, b.eps, s.rmean, s.rvar, s.y, s.mean,
-                                   s.invstd);
+                                   s.invstd, relu);
 }
 
-OpCase train_case(const BnShape& b) {
-  OpCase oc = base("batchnorm_forward_train", OpKind::batchnorm_forward_train, b);
-  oc.prepare = [b](Backend& be, const Variant& v, DType values) {
+OpCase train_case(const BnShape& b, bool relu) {
+  OpCase oc = base("batchnorm_forward_train", OpKind::batchnorm_forward_train, b, relu);
+  oc.prepare = [b, relu](Backend& be, const Variant& v, DType values) {
     const BnData d(b, values);
     // Two steps on two batches; the second starts from the first's running statistics.
     auto s1 = train_state(be, b, d, d.x1, v);
     auto s2 = train_state(be, b, d, d.x2, v);
     s2->rmean = s1->rmean, s2->rvar = s1->rvar;
-    return Prepared{[&be, b, s1, s2] {
-                      run_train(be, b, *s1);
-                      run_train(be, b, *s2);
+    return Prepared{[&be, b, s1, s2, relu] {
+                      run_train(be, b, *s1, relu);
+                      run_train(be, b, *s2, relu);
                     },
                     [s1, s2] {
                       // Read after both steps: the running statistics are those of step 2.
@@ -124,16 +135,16 @@ OpCase train_case(const BnShape& b) {
                     },
                     2};
   };
-  oc.reference = [b](const Variant&, DType values) {
+  oc.reference = [b, relu](const Variant&, DType values) {
     const BnData d(b, values);
     const ref::BatchNormTrain r1 = ref::batchnorm_forward_train(d.x1, b.x, d.gamma, d.beta, kMomentum, b.eps,
                                                                 d.rmean, d.rvar);
     const ref::BatchNormTrain r2 = ref::batchnorm_forward_train(d.x2, b.x, d.gamma, d.beta, kMomentum, b.eps,
                                                                 r1.running_mean, r1.running_var);
-    return Outputs{{"y (step 1)", r1.y},
+    return Outputs{{"y (step 1)", relu ? relu_of(r1.y) : r1.y},
                    {"saved_mean (step 1)", r1.saved_mean},
                    {"saved_invstd (step 1)", r1.saved_invstd},
-                   {"y (step 2)", r2.y},
+                   {"y (step 2)", relu ? relu_of(r2.y) : r2.y},
                    {"saved_mean (step 2)", r2.saved_mean},
                    {"saved_invstd (step 2)", r2.saved_invstd},
                    {"running_mean (unbiased, after 2 steps)", r2.running_mean},
@@ -142,19 +153,21 @@ OpCase train_case(const BnShape& b) {
   return oc;
 }
 
-OpCase eval_case(const BnShape& b) {
-  OpCase oc = base("batchnorm_forward_eval", OpKind::batchnorm_forward_eval, b);
-  oc.prepare = [b](Backend& be, const Variant& v, DType values) {
+OpCase eval_case(const BnShape& b, bool relu) {
+  OpCase oc = base("batchnorm_forward_eval", OpKind::batchnorm_forward_eval, b, relu);
+  oc.prepare = [b, relu](Backend& be, const Variant& v, DType values) {
     const BnData d(b, values);
     auto s = train_state(be, b, d, d.x2, v);
-    return Prepared{[&be, b, s] {
-                      be.ops().batchnorm_forward_eval(s->x, s->gamma, s->beta, s->rmean, s->rvar, b.eps, s->y);
+    return Prepared{[&be, b, s, relu] {
+                      be.ops().batchnorm_forward_eval(s->x, s->gamma, s->beta, s->rmean, s->rvar, b.eps, s->y,
+                                                      relu);
                     },
                     [s] { return Outputs{{"y", read(s->y)}}; }};
   };
-  oc.reference = [b](const Variant&, DType values) {
+  oc.reference = [b, relu](const Variant&, DType values) {
     const BnData d(b, values);
-    return Outputs{{"y", ref::batchnorm_forward_eval(d.x2, b.x, d.gamma, d.beta, d.rmean, d.rvar, b.eps)}};
+    const Vec y = ref::batchnorm_forward_eval(d.x2, b.x, d.gamma, d.beta, d.rmean, d.rvar, b.eps);
+    return Outputs{{"y", relu ? relu_of(y) : y}};
   };
   return oc;
 }
@@ -166,21 +179,22 @@ constexpr Tolerance kParamGradTol{1e-5, 1e-3, 1e-3};
 
 // The saved statistics backward reads come from the backend's own training forward (run
 // once in prepare, as a layer does); the reference uses its own.
-OpCase backward_case(const BnShape& b) {
-  OpCase oc = base("batchnorm_backward", OpKind::batchnorm_backward, b);
-  oc.prepare = [b](Backend& be, const Variant& v, DType values) {
+// With relu, dy is the gradient of relu(bn(x)) and the op masks it itself.
+OpCase backward_case(const BnShape& b, bool relu) {
+  OpCase oc = base("batchnorm_backward", OpKind::batchnorm_backward, b, relu);
+  oc.prepare = [b, relu](Backend& be, const Variant& v, DType values) {
     const BnData d(b, values);
     auto s = train_state(be, b, d, d.x1, v);
-    run_train(be, b, *s);
+    run_train(be, b, *s, relu);
     struct Grads { Tensor dy, dx, dgamma, dbeta; };
     auto g = std::make_shared<Grads>();
     g->dy = device_tensor(be, d.dy, b.x, v.dtype, v.layout);
     g->dx = poisoned(be, b.x, v.dtype, v.layout);
     g->dgamma = poisoned(be, {d.c}, DType::f32);
     g->dbeta = poisoned(be, {d.c}, DType::f32);
-    return Prepared{[&be, s, g] {
+    return Prepared{[&be, s, g, relu] {
                       be.ops().batchnorm_backward(s->x, g->dy, s->gamma, s->mean, s->invstd, g->dx, g->dgamma,
-                                                  g->dbeta);
+                                                  g->dbeta, relu ? &s->beta : nullptr);
                     },
                     [g] {
                       return Outputs{{"dx", read(g->dx), kDxTol},
@@ -188,11 +202,12 @@ OpCase backward_case(const BnShape& b) {
                                      {"dbeta", read(g->dbeta), kParamGradTol}};
                     }};
   };
-  oc.reference = [b](const Variant&, DType values) {
+  oc.reference = [b, relu](const Variant&, DType values) {
     const BnData d(b, values);
     const ref::BatchNormTrain r = ref::batchnorm_forward_train(d.x1, b.x, d.gamma, d.beta, kMomentum, b.eps,
                                                                d.rmean, d.rvar);
-    const ref::BatchNormGrads g = ref::batchnorm_backward(d.x1, b.x, d.dy, d.gamma, r.saved_mean, r.saved_invstd);
+    const ref::BatchNormGrads g = ref::batchnorm_backward(d.x1, b.x, relu ? relu_masked(d.dy, r.y) : d.dy, d.gamma,
+                                                          r.saved_mean, r.saved_invstd);
     return Outputs{{"dx", g.dx}, {"dgamma", g.dgamma}, {"dbeta", g.dbeta}};
   };
   return oc;
@@ -202,9 +217,11 @@ OpCase backward_case(const BnShape& b) {
 
 std::vector<OpCase> batchnorm_cases() {
   std::vector<OpCase> cases;
-  for (const BnShape& b : kShapes) cases.push_back(train_case(b));
-  for (const BnShape& b : kShapes) cases.push_back(eval_case(b));
-  for (const BnShape& b : kShapes) cases.push_back(backward_case(b));
+  for (bool relu : {false, true}) {
+    for (const BnShape& b : kShapes) cases.push_back(train_case(b, relu));
+    for (const BnShape& b : kShapes) cases.push_back(eval_case(b, relu));
+    for (const BnShape& b : kShapes) cases.push_back(backward_case(b, relu));
+  }
   return cases;
 }
 

@@ -22,22 +22,27 @@ const Shape kAddShapes[] = {{3, 4, 5}, {2, 64, 16, 16}, {3, 7, 5, 9}};
 // f32: one rounding of an exact sum (2^-24); bf16 and f16: one or two roundings of the result.
 constexpr Tolerance kAddTol{1e-7, 1e-2, 2e-3};
 
-OpCase add_case(const Shape& shape) {
+// With relu: relu(a + b), a ReLU fused after the add.
+OpCase add_case(const Shape& shape, bool relu) {
   OpCase oc;
-  oc.name = "add/" + shape_name(shape);
+  oc.name = "add/" + shape_name(shape) + (relu ? "_relu" : "");
   oc.op = OpKind::add;
   oc.layouts = layouts_of(shape);
   oc.tol = kAddTol;
-  oc.prepare = [shape](Backend& be, const Variant& v, DType values) {
+  oc.prepare = [shape, relu](Backend& be, const Variant& v, DType values) {
     struct State { Tensor a, b, y; };
     auto s = std::make_shared<State>();
     s->a = device_tensor(be, random_values(shape, 51, values), shape, v.dtype, v.layout);
     s->b = device_tensor(be, random_values(shape, 52, values), shape, v.dtype, v.layout);
     s->y = poisoned(be, shape, v.dtype, v.layout);
-    return Prepared{[&be, s] { be.ops().add(s->a, s->b, s->y); }, [s] { return Outputs{{"y", read(s->y)}}; }};
+    return Prepared{[&be, s, relu] { be.ops().add(s->a, s->b, s->y, relu); },
+                    [s] { return Outputs{{"y", read(s->y)}}; }};
   };
-  oc.reference = [shape](const Variant&, DType values) {
-    return Outputs{{"y", ref::add(random_values(shape, 51, values), random_values(shape, 52, values))}};
+  oc.reference = [shape, relu](const Variant&, DType values) {
+    Vec y = ref::add(random_values(shape, 51, values), random_values(shape, 52, values));
+    if (relu)
+      for (double& e : y) e = e > 0 ? e : 0;
+    return Outputs{{"y", y}};
   };
   return oc;
 }
@@ -247,7 +252,8 @@ OpCase fill_case(const FillCase& f) {
 
 std::vector<OpCase> elementwise_cases() {
   std::vector<OpCase> cases;
-  for (const Shape& s : kAddShapes) cases.push_back(add_case(s));
+  for (const Shape& s : kAddShapes) cases.push_back(add_case(s, false));
+  for (const Shape& s : kAddShapes) cases.push_back(add_case(s, true));
   for (const Shape& s : kAddShapes) cases.push_back(add_inplace_case(s));
   for (const auto& parts : kPartLists) cases.push_back(concat_case(parts));
   for (const auto& parts : kPartLists) cases.push_back(split_case(parts));

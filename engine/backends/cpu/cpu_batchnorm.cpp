@@ -3,6 +3,7 @@
 #include <string>
 
 #include "engine/backends/cpu/cpu_ops.h"
+#include "engine/backends/cpu/cpu_loops.h"
 #include "engine/backends/cpu/cpu_primitives.h"
 #include "engine/backends/cpu/onednn_compat.h"
 #include "engine/core/error.h"
@@ -27,12 +28,38 @@ std::string bn_key(const char* op, const Shape& s, float eps) {
                      static_cast<int64_t>(s.size()), float_bits(eps)});
 }
 
+// The fused ReLU after the batch norm, in place on y (nchw or nc: channel-major within a sample).
+void relu_inplace(Tensor& y, int threads) {
+  float* p = y.data<float>();
+  const int64_t n = y.numel();
+#pragma omp parallel for num_threads(team(threads)) if (n >= kParallelMin) schedule(static)
+  for (int64_t i = 0; i < n; ++i) p[i] = p[i] > 0.f ? p[i] : 0.f;
+}
+
+// dy of relu(bn(x)) -> dy of bn(x): zero where bn(x) = x scale + shift <= 0, with the scale and
+// shift the forward used (the CUDA kernels compute the mask the same way).
+Tensor relu_masked(const Tensor& x, const Tensor& dy, const Tensor& gamma, const Tensor& beta,
+                   const Tensor& mean, const Tensor& invstd, int threads) {
+  Tensor g = Tensor::empty(dy.shape());
+  const int64_t c = x.dim(1), inner = x.ndim() == 4 ? x.dim(2) * x.dim(3) : 1, n = x.numel();
+  const float *px = x.data<float>(), *pd = dy.data<float>();
+  const float *pg = gamma.data<float>(), *pb = beta.data<float>(), *pm = mean.data<float>(), *pi = invstd.data<float>();
+  float* out = g.data<float>();
+#pragma omp parallel for num_threads(team(threads)) if (n >= kParallelMin) schedule(static)
+  for (int64_t i = 0; i < n; ++i) {
+    const int64_t ch = (i / inner) % c;
+    const float scale = pg[ch] * pi[ch], shift = pb[ch] - pm[ch] * scale;
+    out[i] = px[i] * scale + shift > 0.f ? pd[i] : 0.f;
+  }
+  return g;
+}
+
 }  // namespace
 
 void CpuOps::batchnorm_forward_train(const Tensor& x, const Tensor& gamma, const Tensor& beta,
                                      float momentum, float eps, Tensor& running_mean,
                                      Tensor& running_var, Tensor& y, Tensor& saved_mean,
-                                     Tensor& saved_invstd) {
+                                     Tensor& saved_invstd, bool relu) {
   constexpr const char* op = "batchnorm_forward_train";
   check_batchnorm_forward_train(x, gamma, beta, eps, running_mean, running_var, y, saved_mean,
                                 saved_invstd, Device::cpu());
@@ -71,11 +98,12 @@ void CpuOps::batchnorm_forward_train(const Tensor& x, const Tensor& gamma, const
     rv[i] = static_cast<float>((1.0 - momentum) * rv[i] + momentum * var * unbias);
     invstd[i] = static_cast<float>(1.0 / std::sqrt(var + static_cast<double>(eps)));
   }
+  if (relu) relu_inplace(y, threads_);
 }
 
 void CpuOps::batchnorm_forward_eval(const Tensor& x, const Tensor& gamma, const Tensor& beta,
                                     const Tensor& running_mean, const Tensor& running_var,
-                                    float eps, Tensor& y) {
+                                    float eps, Tensor& y, bool relu) {
   constexpr const char* op = "batchnorm_forward_eval";
   check_batchnorm_forward_eval(x, gamma, beta, running_mean, running_var, eps, y, Device::cpu());
   require_supported(OpKind::batchnorm_forward_eval, {{x, "x"}, {y, "y"}});
@@ -98,14 +126,20 @@ void CpuOps::batchnorm_forward_eval(const Tensor& x, const Tensor& gamma, const 
                      {DNNL_ARG_MEAN, wrap(cmd, running_mean)},
                      {DNNL_ARG_VARIANCE, wrap(cmd, running_var)}});
       });
+  if (relu) relu_inplace(y, threads_);
 }
 
 void CpuOps::batchnorm_backward(const Tensor& x, const Tensor& dy, const Tensor& gamma,
                                 const Tensor& saved_mean, const Tensor& saved_invstd, Tensor& dx,
-                                Tensor& dgamma, Tensor& dbeta) {
+                                Tensor& dgamma, Tensor& dbeta, const Tensor* relu_beta) {
   constexpr const char* op = "batchnorm_backward";
   check_batchnorm_backward(x, dy, gamma, saved_mean, saved_invstd, dx, dgamma, dbeta,
-                           Device::cpu());
+                           Device::cpu(), relu_beta);
+  if (relu_beta) {
+    const Tensor masked = relu_masked(x, dy, gamma, *relu_beta, saved_mean, saved_invstd, threads_);
+    batchnorm_backward(x, masked, gamma, saved_mean, saved_invstd, dx, dgamma, dbeta, nullptr);
+    return;
+  }
   // oneDNN computes dx together with dgamma and dbeta, so it needs somewhere to put it.
   if (!dx.defined())
     OpCheck(op, Device::cpu()).fail("dx is undefined; the CPU path always computes it");

@@ -35,7 +35,7 @@ void dropout_apply(int threads, float p, uint64_t seed, const Tensor& in, Tensor
 
 // ---- add, concat and split ------------------------------------------------------------------
 
-void CpuOps::add(const Tensor& a, const Tensor& b, Tensor& y) {
+void CpuOps::add(const Tensor& a, const Tensor& b, Tensor& y, bool relu) {
   check_add(a, b, y, Device::cpu());
   require_supported(OpKind::add, {{a, "a"}, {b, "b"}, {y, "y"}});
   const float* pa = a.data<float>();
@@ -43,7 +43,10 @@ void CpuOps::add(const Tensor& a, const Tensor& b, Tensor& y) {
   float* py = y.data<float>();
   const int64_t n = y.numel();
 #pragma omp parallel for num_threads(team(threads_)) if (n >= kParallelMin) schedule(static)
-  for (int64_t i = 0; i < n; ++i) py[i] = pa[i] + pb[i];
+  for (int64_t i = 0; i < n; ++i) {
+    const float v = pa[i] + pb[i];
+    py[i] = relu && !(v > 0.f) ? 0.f : v;
+  }
 }
 
 void CpuOps::add_inplace(Tensor& y, const Tensor& x) {

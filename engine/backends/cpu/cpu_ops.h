@@ -43,13 +43,13 @@ class CpuOps final : public Ops {
   void batchnorm_forward_train(const Tensor& x, const Tensor& gamma, const Tensor& beta,
                                float momentum, float eps, Tensor& running_mean,
                                Tensor& running_var, Tensor& y, Tensor& saved_mean,
-                               Tensor& saved_invstd) override;
+                               Tensor& saved_invstd, bool relu) override;
   void batchnorm_forward_eval(const Tensor& x, const Tensor& gamma, const Tensor& beta,
                               const Tensor& running_mean, const Tensor& running_var, float eps,
-                              Tensor& y) override;
+                              Tensor& y, bool relu) override;
   void batchnorm_backward(const Tensor& x, const Tensor& dy, const Tensor& gamma,
                           const Tensor& saved_mean, const Tensor& saved_invstd, Tensor& dx,
-                          Tensor& dgamma, Tensor& dbeta) override;
+                          Tensor& dgamma, Tensor& dbeta, const Tensor* relu_beta) override;
 
   void activation_forward(Activation kind, float alpha, const Tensor& x, Tensor& y) override;
   void activation_backward(Activation kind, float alpha, const Tensor& x, const Tensor& y,
@@ -64,7 +64,7 @@ class CpuOps final : public Ops {
   void linear_backward(const Tensor& x, const Tensor& w, const Tensor& dy, Tensor& dx,
                        Tensor& dw, Tensor& db) override;
 
-  void add(const Tensor& a, const Tensor& b, Tensor& y) override;
+  void add(const Tensor& a, const Tensor& b, Tensor& y, bool relu) override;
   void add_inplace(Tensor& y, const Tensor& x) override;
   void concat_channels(std::span<const Tensor> xs, Tensor& y) override;
   void split_channels(const Tensor& y, std::span<Tensor> xs) override;

@@ -52,14 +52,15 @@ bool run_cudnn_batchnorm(const char* op, const Tensor& x, bool& kernels_only, Ca
 void CudaOps::batchnorm_forward_train(const Tensor& x, const Tensor& gamma, const Tensor& beta,
                                       float momentum, float eps, Tensor& running_mean,
                                       Tensor& running_var, Tensor& y, Tensor& saved_mean,
-                                      Tensor& saved_invstd) {
+                                      Tensor& saved_invstd, bool relu) {
   const char* op = "batchnorm_forward_train";
   check_batchnorm_forward_train(x, gamma, beta, eps, running_mean, running_var, y, saved_mean, saved_invstd,
                                 device());
   require_supported(OpKind::batchnorm_forward_train, x);
   // cuDNN's running update is running = (1 - f) running + f batch with the unbiased
-  // variance, f = exponentialAverageFactor: PyTorch's momentum exactly.
-  if (use_cudnn_bn(x) &&
+  // variance, f = exponentialAverageFactor: PyTorch's momentum exactly. A fused ReLU takes
+  // Convoy's kernels, whose backward recomputes the mask the same way.
+  if (!relu && use_cudnn_bn(x) &&
       run_cudnn_batchnorm(op, x, bn_kernels_only_[static_cast<int>(x.dtype())],
                           [&](cudnnTensorDescriptor_t xd, cudnnTensorDescriptor_t bd) {
                             return cudnnBatchNormalizationForwardTraining(
@@ -74,16 +75,16 @@ void CudaOps::batchnorm_forward_train(const Tensor& x, const Tensor& gamma, cons
                                    momentum, eps, running_mean.data<float>(),
                                    running_var.data<float>(), y.raw(), saved_mean.data<float>(),
                                    saved_invstd.data<float>(), v.outer, v.channels, v.inner,
-                                   scratch, ctx_.stream);
+                                   scratch, ctx_.stream, relu);
 }
 
 void CudaOps::batchnorm_forward_eval(const Tensor& x, const Tensor& gamma, const Tensor& beta,
                                      const Tensor& running_mean, const Tensor& running_var,
-                                     float eps, Tensor& y) {
+                                     float eps, Tensor& y, bool relu) {
   const char* op = "batchnorm_forward_eval";
   check_batchnorm_forward_eval(x, gamma, beta, running_mean, running_var, eps, y, device());
   require_supported(OpKind::batchnorm_forward_eval, x);
-  if (use_cudnn_bn(x) &&
+  if (!relu && use_cudnn_bn(x) &&
       run_cudnn_batchnorm(op, x, bn_kernels_only_[static_cast<int>(x.dtype())],
                           [&](cudnnTensorDescriptor_t xd, cudnnTensorDescriptor_t bd) {
                             return cudnnBatchNormalizationForwardInference(
@@ -94,18 +95,18 @@ void CudaOps::batchnorm_forward_eval(const Tensor& x, const Tensor& gamma, const
   const ChannelView v = channel_view(x);
   kernels::batchnorm_forward_eval(dt_of(x.dtype()), x.raw(), gamma.data<float>(), beta.data<float>(),
                                   running_mean.data<float>(), running_var.data<float>(), eps,
-                                  y.raw(), v.outer, v.channels, v.inner, ctx_.stream);
+                                  y.raw(), v.outer, v.channels, v.inner, ctx_.stream, relu);
 }
 
 void CudaOps::batchnorm_backward(const Tensor& x, const Tensor& dy, const Tensor& gamma,
                                  const Tensor& saved_mean, const Tensor& saved_invstd, Tensor& dx,
-                                 Tensor& dgamma, Tensor& dbeta) {
+                                 Tensor& dgamma, Tensor& dbeta, const Tensor* relu_beta) {
   const char* op = "batchnorm_backward";
-  check_batchnorm_backward(x, dy, gamma, saved_mean, saved_invstd, dx, dgamma, dbeta, device());
+  check_batchnorm_backward(x, dy, gamma, saved_mean, saved_invstd, dx, dgamma, dbeta, device(), relu_beta);
   require_supported(OpKind::batchnorm_backward, x);
   // With the saved statistics given, cuDNN does not recompute them, so the forward eps is
   // not needed; any valid value goes here.
-  if (use_cudnn_bn(x) && dx.defined() &&
+  if (!relu_beta && use_cudnn_bn(x) && dx.defined() &&
       run_cudnn_batchnorm(op, x, bn_kernels_only_[static_cast<int>(x.dtype())],
                           [&](cudnnTensorDescriptor_t xd, cudnnTensorDescriptor_t bd) {
                             return cudnnBatchNormalizationBackward(
@@ -120,7 +121,7 @@ void CudaOps::batchnorm_backward(const Tensor& x, const Tensor& dy, const Tensor
                               saved_mean.data<float>(), saved_invstd.data<float>(),
                               dx.defined() ? dx.raw() : nullptr, dgamma.data<float>(),
                               dbeta.data<float>(), v.outer, v.channels, v.inner, scratch,
-                              ctx_.stream);
+                              ctx_.stream, relu_beta ? relu_beta->data<float>() : nullptr);
 }
 
 }  // namespace convoy::cuda

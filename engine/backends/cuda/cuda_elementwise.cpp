@@ -27,10 +27,10 @@ void CudaOps::activation_backward(Activation kind, float alpha, const Tensor& x,
                                in.numel(), ctx_.stream);
 }
 
-void CudaOps::add(const Tensor& a, const Tensor& b, Tensor& y) {
+void CudaOps::add(const Tensor& a, const Tensor& b, Tensor& y, bool relu) {
   check_add(a, b, y, device());
   require_supported(OpKind::add, a);
-  kernels::add(dt_of(a.dtype()), a.raw(), b.raw(), y.raw(), a.numel(), ctx_.stream);
+  kernels::add(dt_of(a.dtype()), a.raw(), b.raw(), y.raw(), a.numel(), ctx_.stream, relu);
 }
 
 void CudaOps::add_inplace(Tensor& y, const Tensor& x) {

@@ -1,0 +1,78 @@
+// ReLU fusion (Model::fuse_relus, Layer::fuse_relu): a ReLU after a batch norm or an add is
+// done by that layer, and the step it computes is the unfused step's.
+#include <gtest/gtest.h>
+
+#include <cstdlib>
+
+#include "engine/backends/backend.h"
+#include "engine/graph/model.h"
+#include "tests/model_step.h"
+
+using namespace convoy;
+using convoy::testing::grad_errors;
+using convoy::testing::model_step;
+using convoy::testing::relative_difference;
+
+namespace {
+
+std::string model_path(const std::string& file) { return std::string(CONVOY_SOURCE_DIR) + "/models/" + file; }
+
+TEST(ReluFusion, FusesEveryReluThatFollowsABatchNormOrAnAddAndNothingElse) {
+  auto cpu = make_cpu_backend({});
+  // resnet20: the stem's and each block's first bn-relu and each block's add-relu: 1 + 9 + 9.
+  Model resnet = Model::from_file(model_path("resnet20.yaml"), 1);
+  resnet.to(*cpu, DType::f32);
+  EXPECT_EQ(resnet.fused_relus(), 19);
+  // lenet5: the two after batch norms fuse, the one after fc1 (a linear layer) does not.
+  Model lenet = Model::from_file(model_path("lenet5.yaml"), 1);
+  lenet.to(*cpu, DType::f32);
+  EXPECT_EQ(lenet.fused_relus(), 2);
+  // Off, and back on with the next to().
+  resnet.set_fusion(false);
+  resnet.to(*cpu, DType::f32);
+  EXPECT_EQ(resnet.fused_relus(), 0);
+  resnet.set_fusion(true);
+  resnet.to(*cpu, DType::f32);
+  EXPECT_EQ(resnet.fused_relus(), 19);
+}
+
+TEST(ReluFusion, ABatchNormReadByTwoLayersKeepsItsRelu) {
+  const std::string yaml = R"(name: shared
+input: [2, 4, 4]
+layers:
+  - {name: bn, type: batchnorm2d}
+  - {name: act, type: relu}
+  - {name: other, type: relu, inputs: [bn]}
+  - {name: sum, type: add, inputs: [act, other]}
+  - {name: out, type: relu}
+  - {name: flat, type: flatten}
+  - {name: fc, type: linear, out_features: 3}
+)";
+  auto cpu = make_cpu_backend({});
+  Model m = Model::from_yaml(yaml, "shared.yaml", 1);
+  m.to(*cpu, DType::f32);
+  EXPECT_EQ(m.fused_relus(), 1);  // only `out` (after the add); bn has two readers
+}
+
+TEST(ReluFusion, EnvironmentSwitchTurnsItOff) {
+  auto cpu = make_cpu_backend({});
+  Model m = Model::from_file(model_path("resnet20.yaml"), 1);
+  ::setenv("CONVOY_FUSION", "0", 1);
+  m.to(*cpu, DType::f32);
+  ::unsetenv("CONVOY_FUSION");
+  EXPECT_EQ(m.fused_relus(), 0);
+}
+
+// The fused ops compute the unfused ones' values (the ReLU's mask recomputed from x in the batch
+// norm's backward), so on the CPU the two steps agree to f32 rounding.
+TEST(ReluFusion, FusedResnetStepEqualsTheUnfusedStepOnTheCpu) {
+  auto cpu = make_cpu_backend({});
+  const auto fused = model_step(*cpu, "resnet20.yaml", DType::f32, Layout::nchw, true, 8);
+  const auto plain = model_step(*cpu, "resnet20.yaml", DType::f32, Layout::nchw, false, 8);
+  EXPECT_LE(relative_difference(fused.logits, plain.logits), 1e-6);
+  EXPECT_LE(relative_difference(fused.eval_logits, plain.eval_logits), 1e-6);
+  const std::vector<double> err = grad_errors(fused, plain);
+  for (size_t i = 0; i < err.size(); ++i) EXPECT_LE(err[i], 1e-5) << plain.grads[i].first;
+}
+
+}  // namespace
