@@ -18,6 +18,7 @@ std::vector<std::string> bench_command_line(const BenchOptions& o) {
   if (!o.peers.empty()) argv.insert(argv.end(), {"--peers", o.peers});
   if (o.threads >= 0) argv.insert(argv.end(), {"--threads", std::to_string(o.threads)});
   if (o.no_plan) argv.push_back("--no-plan");
+  if (o.no_cuda_graphs) argv.push_back("--no-cuda-graphs");
   if (o.quick) argv.push_back("--quick");
   if (o.profile) argv.push_back("--profile");
   if (o.no_chart) argv.push_back("--no-chart");
@@ -39,6 +40,8 @@ void add_bench_command(CLI::App& app, Action& chosen) {
                   "CPU threads for Convoy and its peers (0 = all cores; default: the suite's)")
       ->check(CLI::Range(0, 1024));
   cmd->add_flag("--no-plan", options->no_plan, "CPU inference layer by layer, not through the compiled inference plan");
+  cmd->add_flag("--no-cuda-graphs", options->no_cuda_graphs,
+                "GPU inference launched op by op, not replayed from a CUDA graph per batch size");
   cmd->add_flag("--quick", options->quick, "short timing (a few rounds per case): a smoke test, not a measurement");
   cmd->add_flag("--profile", options->profile,
                  "also time every layer's forward and backward (5 synchronized steps per case) and print the slowest");

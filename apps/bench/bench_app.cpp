@@ -51,6 +51,7 @@ BenchSuite load_suite(const BenchOptions& options) {
   }
   if (options.threads >= 0) suite.threads = options.threads;
   suite.cpu_inference_plan = !options.no_plan;
+  suite.cuda_graphs = !options.no_cuda_graphs;
   if (!options.peers.empty()) {
     suite.peers = options.peers == "none" ? std::vector<std::string>{} : split_list(options.peers);
     for (const std::string& p : suite.peers)

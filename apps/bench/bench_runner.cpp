@@ -20,6 +20,7 @@
 #include "engine/core/counter_rng.h"
 #include "engine/core/error.h"
 #include "engine/graph/model.h"
+#include "engine/inference/graphed_forward.h"
 #include "engine/inference/inference_plan.h"
 #include "engine/train/train_step.h"
 #include "apps/bench/bench_profile.h"
@@ -221,6 +222,7 @@ nlohmann::json run_bench_case(Backend& backend, const BenchSuite& suite, const B
     Tensor last_loss, last_logits;
     std::unique_ptr<TrainStep> train_step;
     std::unique_ptr<InferencePlan> plan;
+    std::unique_ptr<GraphedForward> graphed;
     Tensor plan_input;
     std::function<void()> step;
     if (training) {
@@ -246,6 +248,16 @@ nlohmann::json run_bench_case(Backend& backend, const BenchSuite& suite, const B
         backend.ops().normalize_augment(images[i], plain, 0, plan_input);
         last_logits = plan->run(plan_input);  // (N, classes)
       };
+    } else if (suite.cuda_graphs && backend.device().is_cuda()) {
+      // GPU inference from one CUDA graph per batch size (recorded on the warm-up's first step).
+      graphed = std::make_unique<GraphedForward>(backend, model);
+      rec["path"] = "cuda graph";
+      step = [&] {
+        const size_t i = static_cast<size_t>(iteration++) % images.size();
+        Tensor x = backend.empty(images[i].shape(), dtype, layout);  // (N, C, H, W)
+        backend.ops().normalize_augment(images[i], plain, 0, x);
+        last_logits = graphed->run(x);  // (N, classes), the graph's own buffer
+      };
     } else {
       rec["path"] = "layer by layer";
       step = [&] {
@@ -256,6 +268,7 @@ nlohmann::json run_bench_case(Backend& backend, const BenchSuite& suite, const B
       };
     }
     const TimingResult t = measure_iterations(step, [&] { backend.synchronize(); }, timing);
+    if (graphed && !graphed->last_run_replayed()) rec["path"] = "layer by layer (no CUDA graph could be recorded)";
     if (timing.profile_steps > 0) {
       // The plan runs fused layers, so its layers are timed on the layer-by-layer forward.
       const std::function<void()> layer_by_layer = [&] {
@@ -263,8 +276,9 @@ nlohmann::json run_bench_case(Backend& backend, const BenchSuite& suite, const B
         backend.ops().normalize_augment(images[0], plain, 0, x);
         model.forward(backend, x, StepInfo{});
       };
-      rec["profile"] = profile_layers(backend, model, plan ? layer_by_layer : step, timing.profile_steps);
+      rec["profile"] = profile_layers(backend, model, plan || graphed ? layer_by_layer : step, timing.profile_steps);
       if (plan) rec["profile"]["path"] = "layer by layer (the case itself runs the fused inference plan)";
+      if (graphed) rec["profile"]["path"] = "layer by layer (the case itself replays a CUDA graph)";
     }
 
     // A benchmark of garbage is no benchmark: the outputs must be finite.

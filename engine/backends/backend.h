@@ -1,6 +1,7 @@
 #pragma once
 // Backend: one per device kind. Owns the allocator, streams and library handles, and
 // implements the op set. Handles travel here, never in globals.
+#include <functional>
 #include <iosfwd>
 #include <memory>
 #include <string>
@@ -33,6 +34,18 @@ class BatchUploader {
   static constexpr int kSlots = 4;  // two steps of (images, labels)
 };
 
+// Device work recorded once and replayed (a CUDA graph): one launch instead of one per op.
+// Replays read and write the very buffers the recording used.
+class RecordedWork {
+ public:
+  virtual ~RecordedWork() = default;
+  // Queues the recorded work again.
+  virtual void replay() = 0;
+  // False once a buffer the recording used has been reallocated (a scratch buffer outgrown by
+  // a larger shape): replaying would touch memory the work no longer owns, so record again.
+  virtual bool valid() const = 0;
+};
+
 class Backend {
  public:
   virtual ~Backend() = default;
@@ -61,6 +74,11 @@ class Backend {
   Tensor upload(const Tensor& t) const { return t.device() == device() ? t : t.to(allocator()); }
   // The training loop's batch uploads (see BatchUploader); the default hands tensors through upload().
   virtual std::unique_ptr<BatchUploader> make_batch_uploader();
+  // Records the device work that `work` queues (it must not wait for the device) for replay;
+  // memory that `work` frees stays with the recording. nullptr where this backend cannot
+  // record (the CPU: there is no launch overhead to save); throws DeviceError when the
+  // recording failed.
+  virtual std::unique_ptr<RecordedWork> record(const std::function<void()>& /*work*/) { return nullptr; }
 };
 
 // The activation layout for a config's choice: "auto" (the backend's preferred layout at

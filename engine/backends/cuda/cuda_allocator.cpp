@@ -45,8 +45,19 @@ CudaAllocator::~CudaAllocator() {
 void* CudaAllocator::allocate(size_t bytes) {
   const size_t size = bucket_size(bytes);
   std::lock_guard lock(mutex_);
-  auto it = free_.find(size);
   void* p = nullptr;
+  if (capture_pool_) {
+    auto pit = capture_pool_->find(size);
+    if (pit != capture_pool_->end() && !pit->second.empty()) {
+      p = pit->second.back();
+      pit->second.pop_back();
+      live_.emplace(p, size);
+      stats_.bytes_in_use += size;
+      ++stats_.cache_hits;
+      return p;
+    }
+  }
+  auto it = free_.find(size);
   if (it != free_.end() && !it->second.empty()) {
     // Stream order makes reuse safe: every earlier use of the block was queued on our
     // stream before any use by the new owner.
@@ -87,9 +98,37 @@ void CudaAllocator::deallocate(void* ptr, size_t bytes) {
   if (it == live_.end()) return;  // not ours: never free what we did not hand out
   const size_t size = it->second;
   live_.erase(it);
-  free_[size].push_back(ptr);
   stats_.bytes_in_use -= size;
+  if (capture_pool_) {
+    (*capture_pool_)[size].push_back(ptr);
+    return;
+  }
+  free_[size].push_back(ptr);
   stats_.bytes_cached += size;
+}
+
+void CudaAllocator::set_capture_pool(Pool* pool) {
+  std::lock_guard lock(mutex_);
+  capture_pool_ = pool;
+}
+
+void CudaAllocator::give_back(Pool& pool) {
+  std::lock_guard lock(mutex_);
+  for (auto& [size, blocks] : pool) {
+    for (void* p : blocks) free_[size].push_back(p);
+    stats_.bytes_cached += size * blocks.size();
+  }
+  pool.clear();
+}
+
+uint64_t CudaAllocator::buffers_epoch() const {
+  std::lock_guard lock(mutex_);
+  return buffers_epoch_;
+}
+
+void CudaAllocator::note_buffer_moved() {
+  std::lock_guard lock(mutex_);
+  ++buffers_epoch_;
 }
 
 void CudaAllocator::release_cached_locked() {

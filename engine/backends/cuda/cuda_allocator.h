@@ -49,6 +49,17 @@ class CudaAllocator final : public Allocator {
   // The bucket a request of `bytes` is served from (exposed for tests).
   static size_t bucket_size(size_t bytes);
 
+  // CUDA-graph recording: while a pool is set, blocks freed go to it instead of the shared free
+  // lists and allocations draw from it first, so the memory a recorded graph replays into is
+  // never handed to anyone else while the graph lives. give_back() returns a pool's blocks.
+  using Pool = std::map<size_t, std::vector<void*>>;
+  void set_capture_pool(Pool* pool);
+  void give_back(Pool& pool);
+  // Moves on whenever a long-lived buffer (ScratchBuffer) is reallocated and its old block
+  // freed: graphs recorded before then point at memory they no longer own.
+  uint64_t buffers_epoch() const;
+  void note_buffer_moved();
+
  private:
   void release_cached_locked();
 
@@ -57,6 +68,8 @@ class CudaAllocator final : public Allocator {
   mutable std::mutex mutex_;
   std::map<size_t, std::vector<void*>> free_;       // bucket size -> blocks
   std::unordered_map<void*, size_t> live_;           // block -> bucket size
+  Pool* capture_pool_ = nullptr;                     // set_capture_pool
+  uint64_t buffers_epoch_ = 0;
   AllocatorStats stats_;
 };
 

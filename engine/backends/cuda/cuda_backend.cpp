@@ -11,6 +11,7 @@
 #include "engine/backends/cuda/cuda_allocator.h"
 #include "engine/backends/cuda/cuda_check.h"
 #include "engine/backends/cuda/cuda_context.h"
+#include "engine/backends/cuda/cuda_graph.h"
 #include "engine/backends/cuda/cuda_ops.h"
 #include "engine/backends/backend.h"
 #include "kernels/probe.cuh"
@@ -189,6 +190,10 @@ class CudaBackend final : public Backend {
   }
   std::unique_ptr<BatchUploader> make_batch_uploader() override {
     return cuda::make_cuda_batch_uploader(allocator_, ctx_.device, ctx_.stream);
+  }
+  std::unique_ptr<RecordedWork> record(const std::function<void()>& work) override {
+    CONVOY_CUDA_CHECK(cudaSetDevice(ctx_.device));
+    return cuda::record_graph(ctx_, allocator_, work);
   }
   // cuDNN's tensor-core convolutions read and write channels-last; given bf16 NCHW it picks
   // legacy kernels and transposes (measured on the H200: most of an fmnet step's time).

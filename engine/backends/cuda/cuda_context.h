@@ -36,6 +36,7 @@ class ScratchBuffer {
   void* get(size_t bytes) {
     if (bytes == 0) return ptr_;
     if (bytes > size_) {
+      if (ptr_) allocator_->note_buffer_moved();  // recorded graphs may still point at the old block
       reset();
       ptr_ = allocator_->allocate(bytes);
       size_ = bytes;
