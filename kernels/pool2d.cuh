@@ -15,10 +15,17 @@ struct PoolShape {
   bool nhwc;
   bool max;  // else average over the window clipped to the unpadded input
 };
-void pool2d_forward(const PoolShape& s, Dt dt, const void* x, void* y, cudaStream_t stream);
+// Whether a max-pooling forward of this shape can record its argmax for the backward (nhwc,
+// channels a multiple of the vector width, a window of fewer than 255 elements).
+bool pool2d_records_argmax(const PoolShape& s, Dt dt);
+// With `argmax` (one byte per element of y, 8-byte aligned; where pool2d_records_argmax), also
+// records each window's argmax; returns whether it did.
+bool pool2d_forward(const PoolShape& s, Dt dt, const void* x, void* y, cudaStream_t stream,
+                    uint8_t* argmax = nullptr);
 // Max: the gradient goes to the first maximum of each window (PyTorch's choice).
-// y is the forward's output (max pooling's window maxima).
+// y is the forward's output (max pooling's window maxima); argmax, when given, what the forward
+// recorded (then x and y are not read).
 void pool2d_backward(const PoolShape& s, Dt dt, const void* x, const void* y, const void* dy, void* dx,
-                     cudaStream_t stream);
+                     cudaStream_t stream, const uint8_t* argmax = nullptr);
 
 }  // namespace convoy::kernels

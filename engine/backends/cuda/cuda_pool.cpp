@@ -38,7 +38,15 @@ void CudaOps::pool2d_forward(const Pool2dParams& p, const Tensor& x, Tensor& y, 
   check_pool2d_forward(p, x, y, device());
   require_supported(OpKind::pool2d_forward, x);
   const kernels::PoolShape s = pool_shape(p, x, y);
-  // Backward finds each window's maximum again from x, so no workspace is kept.
+  // A training max pool records each window's argmax (a byte per output element) for the
+  // backward; elsewhere the backward finds the maxima again from x and y.
+  workspace = Tensor();
+  if (training && kernels::pool2d_records_argmax(s, dt_of(x.dtype()))) {
+    Tensor argmax(y.shape(), DType::u8, ctx_.tensors, y.layout());
+    if (kernels::pool2d_forward(s, dt_of(x.dtype()), x.raw(), y.raw(), ctx_.stream, argmax.data<uint8_t>()))
+      workspace = argmax;
+    return;
+  }
   kernels::pool2d_forward(s, dt_of(x.dtype()), x.raw(), y.raw(), ctx_.stream);
 }
 
@@ -47,7 +55,8 @@ void CudaOps::pool2d_backward(const Pool2dParams& p, const Tensor& x, const Tens
   check_pool2d_backward(p, x, y, dy, dx, device());
   require_supported(OpKind::pool2d_backward, x);
   const kernels::PoolShape s = pool_shape(p, x, dy);
-  kernels::pool2d_backward(s, dt_of(x.dtype()), x.raw(), y.raw(), dy.raw(), dx.raw(), ctx_.stream);
+  const uint8_t* argmax = workspace.defined() && workspace.dtype() == DType::u8 ? workspace.data<uint8_t>() : nullptr;
+  kernels::pool2d_backward(s, dt_of(x.dtype()), x.raw(), y.raw(), dy.raw(), dx.raw(), ctx_.stream, argmax);
 }
 
 }  // namespace convoy::cuda
