@@ -144,6 +144,8 @@ double DataLoader::images_per_second() const {
 }
 
 Batch DataLoader::assemble(int64_t batch_index, Stats& stats) const {
+  if (options_.batch_decoder)
+    if (const auto* files = dynamic_cast<const FileDataset*>(&dataset_)) return assemble_encoded(batch_index, *files, stats);
   const auto n = static_cast<int64_t>(order_.size());
   const int64_t begin = batch_index * options_.batch_size;
   const int64_t count = std::min(options_.batch_size, n - begin);
