@@ -20,6 +20,7 @@ double measure_loader(const RunConfig& config, int64_t batches, std::ostream& lo
   const std::unique_ptr<BatchUploader> uploader = backend->make_batch_uploader();
   LoaderOptions options = train_loader_options(config, *data, preprocess);
   options.host_empty = [&](Shape shape, DType dtype) { return uploader->host_empty(std::move(shape), dtype); };
+  options.batch_decoder = training_batch_decoder(config, *data, *backend, log);
   DataLoader loader(*data, options);
   const int64_t per_epoch = loader.batches_per_epoch();
   if (per_epoch == 0)
@@ -48,6 +49,10 @@ double measure_loader(const RunConfig& config, int64_t batches, std::ostream& lo
   log << std::fixed << std::setprecision(0) << "loader: " << images << " images in " << std::setprecision(2)
       << seconds << " s, " << std::setprecision(0) << rate << " img/s" << (skipped ? ", skipped " : "")
       << (skipped ? std::to_string(skipped) : "") << std::defaultfloat << std::endl;
+  if (options.batch_decoder) {
+    const BatchDecoder::Counts counts = options.batch_decoder->counts();
+    log << "decoder: " << counts.device << " images on the GPU, " << counts.cpu << " on the CPU" << std::endl;
+  }
   return rate;
 }
 
