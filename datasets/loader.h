@@ -1,5 +1,6 @@
 #pragma once
 // DataLoader: shuffled, preprocessed batches of a Dataset, assembled by worker threads.
+#include <atomic>
 #include <condition_variable>
 #include <cstdint>
 #include <exception>
@@ -47,6 +48,11 @@ struct LoaderOptions {
   // one on the workers, which then only read the files: the batch's images come back on the
   // decoder's device, with the same crops. Used for FileDatasets only; others ignore it.
   std::shared_ptr<BatchDecoder> batch_decoder;
+  // 0: every worker hands its batch to batch_decoder. N > 0: at most N at once; a worker that
+  // finds them all busy decodes its batch itself (host memory), so the CPU adds to the GPU's
+  // rate. Which batch goes where then depends on timing, so the pixels of a batch may come from
+  // either decoder (they differ by a level or two), unlike the order and the crops.
+  int64_t batch_decoder_slots = 0;
 };
 
 // The sample order of an epoch and every sample's random crop are pure functions of (seed,
@@ -108,6 +114,7 @@ class DataLoader {
   bool stop_ = false;
   std::exception_ptr error_;
   Stats stats_;
+  mutable std::atomic<int64_t> decoder_busy_{0};  // workers in batch_decoder now
 };
 
 }  // namespace convoy

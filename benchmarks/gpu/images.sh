@@ -54,6 +54,10 @@ if want loader; then
   step "loader, nvJPEG" loader-nvjpeg.log "$convoy" train "${folder[@]}" --data-only 120 --set dataset.decoder=nvjpeg
   step "loader, nvJPEG, 4 workers" loader-nvjpeg-4.log \
     "$convoy" train "${folder[@]}" --data-only 120 --set dataset.decoder=nvjpeg --set dataset.workers=4
+  step "loader, nvJPEG + CPU (nvjpeg_workers 4)" loader-hybrid-4.log \
+    "$convoy" train "${folder[@]}" --data-only 120 --set dataset.decoder=nvjpeg --set dataset.nvjpeg_workers=4
+  step "loader, nvJPEG + CPU (nvjpeg_workers 8)" loader-hybrid-8.log \
+    "$convoy" train "${folder[@]}" --data-only 120 --set dataset.decoder=nvjpeg --set dataset.nvjpeg_workers=8
   step "loader, nvJPEG's default backend" loader-nvjpeg-default.log \
     env CONVOY_NVJPEG_BACKEND=default "$convoy" train "${folder[@]}" --data-only 120 --set dataset.decoder=nvjpeg
 fi
@@ -67,6 +71,9 @@ if want r50; then
     --set name=r50_folder --set dataset.path="$work/imagenet-like" --set dataset.decoder=cpu
   step "ResNet-50 from the JPEG folder, nvJPEG" r50_folder_nvjpeg.log "$convoy" train "${r50[@]}" \
     --set name=r50_folder_nvjpeg --set dataset.path="$work/imagenet-like" --set dataset.decoder=nvjpeg
+  step "ResNet-50 from the JPEG folder, nvJPEG + CPU" r50_folder_hybrid.log "$convoy" train "${r50[@]}" \
+    --set name=r50_folder_hybrid --set dataset.path="$work/imagenet-like" --set dataset.decoder=nvjpeg \
+    --set dataset.nvjpeg_workers=4
 fi
 
 want r18 && step "ResNet-18 on the Fashion-MNIST folder" r18_fmnist.log "$convoy" train \
@@ -76,12 +83,12 @@ want r18 && step "ResNet-18 on the Fashion-MNIST folder" r18_fmnist.log "$convoy
   echo "== image data on $(nvidia-smi --query-gpu=name --format=csv,noheader | head -1), $(nproc) cores, $(date -u '+%F %H:%M UTC')"
   cat "$out/datasets.txt"; tail -n 2 "$out/make-imagenet-like.log" 2>/dev/null || true
   [ -f "$out/nvjpeg-tests.log" ] && echo "nvJPEG tests: $(grep -E '^\[  (PASSED|FAILED|SKIPPED) ' "$out/nvjpeg-tests.log" | tr '\n' ' ')"
-  for l in loader-cpu loader-cpu-8 loader-nvjpeg loader-nvjpeg-4 loader-nvjpeg-default; do
+  for l in loader-cpu loader-cpu-8 loader-nvjpeg loader-nvjpeg-4 loader-hybrid-4 loader-hybrid-8 loader-nvjpeg-default; do
     [ -f "$out/$l.log" ] || continue
     printf '%-22s %s  %s  %s\n' "$l:" "$(grep '^loader:' "$out/$l.log" || echo '(no figure)')" \
       "$(grep '^decoder:' "$out/$l.log" || true)" "$(grep -o 'decoding training images.*' "$out/$l.log" | head -1 || true)"
   done
-  for r in r50_synthetic r50_folder r50_folder_nvjpeg r18_fmnist; do
+  for r in r50_synthetic r50_folder r50_folder_nvjpeg r50_folder_hybrid r18_fmnist; do
     [ -f "$out/$r.log" ] || continue
     echo "$r: $(grep -E '^done:|error' "$out/$r.log" | tail -1 || true)"
     grep -E '^epoch [0-9]+/[0-9]+:' "$out/$r.log" | sed 's/^/    /' || true

@@ -233,5 +233,39 @@ TEST(Nvjpeg, LoaderBatchesMatchTheCpuLoader) {
   EXPECT_EQ(batches, 3);
 }
 
+// nvJPEG and the CPU workers together (batch_decoder_slots): every batch, in order, with the
+// CPU loader's labels, whichever decoder took it.
+TEST(Nvjpeg, SharedWithTheCpuWorkers) {
+  SKIP_WITHOUT_NVJPEG();
+  testing::TempDir dir("convoy-nvjpeg");
+  const Files files = colour_jpegs(24);
+  for (size_t k = 0; k < files.bytes.size(); ++k)
+    testing::write_file(dir / ("train/c" + std::to_string(k % 4) + "/" + files.names[k]), files.bytes[k]);
+  const auto data = load_image_folder(dir.path(), "train");
+  LoaderOptions o;
+  o.batch_size = 2;
+  o.preprocess = imagenet_preprocess();
+  o.workers = 4;
+  DataLoader cpu(*data, o);
+  o.batch_decoder = make_nvjpeg_batch_decoder(0);
+  o.batch_decoder_slots = 1;
+  DataLoader shared(*data, o);
+  cpu.start_epoch(0);
+  shared.start_epoch(0);
+  Batch a, b;
+  int batches = 0;
+  while (cpu.next(a)) {
+    ASSERT_TRUE(shared.next(b));
+    EXPECT_EQ(a.index, b.index);
+    EXPECT_EQ(std::vector<int32_t>(a.labels.data<int32_t>(), a.labels.data<int32_t>() + 2),
+              std::vector<int32_t>(b.labels.data<int32_t>(), b.labels.data<int32_t>() + 2));
+    const std::vector<uint8_t> host(a.images.data<uint8_t>(), a.images.data<uint8_t>() + a.images.numel());
+    EXPECT_LT(diff(to_host(b.images), host).mean, 2.0);
+    ++batches;
+  }
+  EXPECT_EQ(batches, 12);
+  EXPECT_GT(o.batch_decoder->counts().device, 0);
+}
+
 }  // namespace
 }  // namespace convoy
