@@ -25,7 +25,8 @@ __device__ Window window_of(int in_size, double in0, double in_len, int out_size
   const double support = filter_scale;
   const int taps = static_cast<int>(ceil(support)) * 2 + 1;
   Window w;
-  w.center = in0 + (i + 0.5) * scale;
+  // __dmul_rn/__dadd_rn: no fused multiply-add, so the doubles round as the CPU's do.
+  w.center = __dadd_rn(in0, __dmul_rn(i + 0.5, scale));
   w.inv_scale = 1.0 / filter_scale;
   long long lo = static_cast<long long>(w.center - support + 0.5);  // C truncation, as PIL
   lo = lo < 0 ? 0 : lo;
@@ -52,7 +53,7 @@ __device__ int weight_of(const Window& w, int k) {
   if (w.nearest) return 1 << kPrecisionBits;
   const double t = triangle((static_cast<double>(w.start + k) - w.center + 0.5) * w.inv_scale);
   // Divided, as resample.cpp does: t * (1 / sum) can differ from t / sum in the last bit.
-  return static_cast<int>(0.5 + t / w.sum * (1 << kPrecisionBits));
+  return static_cast<int>(__dadd_rn(0.5, __dmul_rn(t / w.sum, static_cast<double>(1 << kPrecisionBits))));
 }
 
 __device__ int clip8(int acc) {
@@ -72,6 +73,28 @@ __global__ void crop_resize_kernel(const CropResizeJob* jobs, int out_width, int
   const Window wy = window_of(job.height, job.box_y, job.box_height, out_height, oy);
   const int half = 1 << (kPrecisionBits - 1);
   int acc[3] = {half, half, half};
+  if (job.vertical_first) {  // each contributing column down, rounded, then across
+    for (int kx = 0; kx < wx.count; ++kx) {
+      const uint8_t* col = job.src + static_cast<int64_t>(wx.start + kx) * 3;
+      int v[3] = {half, half, half};
+      for (int ky = 0; ky < wy.count; ++ky) {
+        const int k = weight_of(wy, ky);
+        const uint8_t* px = col + static_cast<int64_t>(wy.start + ky) * job.pitch;
+        if (out_channels == 1) {
+          v[0] += gray_of(px) * k;
+        } else {
+          v[0] += px[0] * k;
+          v[1] += px[1] * k;
+          v[2] += px[2] * k;
+        }
+      }
+      const int k = weight_of(wx, kx);
+      for (int c = 0; c < out_channels; ++c) acc[c] += clip8(v[c]) * k;
+    }
+    const int plane = out_width * out_height;
+    for (int c = 0; c < out_channels; ++c) job.dst[c * plane + pixel] = static_cast<uint8_t>(clip8(acc[c]));
+    return;
+  }
   for (int ky = 0; ky < wy.count; ++ky) {
     const uint8_t* row = job.src + static_cast<int64_t>(wy.start + ky) * job.pitch;
     int h[3] = {half, half, half};

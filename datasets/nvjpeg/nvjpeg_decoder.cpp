@@ -19,6 +19,7 @@
 #include "datasets/image_codec.h"
 #include "datasets/nvjpeg.h"
 #include "datasets/nvjpeg/crop_resize.cuh"
+#include "datasets/resample.h"
 #include "engine/core/error.h"
 
 #define CONVOY_NVJPEG_CUDA_CHECK(call)                                                                   \
@@ -338,7 +339,8 @@ BatchDecoder::Result NvjpegBatchDecoder::decode(std::span<const EncodedSample> s
     const CropBox box = sample_box(h.width, h.height, p, mode, samples[k].seed);
     jobs[d] = CropResizeJob{images[d].channel[0], static_cast<int64_t>(images[d].pitch[0]),
                             static_cast<int32_t>(h.width), static_cast<int32_t>(h.height),
-                            box.x, box.y, box.width, box.height, dst};
+                            box.x, box.y, box.width, box.height, dst,
+                            resample_vertical_first(h.width, h.height, box, p.width, p.height) ? 1 : 0};
     ++d;
   }
   if (d > 0) {

@@ -13,9 +13,14 @@
 #include "datasets/image_codec.h"
 #include "datasets/loader.h"
 #include "datasets/nvjpeg.h"
+#include "datasets/resample.h"
 #include "engine/backends/backend.h"
 #include "engine/core/error.h"
 #include "temp_dir.h"
+
+#ifdef CONVOY_HAVE_NVJPEG
+#include "datasets/nvjpeg/crop_resize.cuh"
+#endif
 
 namespace convoy {
 namespace {
@@ -266,6 +271,60 @@ TEST(Nvjpeg, SharedWithTheCpuWorkers) {
   EXPECT_EQ(batches, 12);
   EXPECT_GT(o.batch_decoder->counts().device, 0);
 }
+
+#ifdef CONVOY_HAVE_NVJPEG
+// The GPU resampler alone against the CPU's (resample_bilinear) on the same pixels: equal to the
+// byte, for shrinking, enlarging, fractional boxes, boxes past the edges, colour and grey.
+TEST(Nvjpeg, CropResizeKernelEqualsTheCpuResampler) {
+  if (const std::string why = cuda_unavailable_reason(); !why.empty()) GTEST_SKIP() << why;
+  const int64_t w = 333, h = 250;
+  std::vector<uint8_t> src(static_cast<size_t>(w * h * 3));
+  std::mt19937 rng(11);
+  for (auto& v : src) v = static_cast<uint8_t>(rng());  // noise: the hardest case for rounding
+  void* d_src = nullptr;
+  ASSERT_EQ(cudaMalloc(&d_src, src.size()), cudaSuccess);
+  ASSERT_EQ(cudaMemcpy(d_src, src.data(), src.size(), cudaMemcpyHostToDevice), cudaSuccess);
+  const std::vector<CropBox> boxes = {{0, 0, 333, 250}, {10.5, 3.25, 200.75, 150.5}, {100, 50, 40, 30},
+                                      {-20.5, -10, 373, 270}, {0, 0, 333, 1}, {300, 200, 33, 50}};
+  for (int64_t channels : {3, 1})
+    for (const auto& [ow, oh] : {std::pair<int64_t, int64_t>{224, 224}, {64, 48}, {7, 300}}) {
+      const int64_t row = channels * ow * oh;
+      void* d_out = nullptr;
+      void* d_jobs = nullptr;
+      ASSERT_EQ(cudaMalloc(&d_out, row * boxes.size()), cudaSuccess);
+      std::vector<nvjpeg::CropResizeJob> jobs;
+      for (size_t k = 0; k < boxes.size(); ++k)
+        jobs.push_back({static_cast<const uint8_t*>(d_src), w * 3, static_cast<int32_t>(w), static_cast<int32_t>(h),
+                        boxes[k].x, boxes[k].y, boxes[k].width, boxes[k].height,
+                        static_cast<uint8_t*>(d_out) + k * row,
+                        resample_vertical_first(w, h, boxes[k], ow, oh) ? 1 : 0});
+      ASSERT_EQ(cudaMalloc(&d_jobs, sizeof(nvjpeg::CropResizeJob) * jobs.size()), cudaSuccess);
+      ASSERT_EQ(cudaMemcpy(d_jobs, jobs.data(), sizeof(nvjpeg::CropResizeJob) * jobs.size(), cudaMemcpyHostToDevice),
+                cudaSuccess);
+      nvjpeg::launch_crop_resize(static_cast<const nvjpeg::CropResizeJob*>(d_jobs), static_cast<int>(jobs.size()),
+                                 static_cast<int>(ow), static_cast<int>(oh), static_cast<int>(channels), nullptr);
+      ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+      std::vector<uint8_t> gpu(static_cast<size_t>(row) * boxes.size());
+      ASSERT_EQ(cudaMemcpy(gpu.data(), d_out, gpu.size(), cudaMemcpyDeviceToHost), cudaSuccess);
+      cudaFree(d_out);
+      cudaFree(d_jobs);
+      std::vector<uint8_t> gray(static_cast<size_t>(w * h));
+      rgb_to_gray(src.data(), src.data() + 1, src.data() + 2, 3, w * h, gray.data());
+      for (size_t k = 0; k < boxes.size(); ++k) {
+        std::vector<uint8_t> cpu(static_cast<size_t>(row));
+        if (channels == 3)
+          resample_bilinear(src.data(), w, h, 3, PixelLayout::interleaved, boxes[k], ow, oh, cpu.data(), PixelLayout::planar);
+        else
+          resample_bilinear(gray.data(), w, h, 1, PixelLayout::interleaved, boxes[k], ow, oh, cpu.data(), PixelLayout::planar);
+        const std::vector<uint8_t> one(gpu.begin() + static_cast<int64_t>(k) * row, gpu.begin() + static_cast<int64_t>(k + 1) * row);
+        const Diff d = diff(one, cpu);
+        EXPECT_EQ(d.max, 0) << "box " << k << " to " << ow << "x" << oh << ", " << channels << " channels, mean "
+                            << d.mean;
+      }
+    }
+  cudaFree(d_src);
+}
+#endif
 
 }  // namespace
 }  // namespace convoy
