@@ -60,6 +60,10 @@ if want loader; then
     "$convoy" train "${folder[@]}" --data-only 120 --set dataset.decoder=nvjpeg --set dataset.nvjpeg_workers=8
   step "loader, nvJPEG's default backend" loader-nvjpeg-default.log \
     env CONVOY_NVJPEG_BACKEND=default "$convoy" train "${folder[@]}" --data-only 120 --set dataset.decoder=nvjpeg
+  # Small images (64x64): whether nvJPEG's per-image cost makes the CPU the better choice there.
+  small=(--config configs/fashion_mnist_folder_resnet18.yaml --set dataset.path="$work/fmnist64" --data-only 200)
+  step "loader 64x64, CPU decoders" loader-small-cpu.log "$convoy" train "${small[@]}" --set dataset.decoder=cpu
+  step "loader 64x64, nvJPEG" loader-small-nvjpeg.log "$convoy" train "${small[@]}" --set dataset.decoder=nvjpeg
 fi
 
 r50=(--config configs/resnet50.yaml --set output.dir="$out/runs" --set epochs=3 --set dataset.test_limit=1000
@@ -83,7 +87,8 @@ want r18 && step "ResNet-18 on the Fashion-MNIST folder" r18_fmnist.log "$convoy
   echo "== image data on $(nvidia-smi --query-gpu=name --format=csv,noheader | head -1), $(nproc) cores, $(date -u '+%F %H:%M UTC')"
   cat "$out/datasets.txt"; tail -n 2 "$out/make-imagenet-like.log" 2>/dev/null || true
   [ -f "$out/nvjpeg-tests.log" ] && echo "nvJPEG tests: $(grep -E '^\[  (PASSED|FAILED|SKIPPED) ' "$out/nvjpeg-tests.log" | tr '\n' ' ')"
-  for l in loader-cpu loader-cpu-8 loader-nvjpeg loader-nvjpeg-4 loader-hybrid-4 loader-hybrid-8 loader-nvjpeg-default; do
+  for l in loader-cpu loader-cpu-8 loader-nvjpeg loader-nvjpeg-4 loader-hybrid-4 loader-hybrid-8 loader-nvjpeg-default \
+           loader-small-cpu loader-small-nvjpeg; do
     [ -f "$out/$l.log" ] || continue
     printf '%-22s %s  %s  %s\n' "$l:" "$(grep '^loader:' "$out/$l.log" || echo '(no figure)')" \
       "$(grep '^decoder:' "$out/$l.log" || true)" "$(grep -o 'decoding training images.*' "$out/$l.log" | head -1 || true)"
