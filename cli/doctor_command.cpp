@@ -5,6 +5,7 @@
 #include "cli/commands.h"
 #include "datasets/dataset.h"
 #include "datasets/image_decode.h"
+#include "datasets/nvjpeg.h"
 #include "engine/backends/backend.h"
 
 namespace convoy::cli {
@@ -14,6 +15,9 @@ namespace {
 int run_doctor() {
   std::cout << "convoy " CONVOY_VERSION "\n";
   std::cout << "image decoding: " << (image_decode_available() ? "JPEG (libjpeg-turbo), PNG (libpng)" : "not built in") << "\n";
+  const std::string no_nvjpeg = nvjpeg_unavailable_reason();
+  std::cout << "GPU JPEG decoding: " << (no_nvjpeg.empty() ? "nvJPEG (dataset.decoder: auto or nvjpeg)" : no_nvjpeg)
+            << "\n";
   for (const std::string& line : cpu_doctor_lines()) std::cout << line << "\n";
   for (const std::string& line : cuda_doctor_lines()) std::cout << line << "\n";
   const std::string why = cuda_unavailable_reason();

@@ -126,19 +126,37 @@ void TensorDataset::load(int64_t index, const Preprocess& p, SampleMode mode, ui
 FileDataset::FileDataset(std::string name, std::vector<std::string> class_names, std::vector<Sample> samples)
     : Dataset(std::move(name), std::move(class_names)), samples_(std::move(samples)) {}
 
+namespace {
+// No image a loader should decode is this large; a bigger file is a mistake, not a photo.
+constexpr uint64_t kMaxImageBytes = uint64_t{256} << 20;
+
+size_t read_image_file(const std::filesystem::path& path, std::vector<uint8_t>& buffer) {
+  InputFile file(path);
+  if (file.size() > kMaxImageBytes)
+    file.fail("is " + std::to_string(file.size() >> 20) + " MiB, more than an image file may be (256 MiB)");
+  if (buffer.size() < file.size()) buffer.resize(file.size());
+  file.read_exact(buffer.data(), file.size(), "the image");
+  return file.size();
+}
+}  // namespace
+
 void FileDataset::load(int64_t index, const Preprocess& p, SampleMode mode, uint64_t seed, uint8_t* out) const {
   const Sample& sample = samples_[static_cast<size_t>(index)];
-  // No image a loader should decode is this large; a bigger file is a mistake, not a photo.
-  constexpr uint64_t kMaxImageBytes = uint64_t{256} << 20;
   try {
-    InputFile file(sample.path);
-    if (file.size() > kMaxImageBytes)
-      file.fail("is " + std::to_string(file.size() >> 20) + " MiB, more than an image file may be (256 MiB)");
     // One buffer per worker thread, grown to the largest file: no allocation per image.
     thread_local std::vector<uint8_t> buffer;
-    if (buffer.size() < file.size()) buffer.resize(file.size());
-    file.read_exact(buffer.data(), file.size(), "the image");
-    decode_preprocess(std::span<const uint8_t>(buffer.data(), file.size()), sample.path.string(), p, mode, seed, out);
+    const size_t size = read_image_file(sample.path, buffer);
+    decode_preprocess(std::span<const uint8_t>(buffer.data(), size), sample.path.string(), p, mode, seed, out);
+  } catch (const BadSampleError&) {
+    throw;
+  } catch (const InputError& e) {
+    throw BadSampleError(e.what());
+  }
+}
+
+void FileDataset::read_bytes(int64_t index, std::vector<uint8_t>& bytes) const {
+  try {
+    bytes.resize(read_image_file(samples_[static_cast<size_t>(index)].path, bytes));
   } catch (const BadSampleError&) {
     throw;
   } catch (const InputError& e) {

@@ -77,6 +77,9 @@ class FileDataset : public Dataset {
   int32_t label(int64_t index) const override { return samples_[static_cast<size_t>(index)].label; }
   void load(int64_t index, const Preprocess& p, SampleMode mode, uint64_t seed, uint8_t* out) const override;
   const std::vector<Sample>& samples() const { return samples_; }
+  // Sample `index`'s file bytes into `bytes` (resized to the file), for a BatchDecoder; an
+  // unreadable or oversized file throws BadSampleError naming it.
+  void read_bytes(int64_t index, std::vector<uint8_t>& bytes) const;
 
  private:
   std::vector<Sample> samples_;

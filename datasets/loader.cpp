@@ -144,6 +144,15 @@ double DataLoader::images_per_second() const {
 }
 
 Batch DataLoader::assemble(int64_t batch_index, Stats& stats) const {
+  if (options_.batch_decoder)
+    if (const auto* files = dynamic_cast<const FileDataset*>(&dataset_)) {
+      if (options_.batch_decoder_slots <= 0) return assemble_encoded(batch_index, *files, stats);
+      struct Leave {
+        std::atomic<int64_t>& busy;
+        ~Leave() { --busy; }
+      } leave{decoder_busy_};
+      if (decoder_busy_++ < options_.batch_decoder_slots) return assemble_encoded(batch_index, *files, stats);
+    }
   const auto n = static_cast<int64_t>(order_.size());
   const int64_t begin = batch_index * options_.batch_size;
   const int64_t count = std::min(options_.batch_size, n - begin);

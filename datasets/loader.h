@@ -1,14 +1,17 @@
 #pragma once
 // DataLoader: shuffled, preprocessed batches of a Dataset, assembled by worker threads.
+#include <atomic>
 #include <condition_variable>
 #include <cstdint>
 #include <exception>
 #include <functional>
 #include <map>
+#include <memory>
 #include <mutex>
 #include <thread>
 #include <vector>
 
+#include "datasets/batch_decoder.h"
 #include "datasets/dataset.h"
 #include "datasets/preprocess.h"
 #include "engine/core/tensor.h"
@@ -16,7 +19,7 @@
 namespace convoy {
 
 struct Batch {
-  Tensor images;       // (B, C, H, W) u8 on the host
+  Tensor images;       // (B, C, H, W) u8 on the host (on the GPU from a batch_decoder)
   Tensor labels;       // (B) i32 on the host
   int64_t index = -1;  // batch index within the epoch
   int64_t skipped = 0; // unreadable samples left out of it (on_bad_image: skip)
@@ -41,6 +44,15 @@ struct LoaderOptions {
   // Where batch images live; the default is ordinary host memory. A CUDA run passes pinned
   // memory so the upload can run asynchronously.
   std::function<Tensor(Shape, DType)> host_empty;
+  // Image files decoded a batch at a time by this decoder (nvJPEG on the GPU) instead of one by
+  // one on the workers, which then only read the files: the batch's images come back on the
+  // decoder's device, with the same crops. Used for FileDatasets only; others ignore it.
+  std::shared_ptr<BatchDecoder> batch_decoder;
+  // 0: every worker hands its batch to batch_decoder. N > 0: at most N at once; a worker that
+  // finds them all busy decodes its batch itself (host memory), so the CPU adds to the GPU's
+  // rate. Which batch goes where then depends on timing, so the pixels of a batch may come from
+  // either decoder (they differ by a level or two), unlike the order and the crops.
+  int64_t batch_decoder_slots = 0;
 };
 
 // The sample order of an epoch and every sample's random crop are pure functions of (seed,
@@ -82,6 +94,8 @@ class DataLoader {
   void stop_workers();
   void worker_main();
   Batch assemble(int64_t batch_index, Stats& stats) const;
+  // assemble() through options_.batch_decoder (datasets/loader_decoder.cpp).
+  Batch assemble_encoded(int64_t batch_index, const FileDataset& files, Stats& stats) const;
 
   const Dataset& dataset_;
   LoaderOptions options_;
@@ -100,6 +114,7 @@ class DataLoader {
   bool stop_ = false;
   std::exception_ptr error_;
   Stats stats_;
+  mutable std::atomic<int64_t> decoder_busy_{0};  // workers in batch_decoder now
 };
 
 }  // namespace convoy

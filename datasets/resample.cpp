@@ -4,6 +4,8 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <tuple>
+#include <utility>
 #include <vector>
 
 #include "engine/core/error.h"
@@ -122,6 +124,28 @@ CONVOY_KERNEL void horizontal_row(const uint8_t* src, const AxisWeights& wx, int
   }
 }
 
+// The rows (or columns) of the source that contribute at all: [first, first + count).
+std::pair<int64_t, int64_t> contributing(const AxisWeights& a, int64_t out_size) {
+  int64_t first = a.start[0], last = 0;
+  for (int64_t i = 0; i < out_size; ++i) {
+    first = std::min<int64_t>(first, a.start[i]);
+    last = std::max<int64_t>(last, a.start[i] + a.count[i]);
+  }
+  return {first, last - first};
+}
+
+// Multiply-adds per pixel of each order, the horizontal ones weighted as costlier (gathers,
+// where the vertical pass runs along contiguous rows). Independent of the samples per pixel, so
+// that planar and interleaved sources of one image take the same order and give the same bytes.
+bool vertical_pass_first(bool h_identity, int64_t h_taps, int64_t v_taps, int64_t rows, int64_t cols,
+                         int64_t out_width, int64_t out_height) {
+  const double h_cost = 3.0 * static_cast<double>(out_width) * static_cast<double>(h_identity ? 0 : h_taps);
+  const double v_cost = static_cast<double>(v_taps);
+  const double v_first = static_cast<double>(out_height) * (static_cast<double>(cols) * v_cost + h_cost);
+  const double h_first = static_cast<double>(rows) * h_cost + static_cast<double>(out_height * out_width) * v_cost;
+  return h_identity || v_first < h_first;
+}
+
 struct Job {
   const uint8_t* src;
   int64_t src_width, src_height, src_stride;  // stride in bytes between rows
@@ -148,24 +172,8 @@ CONVOY_KERNEL void resample_impl(const Job& j) {
 
   // The source rows (vertical) and columns (horizontal) that contribute at all.
   int64_t first_row = 0, rows = j.src_height, first_col = 0, cols = j.src_width;
-  if (!v_identity) {
-    int64_t last = 0;
-    first_row = wy.start[0];
-    for (int64_t yy = 0; yy < j.out_height; ++yy) {
-      first_row = std::min<int64_t>(first_row, wy.start[yy]);
-      last = std::max<int64_t>(last, wy.start[yy] + wy.count[yy]);
-    }
-    rows = last - first_row;
-  }
-  if (!h_identity) {
-    int64_t last = 0;
-    first_col = wx.start[0];
-    for (int64_t xx = 0; xx < j.out_width; ++xx) {
-      first_col = std::min<int64_t>(first_col, wx.start[xx]);
-      last = std::max<int64_t>(last, wx.start[xx] + wx.count[xx]);
-    }
-    cols = last - first_col;
-  }
+  if (!v_identity) std::tie(first_row, rows) = contributing(wy, j.out_height);
+  if (!h_identity) std::tie(first_col, cols) = contributing(wx, j.out_width);
 
   if (v_identity && h_identity) {
     for (int64_t yy = 0; yy < j.out_height; ++yy) {
@@ -182,14 +190,7 @@ CONVOY_KERNEL void resample_impl(const Job& j) {
     return;
   }
   int32_t* acc = scratch(acc_store, std::max(cols, j.out_width) * P);
-  // Multiply-adds per pixel of each order, the horizontal ones weighted as costlier (gathers,
-  // where the vertical pass runs along contiguous rows). Independent of P, so that planar and
-  // interleaved sources of one image take the same order and give the same bytes.
-  const double h_cost = 3.0 * static_cast<double>(j.out_width) * static_cast<double>(h_identity ? 0 : wx.taps);
-  const double v_cost = static_cast<double>(wy.taps);
-  const double v_first = static_cast<double>(j.out_height) * (static_cast<double>(cols) * v_cost + h_cost);
-  const double h_first = static_cast<double>(rows) * h_cost + static_cast<double>(j.out_height * j.out_width) * v_cost;
-  if (h_identity || v_first < h_first) {
+  if (vertical_pass_first(h_identity, wx.taps, wy.taps, rows, cols, j.out_width, j.out_height)) {
     // Vertical first, over the contributing columns only, then each row horizontally.
     uint8_t* line = scratch(line_store, cols * P);
     const uint8_t* base = j.src + first_col * P;
@@ -277,6 +278,17 @@ void rgb_to_gray(const uint8_t* r, const uint8_t* g, const uint8_t* b, int64_t s
     const int64_t o = i * src_stride;
     gray[i] = static_cast<uint8_t>((r[o] * 4899 + g[o] * 9617 + b[o] * 1868 + 8192) >> 14);
   }
+}
+
+bool resample_vertical_first(int64_t src_width, int64_t src_height, const CropBox& box, int64_t out_width,
+                             int64_t out_height) {
+  const bool h_identity = identity_axis(box.x, box.width, src_width, out_width);
+  const bool v_identity = identity_axis(box.y, box.height, src_height, out_height);
+  if (h_identity || v_identity) return h_identity;  // one pass only, or none: the order changes nothing
+  const AxisWeights wx = axis_weights(src_width, box.x, box.x + box.width, out_width);
+  const AxisWeights wy = axis_weights(src_height, box.y, box.y + box.height, out_height);
+  return vertical_pass_first(false, wx.taps, wy.taps, contributing(wy, out_height).second,
+                             contributing(wx, out_width).second, out_width, out_height);
 }
 
 }  // namespace convoy

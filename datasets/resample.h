@@ -26,6 +26,12 @@ void resample_bilinear(const uint8_t* src, int64_t src_width, int64_t src_height
 void resample_rgbx_to_planar(const uint8_t* src, int64_t src_width, int64_t src_height, int64_t src_stride,
                              const CropBox& box, int64_t out_width, int64_t out_height, uint8_t* dst);
 
+// Whether resample_bilinear runs its vertical pass before the horizontal one for this geometry
+// (it takes the cheaper order; each order rounds once per pass, so they can differ by 1): for the
+// GPU resampler (datasets/nvjpeg/), which takes the same order to give the same bytes.
+bool resample_vertical_first(int64_t src_width, int64_t src_height, const CropBox& box, int64_t out_width,
+                             int64_t out_height);
+
 // OpenCV's RGB to gray, (R*4899 + G*9617 + B*1868 + 8192) >> 14 (0.299 R + 0.587 G + 0.114 B),
 // over `pixels` pixels whose samples are `src_stride` bytes apart in each of the three
 // channel runs starting at r, g, b; one gray byte per pixel into `gray`.

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # On the GPU machine: build Convoy with CUDA (Release, sm_90) and run the `cuda`-labelled
 # tests. Logs go to OUTDIR; a short summary is printed last.
-#   benchmarks/gpu/run.sh OUTDIR       (CONVOY_GPU_TESTS=0: configure only)
+#   benchmarks/gpu/run.sh OUTDIR       (CONVOY_GPU_TESTS=0: configure only; CONVOY_NVJPEG=ON|OFF, default AUTO)
 # Expects .deps.tar.xz (oneDNN 2.6 and Fashion-MNIST from Debian, see ../shared/GPU.md) in
 # the repository root when oneDNN is not installed.
 set -uo pipefail
@@ -56,7 +56,7 @@ else
 fi
 
 say "configure"
-cmake -S . -B "$build" -G Ninja -DCONVOY_CUDA=ON \
+cmake -S . -B "$build" -G Ninja -DCONVOY_CUDA=ON -DCONVOY_NVJPEG="${CONVOY_NVJPEG:-AUTO}" \
   -DCMAKE_CUDA_ARCHITECTURES=90 -DCMAKE_CUDA_STANDARD=17 -DCMAKE_BUILD_TYPE=Release "${extra[@]}" \
   > "$out/configure.log" 2>&1 || fail "configure" configure.log
 if [ "${CONVOY_GPU_TESTS:-1}" = 0 ]; then  # configure only, for the scripts that build what they run
@@ -65,7 +65,7 @@ if [ "${CONVOY_GPU_TESTS:-1}" = 0 ]; then  # configure only, for the scripts tha
 fi
 
 say "build convoy_cuda_tests with $(nproc) cores"
-cmake --build "$build" -j "$(nproc)" --target convoy_cuda_tests > "$out/build.log" 2>&1 ||
+cmake --build "$build" -j "$(nproc)" --target convoy_cuda_tests convoy_nvjpeg_tests > "$out/build.log" 2>&1 ||
   fail "build" build.log
 say "built"
 

@@ -29,7 +29,8 @@ class BatchUploader {
   // loader's workers call it.
   virtual Tensor host_empty(Shape shape, DType dtype) = 0;
   // `host` on the device, ready for work queued after this call; the copy overlaps work queued
-  // before it. The result stays valid until upload() has been called kSlots more times.
+  // before it. The result stays valid until upload() has been called kSlots more times. `host`
+  // may also be on this device already (a batch decoded there), and is then copied the same way.
   virtual Tensor upload(const Tensor& host) = 0;
   static constexpr int kSlots = 4;  // two steps of (images, labels)
 };

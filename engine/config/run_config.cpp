@@ -123,6 +123,10 @@ RunConfig parse_run_config(const std::string& yaml_text, const std::string& sour
   c.dataset.workers = data.get_int("workers", 0);
   if (c.dataset.workers < 0 || c.dataset.workers > 256) data.fail("workers", "must be 0 (auto) or 1 ... 256");
   c.dataset.skip_bad_images = data.get_choice("on_bad_image", "fail", {"fail", "skip"}) == "skip";
+  c.dataset.decoder = data.get_choice("decoder", "auto", {"auto", "cpu", "nvjpeg"});
+  c.dataset.nvjpeg_workers = data.get_int("nvjpeg_workers", 0);
+  if (c.dataset.nvjpeg_workers < 0 || c.dataset.nvjpeg_workers > 256)
+    data.fail("nvjpeg_workers", "must be 0 (every worker) or 1 ... 256");
   c.dataset.resize = data.get_int("resize", 0);
   if (c.dataset.resize < 0 || c.dataset.resize > 8192) data.fail("resize", "must be 0 (off) or 1 ... 8192");
   const YamlMap norm = data.get_map("normalize");

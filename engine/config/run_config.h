@@ -24,6 +24,11 @@ struct DatasetConfig {
   int64_t synthetic_size = 0;  // per split; 0 = 50,000 train / 10,000 test
   int64_t workers = 0;         // loader threads; 0 = all cores for image files, 2 for in-memory data
   bool skip_bad_images = false;  // on_bad_image: fail | skip
+  // Who decodes the training JPEGs: auto (nvJPEG on a CUDA run where it is compiled in, else
+  // the CPU workers) | cpu | nvjpeg.
+  std::string decoder = "auto";
+  // nvJPEG with N > 0: at most N workers wait on the GPU at once, the others decode on the CPU.
+  int64_t nvjpeg_workers = 0;
   std::vector<double> mean = {0.2860};  // per channel (one value: every channel), on the [0, 1] scale
   std::vector<double> std = {0.3530};
   int64_t resize = 0;  // evaluation: shorter side to this, then the centre crop; 0 = straight to the input size

@@ -20,6 +20,8 @@ double measure_loader(const RunConfig& config, int64_t batches, std::ostream& lo
   const std::unique_ptr<BatchUploader> uploader = backend->make_batch_uploader();
   LoaderOptions options = train_loader_options(config, *data, preprocess);
   options.host_empty = [&](Shape shape, DType dtype) { return uploader->host_empty(std::move(shape), dtype); };
+  options.batch_decoder = training_batch_decoder(config, *data, *backend, log);
+  options.batch_decoder_slots = config.dataset.nvjpeg_workers;
   DataLoader loader(*data, options);
   const int64_t per_epoch = loader.batches_per_epoch();
   if (per_epoch == 0)
@@ -48,6 +50,11 @@ double measure_loader(const RunConfig& config, int64_t batches, std::ostream& lo
   log << std::fixed << std::setprecision(0) << "loader: " << images << " images in " << std::setprecision(2)
       << seconds << " s, " << std::setprecision(0) << rate << " img/s" << (skipped ? ", skipped " : "")
       << (skipped ? std::to_string(skipped) : "") << std::defaultfloat << std::endl;
+  if (options.batch_decoder) {
+    const BatchDecoder::Counts counts = options.batch_decoder->counts();
+    log << "decoder: " << counts.device << " of " << images << " images decoded on the GPU, " << counts.cpu
+        << " by nvJPEG's CPU fallback" << std::endl;
+  }
   return rate;
 }
 

@@ -5,6 +5,7 @@
 #include <thread>
 #include <vector>
 
+#include "datasets/nvjpeg.h"
 #include "engine/checkpoint/safetensors.h"
 #include "engine/core/error.h"
 #include "engine/graph/load_weights.h"
@@ -99,6 +100,28 @@ LoaderOptions train_loader_options(const RunConfig& config, const Dataset& data,
   o.workers = loader_workers(config, data);
   o.skip_bad_samples = config.dataset.skip_bad_images;
   return o;
+}
+
+std::shared_ptr<BatchDecoder> training_batch_decoder(const RunConfig& config, const Dataset& data,
+                                                     const Backend& backend, std::ostream& log) {
+  const std::string& choice = config.dataset.decoder;
+  if (choice == "cpu" || !dynamic_cast<const FileDataset*>(&data)) return nullptr;  // in-memory data: nothing to decode
+  const std::string why_not = !backend.device().is_cuda() ? "the run is on " + backend.device().str()
+                                                          : nvjpeg_unavailable_reason();
+  if (why_not.empty()) {
+    try {
+      std::shared_ptr<BatchDecoder> decoder = make_nvjpeg_batch_decoder(backend.device().index);
+      log << "decoding training images with " << decoder->describe() << std::endl;
+      return decoder;
+    } catch (const DeviceError& e) {
+      if (choice == "nvjpeg") throw;
+      log << "decoding training images on the CPU: nvJPEG did not start (" << e.what() << ")" << std::endl;
+      return nullptr;
+    }
+  }
+  if (choice == "nvjpeg") throw InputError(config.source + ": dataset.decoder: nvjpeg cannot be used: " + why_not);
+  if (backend.device().is_cuda()) log << "decoding training images on the CPU: " << why_not << std::endl;
+  return nullptr;
 }
 
 Model load_config_model(const RunConfig& config) {

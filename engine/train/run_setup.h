@@ -22,6 +22,11 @@ Preprocess preprocess_of(const RunConfig& config, const Model& model);
 // The config's loader threads, or its default for `data`.
 int64_t loader_workers(const RunConfig& config, const Dataset& data);
 LoaderOptions train_loader_options(const RunConfig& config, const Dataset& data, const Preprocess& preprocess);
+// The training loader's batch decoder for dataset.decoder (null: the CPU workers decode), with
+// a line on `log` saying which. "nvjpeg" without nvJPEG or a CUDA device is an error; "auto"
+// then takes the CPU.
+std::shared_ptr<BatchDecoder> training_batch_decoder(const RunConfig& config, const Dataset& data,
+                                                     const Backend& backend, std::ostream& log);
 // The config's model file, with its classifier resized when the config says num_classes.
 Model load_config_model(const RunConfig& config);
 // The config's model, checked against the data, on the backend in the training dtype.

@@ -102,9 +102,12 @@ class CudaBatchUploader final : public BatchUploader {
       CONVOY_CUDA_CHECK(cudaStreamWaitEvent(copy_, compute_tail_[tail], 0));
       out = buffer;
     }
-    CONVOY_CHECK(host.device().is_cpu(), "BatchUploader::upload takes host tensors");
+    // A batch decoded on this GPU (nvJPEG) comes as a device tensor: copied into the ring like a
+    // host one, so that its decoder may reuse the memory once the copy is done.
+    CONVOY_CHECK(host.device().is_cpu() || host.device() == Device::cuda(device_index_),
+                 "BatchUploader::upload takes host tensors or this GPU's");
     const Tensor& src = host;
-    CONVOY_CUDA_CHECK(cudaMemcpyAsync(out.raw(), src.raw(), src.nbytes(), cudaMemcpyHostToDevice, copy_));
+    CONVOY_CUDA_CHECK(cudaMemcpyAsync(out.raw(), src.raw(), src.nbytes(), cudaMemcpyDefault, copy_));
     CONVOY_CUDA_CHECK(cudaEventRecord(copied_[slot], copy_));
     CONVOY_CUDA_CHECK(cudaStreamWaitEvent(compute_, copied_[slot], 0));
     host_[slot] = src;
