@@ -7,6 +7,3 @@ cd "$(dirname "${BASH_SOURCE[0]}")/../.."
 build=${CONVOY_GPU_BUILD_DIR:-build-gpu}
 data=$PWD/.deps/usr/share/datasets/fashion-mnist
 export LD_LIBRARY_PATH=$PWD/.deps/usr/lib/x86_64-linux-gnu${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
-# Debian's multiarch headers first (libjpeg's jconfig.h, to match the carried libjpeg 62), for
-# the scripts that build: as run.sh sets it.
-export CPATH=$PWD/.deps/usr/include/x86_64-linux-gnu${CPATH:+:$CPATH}

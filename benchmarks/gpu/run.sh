@@ -34,9 +34,6 @@ if [ -f .deps.tar.xz ] && [ ! -d .deps/usr/lib ]; then
   tar -xJf .deps.tar.xz || fail "unpacking .deps.tar.xz" machine.txt
 fi
 export CMAKE_PREFIX_PATH=$root/.deps/usr${CMAKE_PREFIX_PATH:+:$CMAKE_PREFIX_PATH}
-# Debian's multiarch headers (libjpeg's jconfig.h): without them jpeglib.h from .deps would take
-# the machine's own jconfig.h (Ubuntu's libjpeg 8) and refuse Debian's libjpeg 62 at run time.
-export CPATH=$root/.deps/usr/include/x86_64-linux-gnu${CPATH:+:$CPATH}
 export LD_LIBRARY_PATH=$root/.deps/usr/lib/x86_64-linux-gnu${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
 export CONVOY_FASHION_MNIST=$root/.deps/usr/share/datasets/fashion-mnist  # for the cuda training test
 
