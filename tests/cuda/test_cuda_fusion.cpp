@@ -24,8 +24,9 @@ class CudaFusion : public ::testing::Test {
 
 // logits_tol bounds the logits' difference; grad_tol the gradients', which in f32 nchw also
 // carry the difference between cuDNN's batch norm (unfused) and Convoy's kernels (fused: cuDNN
-// has no fused ReLU backward): measured on the H200 up to 4.6e-3 relative on one parameter of
-// resnet20, 2e-3 typical. A wrong mask would be off by tenths.
+// has no fused ReLU backward) and between the convolution algorithms cuDNN's timing picks in
+// each run: measured on the H200 2e-3 typical, up to 1.3e-2 on a batch-norm weight of resnet20
+// (as test_cuda_layout's 5e-2 for f32 layouts). A wrong mask would be off by tenths.
 void expect_fused_matches(DType dtype, Layout layout, double logits_tol, double grad_tol) {
   auto gpu = make_cuda_backend(0, BackendOptions{});
   auto cpu = make_cpu_backend({});
@@ -46,7 +47,7 @@ void expect_fused_matches(DType dtype, Layout layout, double logits_tol, double 
     EXPECT_LE(fused_cpu[i], std::max(2 * plain_cpu[i], grad_tol)) << ref.grads[i].first;
 }
 
-TEST_F(CudaFusion, F32NchwFusedStepMatchesUnfusedAndCpu) { expect_fused_matches(DType::f32, Layout::nchw, 1e-4, 1e-2); }
+TEST_F(CudaFusion, F32NchwFusedStepMatchesUnfusedAndCpu) { expect_fused_matches(DType::f32, Layout::nchw, 1e-4, 5e-2); }
 
 TEST_F(CudaFusion, Bf16ChannelsLastFusedStepMatchesUnfusedAndCpu) {
   expect_fused_matches(DType::bf16, Layout::nhwc, 2e-2, 2e-1);
