@@ -31,14 +31,14 @@ InferencePrecision parse_inference_precision(const std::string& text, const std:
 std::string bf16_unsupported_reason();
 
 struct InferenceOptions {
-  InferencePrecision precision = InferencePrecision::fp32;
-  // int8: the largest |value| of the model input ([0]) and of each graph node's output ([i + 1]),
-  // from calibration (InferencePlan::calibrate). Required for int8, ignored otherwise.
-  std::vector<float> activation_max;
   int threads = 0;  // OpenMP threads for the plan's primitives; 0 = all cores
   // With threads = 0: a pass of fewer FLOPs than this runs on one thread, where forking and
   // joining a team costs more than it saves (LeNet-5 at batch 1). 0 turns the rule off.
   int64_t single_thread_below_flops = 0;
+  InferencePrecision precision = InferencePrecision::fp32;
+  // int8: the largest |value| of the model input ([0]) and of each graph node's output ([i + 1]),
+  // from calibration (InferencePlan::calibrate). Required for int8, ignored otherwise.
+  std::vector<float> activation_max;
 };
 
 // The default single-thread threshold for latency-first small batches: LeNet-5 (5 MFLOP per image)

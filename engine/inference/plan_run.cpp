@@ -202,8 +202,13 @@ std::string InferencePlan::describe() const {
   std::ostringstream out;
   for (const Impl::Step& s : impl_->steps) {
     out << s.what << " [" << s.impl << "]";
-    if (s.bound.count(DNNL_ARG_SRC)) out << " src " << format_of(s.bound.at(DNNL_ARG_SRC).get_desc());
-    if (s.bound.count(DNNL_ARG_DST)) out << " dst " << format_of(s.bound.at(DNNL_ARG_DST).get_desc());
+    for (const auto& [arg, name] : {std::pair{DNNL_ARG_SRC, " src "}, std::pair{DNNL_ARG_DST, " dst "}})
+      if (s.bound.count(arg)) {
+        const Md md = s.bound.at(arg).get_desc();
+        const Dt t = cpu::onednn::data_type_of(md);
+        out << name << (t == Dt::f32 ? "f32" : t == Dt::bf16 ? "bf16" : t == Dt::s8 ? "s8" : t == Dt::u8 ? "u8" : "?")
+            << " " << format_of(md);
+      }
     out << "\n";
   }
   return out.str();
