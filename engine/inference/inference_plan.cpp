@@ -108,15 +108,21 @@ int InferencePlan::Impl::emit_conv(const Group& g, const std::vector<Model::Grap
   const std::vector<float> sw = int8 ? weight_scales(*slot) : std::vector<float>{};
   const Md any_x(xd, src_dt, Tag::any), any_w(wdims, w_dt, Tag::any);
   const Md any_y({batch, k, out[1], out[2]}, dst_dt, Tag::any);
+  // oneDNN 2.x scales the accumulator before the post-ops: with an activation, int8 computes it on
+  // real values (output scale and sum in real units) and scales its result to the destination.
+  const bool act_scaled = int8 && g.act >= 0;
   auto make_pd = [&](float sum_scale) {
     dnnl::post_ops ops;
-    if (g.add >= 0) ops.append_sum(sum_scale);
+    if (g.add >= 0) ops.append_sum(act_scaled ? sum_scale / sy : sum_scale);
     if (g.act >= 0) {
       const LayerSpec a = nodes[g.act].layer->spec();
-      cpu::onednn::append_eltwise(ops, eltwise_alg(a.activation), eltwise_alpha(a), 0.0f);
+      if (act_scaled)
+        cpu::onednn::append_eltwise_scaled(ops, sy, eltwise_alg(a.activation), eltwise_alpha(a), 0.0f);
+      else
+        cpu::onednn::append_eltwise(ops, eltwise_alg(a.activation), eltwise_alpha(a), 0.0f);
     }
     dnnl::primitive_attr attr = attr_with(ops);
-    if (int8) cpu::onednn::set_output_scales(attr, 1 << 1, output_scales(sw, sx, sy));
+    if (int8) cpu::onednn::set_output_scales(attr, 1 << 1, output_scales(sw, sx, act_scaled ? 1.0f : sy));
     return cpu::onednn::conv_forward_pd(engine, prop_kind::forward_inference, any_x, any_w, &bias, any_y,
                                         {p.stride_h, p.stride_w}, {p.dilation_h - 1, p.dilation_w - 1},
                                         {p.pad_h, p.pad_w}, {p.pad_h, p.pad_w}, attr);
@@ -182,13 +188,17 @@ int InferencePlan::Impl::emit_linear(const Group& g, const std::vector<Model::Gr
   const Dt src_dt = src_type(in), dst_dt = dst_type(g, nodes, Dt::f32);
   const float sx = quant_scale(src_dt, values[in].range), sy = quant_scale(dst_dt, range_of(g.last));
   const std::vector<float> sw = int8 ? weight_scales(*slot) : std::vector<float>{};
+  const bool act_scaled = int8 && g.act >= 0;  // as in emit_conv
   dnnl::post_ops ops;
   if (g.act >= 0) {
     const LayerSpec a = nodes[g.act].layer->spec();
-    cpu::onednn::append_eltwise(ops, eltwise_alg(a.activation), eltwise_alpha(a), 0.0f);
+    if (act_scaled)
+      cpu::onednn::append_eltwise_scaled(ops, sy, eltwise_alg(a.activation), eltwise_alpha(a), 0.0f);
+    else
+      cpu::onednn::append_eltwise(ops, eltwise_alg(a.activation), eltwise_alpha(a), 0.0f);
   }
   dnnl::primitive_attr attr = attr_with(ops);
-  if (int8) cpu::onednn::set_output_scales(attr, 1 << 1, output_scales(sw, sx, sy));
+  if (int8) cpu::onednn::set_output_scales(attr, 1 << 1, output_scales(sw, sx, act_scaled ? 1.0f : sy));
   // fp32 reads the activation as it is; other types let oneDNN pick the source's layout.
   const Md src_md = dt_of(in) == src_dt ? values[in].md : Md(xd, src_dt, Tag::any);
   const auto pd = cpu::onednn::inner_product_forward_pd(

@@ -266,6 +266,17 @@ inline void set_output_scales(dnnl::primitive_attr& attr, int mask, const std::v
 #endif
 }
 
+// An eltwise post-op whose result is multiplied by `scale` (2.x only; int8 plans use it to apply
+// the destination's scale after a non-linear activation such as GELU).
+inline void append_eltwise_scaled(dnnl::post_ops& ops, float scale, algorithm alg, float alpha, float beta) {
+#if DNNL_VERSION_MAJOR >= 3
+  (void)ops, (void)scale, (void)alg, (void)alpha, (void)beta;
+  throw std::logic_error("oneDNN 3.x has no eltwise post-op scale");
+#else
+  ops.append_eltwise(scale, alg, alpha, beta);
+#endif
+}
+
 // Bytes a memory descriptor spans (same spelling in 2.x and 3.x, kept here for symmetry).
 inline size_t md_bytes(const memory::desc& md) { return md.get_size(); }
 
