@@ -169,6 +169,35 @@ TEST(Int8Plan, GeluModelTracksFp32) {
   EXPECT_LE(err, 0.10 * scale) << "max |int8 - fp32| " << err << ", max |logit| " << scale;
 }
 
+// ResNet-18's residual sums in int8: the identity shortcut shared in place (u8 after a ReLU),
+// the downsampling shortcut (s8, no activation) copied into the destination's type and scale.
+TEST(Int8Plan, ResNet18ResidualsTrackFp32) {
+  Model model = Model::from_file(std::string(CONVOY_SOURCE_DIR) + "/models/resnet18.yaml", 11);
+  std::unique_ptr<Backend> backend = select_backend("cpu", {}, std::cerr);
+  model.to(*backend, DType::f32);
+  const Shape& in = model.input_shape();
+  auto input = [&](uint64_t seed) {
+    std::mt19937_64 rng(seed);
+    std::normal_distribution<float> n(0.0f, 1.0f);
+    Tensor x = Tensor::empty({2, in[0], in[1], in[2]});
+    for (int64_t i = 0; i < x.numel(); ++i) x.data<float>()[i] = n(rng);
+    return x;
+  };
+  InferenceOptions o;
+  o.precision = InferencePrecision::int8;
+  o.activation_max = calibrate_activation_max(model, {input(1), input(2)});
+  const Tensor x = input(3);
+  InferencePlan fp32(model, 2), int8(model, 2, o);
+  EXPECT_NE(int8.describe().find("+add"), std::string::npos);
+  const std::vector<float> a = fp32.run(x).to_floats(), b = int8.run(x).to_floats();
+  double err = 0, scale = 0;
+  for (size_t i = 0; i < a.size(); ++i) {
+    err = std::max(err, static_cast<double>(std::fabs(a[i] - b[i])));
+    scale = std::max(scale, static_cast<double>(std::fabs(a[i])));
+  }
+  EXPECT_LE(err, 0.15 * scale) << "max |int8 - fp32| " << err << ", max |logit| " << scale;
+}
+
 TEST_F(QuantTest, CheckpointRoundTripRunsInt8WithoutCalibration) {
   Model model = load(fp32_path());
   const std::vector<float> ranges = calibrate_activation_max(model, images("train", 512, 64));
