@@ -17,6 +17,7 @@ std::vector<std::string> bench_command_line(const BenchOptions& o) {
   if (!o.devices.empty()) argv.insert(argv.end(), {"--devices", o.devices});
   if (!o.peers.empty()) argv.insert(argv.end(), {"--peers", o.peers});
   if (o.threads >= 0) argv.insert(argv.end(), {"--threads", std::to_string(o.threads)});
+  if (!o.precisions.empty()) argv.insert(argv.end(), {"--precision", o.precisions});
   if (o.no_plan) argv.push_back("--no-plan");
   if (o.no_cuda_graphs) argv.push_back("--no-cuda-graphs");
   if (o.quick) argv.push_back("--quick");
@@ -39,6 +40,8 @@ void add_bench_command(CLI::App& app, Action& chosen) {
   cmd->add_option("--threads", options->threads,
                   "CPU threads for Convoy and its peers (0 = all cores; default: the suite's)")
       ->check(CLI::Range(0, 1024));
+  cmd->add_option("--precision", options->precisions,
+                  "extra precisions as separate rows beside the suite's (CPU inference: bf16, int8; fp32 stays)");
   cmd->add_flag("--no-plan", options->no_plan, "CPU inference layer by layer, not through the compiled inference plan");
   cmd->add_flag("--no-cuda-graphs", options->no_cuda_graphs,
                 "GPU inference launched op by op, not replayed from a CUDA graph per batch size");

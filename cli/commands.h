@@ -18,5 +18,6 @@ void add_info_command(CLI::App& app, Action& chosen);
 void add_export_command(CLI::App& app, Action& chosen);
 void add_import_command(CLI::App& app, Action& chosen);
 void add_serve_command(CLI::App& app, Action& chosen);
+void add_quantize_command(CLI::App& app, Action& chosen);
 
 }  // namespace convoy::cli

@@ -7,11 +7,13 @@
 #include <numeric>
 
 #include "cli/commands.h"
+#include "cli/loaded_model.h"
 #include "datasets/dataset.h"
 #include "datasets/loader.h"
 #include "engine/backends/backend.h"
 #include "engine/core/error.h"
 #include "engine/graph/model.h"
+#include "engine/inference/quantize.h"
 #include "engine/train/evaluate.h"
 #include "engine/train/run_checkpoint.h"
 
@@ -31,41 +33,9 @@ struct InferArgs {
   int64_t workers = 4;  // decoding threads
   int threads = 0;      // CPU threads for the model; 0 = all cores (one for a tiny pass)
   bool no_plan = false;  // run the layers one by one (the training graph's forward)
+  std::string precision = "auto";  // CPU plan: fp32, bf16, int8; auto = int8 for an int8 checkpoint, else fp32
   bool invert = false;
 };
-
-// A trained model with what inference needs from its checkpoint's metadata.
-struct LoadedModel {
-  Model model;
-  std::vector<std::string> class_names;
-  NormalizeAugment normalize;
-  Preprocess preprocess;  // the checkpoint's evaluation preprocessing
-};
-
-LoadedModel load_model(const std::string& path, Backend& backend) {
-  RunCheckpoint ckpt = read_run_checkpoint(path, CheckpointUse::inference);
-  Model model = Model::from_yaml(ckpt.info.model_yaml, path + " (model_yaml)", 0);
-  check_checkpoint_fits_model(ckpt.info, model, path);
-  LoadedModel loaded{std::move(model), std::move(ckpt.info.class_names), make_normalize(ckpt.info.mean, ckpt.info.std)};
-  loaded.model.load_state(ckpt.tensors, path);
-  const Shape& in = loaded.model.input_shape();  // (C, H, W)
-  if (ckpt.info.preprocess) {
-    loaded.preprocess = *ckpt.info.preprocess;
-    if (loaded.preprocess.channels != in[0] || loaded.preprocess.height != in[1] || loaded.preprocess.width != in[2])
-      throw InputError(path + ": checkpoint metadata 'preprocess' makes " +
-                       shape_str({loaded.preprocess.channels, loaded.preprocess.height, loaded.preprocess.width}) +
-                       " images for a model whose input is " + shape_str(in));
-  } else {  // older checkpoints: the whole image, resized to the input
-    loaded.preprocess.channels = in[0];
-    loaded.preprocess.height = in[1];
-    loaded.preprocess.width = in[2];
-  }
-  loaded.model.to(backend, DType::f32);
-  if (static_cast<int64_t>(loaded.class_names.size()) != loaded.model.num_classes())
-    throw InputError(path + ": " + std::to_string(loaded.class_names.size()) +
-                     " class names for a model with " + std::to_string(loaded.model.num_classes()) + " outputs");
-  return loaded;
-}
 
 void print_confusion(const EvalResult& r, const std::vector<std::string>& names) {
   const size_t k = names.size();
@@ -102,9 +72,9 @@ std::vector<FileDataset::Sample> image_files(const std::vector<std::string>& arg
 }
 
 // CPU inference plans (engine/inference) unless --no-plan.
-std::unique_ptr<InferencePlans> make_plans(const InferArgs& args) {
+std::unique_ptr<InferencePlans> make_plans(const InferArgs& args, const InferenceOptions& precision) {
   if (args.no_plan) return nullptr;
-  InferenceOptions o;
+  InferenceOptions o = precision;
   o.threads = args.threads;
   o.single_thread_below_flops = kSingleThreadBelowFlops;
   return std::make_unique<InferencePlans>(o);
@@ -122,7 +92,7 @@ void evaluate_split(const InferArgs& args, LoadedModel& loaded, Backend& backend
     throw InputError(data->name() + " has " + std::to_string(data->class_names().size()) + " classes, the model " +
                      std::to_string(loaded.class_names.size()));
   DataLoader loader(*data, eval_loader_options(loaded.preprocess, args.batch_size, args.workers));
-  const auto plans = make_plans(args);
+  const auto plans = make_plans(args, loaded.plan_precision);
   const EvalResult r = evaluate(loaded.model, backend, loader, loaded.normalize, plans.get());
   std::cout << std::fixed << std::setprecision(2) << data->name() << ": " << r.samples << " images, accuracy "
             << r.accuracy * 100 << "%, loss " << std::setprecision(4) << r.loss << " on " << backend.device().str()
@@ -142,7 +112,7 @@ void classify_images(const InferArgs& args, LoadedModel& loaded, Backend& backen
   loader.start_epoch(0);
   Batch batch;
   int64_t next_file = 0;
-  const auto plans = make_plans(args);
+  const auto plans = make_plans(args, loaded.plan_precision);
   while (loader.next(batch)) {
     Tensor& pixels = batch.images;  // (B, C, H, W) u8
     if (args.invert)
@@ -165,6 +135,28 @@ void classify_images(const InferArgs& args, LoadedModel& loaded, Backend& backen
   }
 }
 
+// The plan's precision: reduced precision only where asked for (or an int8 checkpoint), only on
+// the CPU and through the plan; each refusal says what to do instead.
+InferenceOptions choose_precision(const InferArgs& args, LoadedModel& loaded, const Backend& backend) {
+  InferenceOptions o;
+  const bool int8_file = !loaded.int8_activation_max.empty();
+  o.precision = args.precision == "auto" ? (int8_file ? InferencePrecision::int8 : InferencePrecision::fp32)
+                                         : parse_inference_precision(args.precision, "--precision");
+  if (o.precision == InferencePrecision::fp32) return o;
+  const std::string what = std::string(precision_name(o.precision)) + " inference";
+  if (!backend.device().is_cpu())
+    throw InputError(args.model + ": " + what + " runs on the CPU only (oneDNN); use --device cpu" +
+                     (int8_file ? ", or --precision fp32 to run this int8 checkpoint's fp32 weights on the GPU" : ""));
+  if (args.no_plan) throw InputError("--no-plan: " + what + " runs through the inference plan only");
+  if (o.precision == InferencePrecision::int8) {
+    if (!int8_file)
+      throw InputError(args.model + ": not an int8 checkpoint (no calibrated ranges); make one with "
+                       "convoy quantize --model " + args.model + " --calibration fashion-mnist:train -o model-int8.safetensors");
+    o.activation_max = activation_max_by_node(loaded.model, loaded.int8_activation_max, args.model);
+  }
+  return o;
+}
+
 int run_infer(const InferArgs& args) {
   if (args.images.empty() && args.data.empty())
     throw InputError("infer: give image files or folders, or --data KIND:SPLIT (e.g. --data fashion-mnist:test)");
@@ -172,6 +164,7 @@ int run_infer(const InferArgs& args) {
   options.threads = args.threads;
   std::unique_ptr<Backend> backend = select_backend(args.device, options, std::cerr);
   LoadedModel loaded = load_model(args.model, *backend);
+  loaded.plan_precision = choose_precision(args, loaded, *backend);
   if (!args.data.empty()) evaluate_split(args, loaded, *backend);
   if (!args.images.empty()) classify_images(args, loaded, *backend);
   return 0;
@@ -193,6 +186,10 @@ void add_infer_command(CLI::App& app, Action& chosen) {
   cmd->add_option("--workers", args->workers, "image decoding threads")->capture_default_str()->check(CLI::Range(1, 256));
   cmd->add_option("--threads", args->threads, "CPU threads (0 = all cores; a tiny pass takes one)")
       ->capture_default_str()->check(CLI::Range(0, 1024));
+  cmd->add_option("--precision", args->precision,
+                  "CPU plan precision: fp32, bf16 (AVX-512 BF16/AMX CPUs), int8 (a convoy quantize checkpoint); "
+                  "auto = int8 for an int8 checkpoint, else fp32")
+      ->capture_default_str()->check(CLI::IsMember({"auto", "fp32", "bf16", "int8"}));
   cmd->add_flag("--no-plan", args->no_plan, "CPU: run the layers one by one instead of the compiled inference plan");
   cmd->add_flag("--invert", args->invert, "invert the image (dark object on a light background, as in photos)");
   cmd->callback([args, &chosen] { chosen = [args] { return run_infer(*args); }; });

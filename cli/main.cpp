@@ -53,6 +53,7 @@ int main(int argc, char** argv) {
   convoy::cli::add_export_command(app, chosen);
   convoy::cli::add_import_command(app, chosen);
   convoy::cli::add_serve_command(app, chosen);
+  convoy::cli::add_quantize_command(app, chosen);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {

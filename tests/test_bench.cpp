@@ -4,6 +4,7 @@
 #include <unistd.h>
 
 #include <filesystem>
+#include <map>
 #include <fstream>
 #include <sstream>
 
@@ -186,6 +187,33 @@ TEST(Bench, OnnxRuntimePeerTimesTheSameInferenceCase) {
   EXPECT_EQ(convoy, 1);
   EXPECT_EQ(ort, 1);
   EXPECT_NE(r.out.find("Convoy / ONNX Runtime"), std::string::npos) << r.out;
+  fs::remove_all(dir);
+}
+
+TEST(Bench, CpuBf16AndInt8AreRowsBesideFp32) {
+  const fs::path dir = fs::temp_directory_path() / ("convoy_bench_prec_" + std::to_string(getpid()));
+  fs::remove_all(dir);
+  fs::create_directories(dir);
+  const Result r = run_binary("bench --suite " + kSource + "/benchmarks/suites/quick.yaml --out " + (dir / "out").string() +
+                                  " --devices cpu --peers none --precision int8,bf16 --no-chart",
+                              dir / "stderr.txt");
+  ASSERT_EQ(r.status, 0) << r.out << r.err;
+  std::ifstream in(dir / "out" / "results.json");
+  const nlohmann::json doc = nlohmann::json::parse(in);
+  std::map<std::string, nlohmann::json> by;  // "mode precision" -> record
+  for (const nlohmann::json& rec : doc.at("records"))
+    if (rec.at("engine") == "convoy") by[rec.at("mode").get<std::string>() + " " + rec.at("precision").get<std::string>()] = rec;
+  ASSERT_EQ(by.size(), 6u) << doc.dump(2);
+  EXPECT_EQ(by["inference fp32"].at("status"), "ok");
+  EXPECT_EQ(by["inference int8"].at("status"), "ok") << by["inference int8"].dump(2);
+  EXPECT_EQ(by["inference int8"].value("path", ""), "inference plan");
+  EXPECT_EQ(by["training int8"].at("status"), "skipped");
+  EXPECT_NE(by["training int8"].value("reason", "").find("inference precision"), std::string::npos);
+  const nlohmann::json& bf16 = by["inference bf16"];
+  if (bf16.at("status") == "skipped")
+    EXPECT_NE(bf16.value("reason", "").find("AVX-512 BF16"), std::string::npos) << bf16.dump(2);
+  else
+    EXPECT_EQ(bf16.at("status"), "ok") << bf16.dump(2);
   fs::remove_all(dir);
 }
 

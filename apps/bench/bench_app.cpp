@@ -1,4 +1,8 @@
 #include "apps/bench/bench_app.h"
+
+#include <algorithm>
+
+#include "engine/inference/inference_plan.h"
 #include "apps/bench/bench_profile.h"
 
 #include <cstdlib>
@@ -50,6 +54,12 @@ BenchSuite load_suite(const BenchOptions& options) {
     if (suite.devices.empty()) throw InputError("--devices: give at least one of cpu, cuda, cuda:N");
   }
   if (options.threads >= 0) suite.threads = options.threads;
+  for (const std::string& p : split_list(options.precisions)) {  // added as rows, fp32 stays
+    if (p != "fp32" && p != "bf16" && p != "int8")
+      throw InputError("--precision: '" + p + "' is not one of: fp32, bf16, int8");
+    if (std::find(suite.precisions.begin(), suite.precisions.end(), p) == suite.precisions.end())
+      suite.precisions.push_back(p);
+  }
   suite.cpu_inference_plan = !options.no_plan;
   suite.cuda_graphs = !options.no_cuda_graphs;
   if (!options.peers.empty()) {
@@ -75,7 +85,8 @@ std::vector<BenchCase> list_cases(const BenchSuite& suite) {
   return cases;
 }
 
-bool cpu_bf16(const BenchCase& c) { return c.device == "cpu" && c.precision == "bf16"; }
+// CPU bf16 and int8 run the inference plan only; peers are measured in fp32 (their rows compare).
+bool cpu_reduced(const BenchCase& c) { return c.device == "cpu" && c.precision != "fp32"; }
 
 std::string case_label(const BenchCase& c) {
   return c.model + " " + c.mode + " b" + std::to_string(c.batch) + " " + c.device + " " + c.precision;
@@ -273,7 +284,14 @@ void SuiteRun::run_convoy_cases() {
 }
 
 json SuiteRun::run_case(const BenchCase& c) {
-  if (cpu_bf16(c)) return skipped_bench_record(c, "bf16 is a GPU precision: the CPU path (oneDNN) computes in fp32 only");
+  if (cpu_reduced(c) && c.mode == "training")
+    return skipped_bench_record(c, c.precision + " on the CPU is an inference precision (the training path computes in fp32)");
+  if (cpu_reduced(c) && !suite_.cpu_inference_plan)
+    return skipped_bench_record(c, c.precision + " on the CPU runs through the inference plan only (--no-plan)");
+  if (c.device == "cpu" && c.precision == "bf16")
+    if (const std::string why = bf16_unsupported_reason(); !why.empty()) return skipped_bench_record(c, why);
+  if (c.device != "cpu" && c.precision == "int8")
+    return skipped_bench_record(c, "int8 is a CPU inference precision (oneDNN)");
   Backend* backend = backends_->get(c.device);
   if (!backend) return skipped_bench_record(c, backends_->why_unusable(c.device));
   const CasePeak peak = case_peak(c, *backend, suite_, cpu_peak_);
@@ -299,7 +317,7 @@ void SuiteRun::run_peers() {
 json SuiteRun::peer_request() const {
   json peer_cases = json::array();
   for (const BenchCase& c : cases_)
-    if (!cpu_bf16(c))
+    if (!cpu_reduced(c) && c.precision != "int8")
       peer_cases.push_back({{"model_path", fs::absolute(c.model_path).string()}, {"model", c.model},
                             {"mode", c.mode}, {"batch", c.batch}, {"device", c.device}, {"precision", c.precision}});
   return {{"peers", suite_.peers}, {"cases", peer_cases}, {"timing", timing_json(timing_)},

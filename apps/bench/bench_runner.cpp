@@ -22,6 +22,7 @@
 #include "engine/graph/model.h"
 #include "engine/inference/graphed_forward.h"
 #include "engine/inference/inference_plan.h"
+#include "engine/inference/quantize.h"
 #include "engine/train/train_step.h"
 #include "apps/bench/bench_profile.h"
 
@@ -177,7 +178,9 @@ nlohmann::json run_bench_case(Backend& backend, const BenchSuite& suite, const B
   nlohmann::json rec = base_record(c);
   rec["device_name"] = device_name;
   const bool training = c.mode == "training";
-  const DType dtype = c.precision == "bf16" ? DType::bf16 : DType::f32;
+  // The CPU keeps f32 weights; its bf16 and int8 are the inference plan's precisions.
+  const bool cpu_plan_precision = backend.device().is_cpu() && c.precision != "fp32";
+  const DType dtype = c.precision == "bf16" && !cpu_plan_precision ? DType::bf16 : DType::f32;
   const Layout layout = choose_layout(suite.gpu_layout, backend, dtype);
   rec["layout"] = layout == Layout::nhwc ? "nhwc" : "nchw";
   try {
@@ -234,15 +237,22 @@ nlohmann::json run_bench_case(Backend& backend, const BenchSuite& suite, const B
         last_loss = train_step->run(images[i], labels[i], iteration++, suite.optimizer.lr).loss;
       };
     } else if (suite.cpu_inference_plan && backend.device().is_cpu() && dtype == DType::f32 &&
-               InferencePlan::unsupported_reason(model).empty()) {
+               (cpu_plan_precision || InferencePlan::unsupported_reason(model).empty())) {
       // CPU inference as `convoy infer` runs it: the plan, built once before the timing.
       InferenceOptions o;
       o.threads = static_cast<int>(suite.threads);
       o.single_thread_below_flops = kSingleThreadBelowFlops;
+      o.precision = parse_inference_precision(c.precision, "precision");
+      plan_input = backend.empty(shape, dtype);  // (N, C, H, W)
+      if (o.precision == InferencePrecision::int8) {
+        // Random weights: the ranges come from this case's own random images (speed, not accuracy).
+        backend.ops().normalize_augment(images[0], plain, 0, plan_input);
+        o.activation_max = calibrate_activation_max(model, {plan_input}, o.threads);
+        rec["calibration"] = "the case's random input";
+      }
       plan = std::make_unique<InferencePlan>(model, c.batch, o);
       rec["path"] = "inference plan";
       rec["threads_used"] = plan->threads();
-      plan_input = backend.empty(shape, dtype);  // (N, C, H, W)
       step = [&] {
         const size_t i = static_cast<size_t>(iteration++) % images.size();
         backend.ops().normalize_augment(images[i], plain, 0, plan_input);

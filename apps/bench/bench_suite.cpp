@@ -191,7 +191,8 @@ BenchSuite parse_bench_suite(const std::string& yaml_text, const std::string& so
   if (s.devices.empty()) top.fail("devices", "needs at least one device");
   s.precisions = top.get_strings("precisions", s.precisions);
   for (const std::string& p : s.precisions)
-    if (p != "fp32" && p != "bf16") top.fail("precisions", "'" + p + "' is not one of: fp32, bf16");
+    if (p != "fp32" && p != "bf16" && p != "int8")
+      top.fail("precisions", "'" + p + "' is not one of: fp32, bf16, int8 (int8: CPU inference only)");
   if (s.precisions.empty()) top.fail("precisions", "needs at least one precision");
   s.gpu_layout = top.get_choice("gpu_layout", s.gpu_layout, {"auto", "nchw", "nhwc"});
   s.threads = top.get_int("threads", s.threads);

@@ -10,125 +10,13 @@
 
 #include "engine/backends/cpu/onednn_compat.h"
 #include "engine/core/error.h"
-#include "engine/inference/plan_internal.h"
+#include "engine/inference/plan_impl.h"
 
 namespace convoy {
 
 using namespace plan;
 using dnnl::algorithm;
 using dnnl::prop_kind;
-
-namespace {
-
-// Layers fused into one step: a convolution (or a batch norm alone), its batch norm, a residual
-// add and an activation; or a linear layer and its activation; or one other layer.
-struct Group {
-  int head = -1;      // the first node: conv2d, batchnorm2d, linear, pooling, activation, add, alias
-  int bn = -1;        // batchnorm2d folded into the conv
-  int add = -1;       // add fused as a sum post-op; `residual` is its other input
-  int residual = -2;  // node index, -1 = the model input
-  int act = -1;       // activation post-op
-  int last = -1;      // the node whose output this group produces
-};
-
-}  // namespace
-
-struct InferencePlan::Impl {
-  // A tensor of the plan: its memory format and the arena buffer holding it.
-  struct Value {
-    Md md;
-    int buffer = -1;
-    std::vector<std::pair<Md, int>> converted;  // the same tensor reordered: (format, value)
-  };
-  struct Buffer {
-    size_t bytes = 0;
-    int first = 0, last = 0;  // steps that write it first and read it last
-    size_t offset = 0;
-    enum class Kind { arena, input, output } kind = Kind::arena;
-  };
-  struct Arg {
-    int arg;
-    int value = -1;         // a plan value, or -1 for `fixed`
-    dnnl::memory fixed{};   // weights and biases
-  };
-  struct Step {
-    dnnl::primitive prim;
-    std::vector<Arg> args;
-    std::string what;
-    std::unordered_map<int, dnnl::memory> bound;
-    std::string impl;  // oneDNN's implementation, e.g. "brgconv:avx512_core"
-  };
-
-  Model& model;
-  int64_t batch = 0;
-  int threads = 1;
-  dnnl::engine engine{dnnl::engine::kind::cpu, 0};
-  dnnl::stream stream{engine};
-  std::vector<Value> values;
-  std::vector<Buffer> buffers;
-  std::vector<Step> steps;
-  std::vector<std::unique_ptr<WeightSlot>> weights;
-  uint64_t weights_version = 0;
-  size_t scratch_bytes = 0;
-  size_t arena_bytes = 0;
-  void* arena = nullptr;
-  dnnl::memory scratch;
-  Tensor output;  // (batch, classes)
-  int output_value = -1;
-  std::vector<dnnl::memory*> input_mems;
-  std::vector<bool> done;  // while building: the layers whose group has been emitted
-
-  Impl(Model& m, int64_t n, int t) : model(m), batch(n), threads(t) {}
-  ~Impl() { std::free(arena); }
-
-  int new_value(const Md& md, Buffer::Kind kind = Buffer::Kind::arena) {
-    buffers.push_back({md.get_size(), static_cast<int>(steps.size()), static_cast<int>(steps.size()), 0, kind});
-    Value v;
-    v.md = md;
-    v.buffer = static_cast<int>(buffers.size()) - 1;
-    values.push_back(v);
-    return static_cast<int>(values.size()) - 1;
-  }
-  void touch(int value, int step) {
-    Buffer& b = buffers[values[value].buffer];
-    b.first = std::min(b.first, step);
-    b.last = std::max(b.last, step);
-  }
-  dnnl::primitive_attr attr_with(const dnnl::post_ops& ops = dnnl::post_ops()) const {
-    dnnl::primitive_attr attr;
-    attr.set_scratchpad_mode(dnnl::scratchpad_mode::user);
-    attr.set_post_ops(ops);
-    return attr;
-  }
-  void add_step(dnnl::primitive prim, const Md& scratchpad, std::vector<Arg> args, std::string what) {
-    scratch_bytes = std::max(scratch_bytes, scratchpad.get_size());
-    const int index = static_cast<int>(steps.size());
-    for (const Arg& a : args)
-      if (a.value >= 0) touch(a.value, index);
-    const char* impl = nullptr;
-    dnnl_primitive_desc_query(prim.get_primitive_desc(), dnnl_query_impl_info_str, 0, &impl);
-    steps.push_back({std::move(prim), std::move(args), std::move(what), {}, impl ? impl : ""});
-  }
-  // `value` in format `md`: itself, or a reorder into a new value (made once per format).
-  int in_format(int value, const Md& md) {
-    if (values[value].md == md) return value;
-    for (const auto& [m, v] : values[value].converted)
-      if (m == md) return v;
-    const auto pd = dnnl::reorder::primitive_desc(engine, values[value].md, engine, md, attr_with());
-    const int out = new_value(md);
-    add_step(dnnl::reorder(pd), pd.scratchpad_desc(), {{DNNL_ARG_FROM, value}, {DNNL_ARG_TO, out}}, "reorder");
-    values[value].converted.emplace_back(md, out);
-    return out;
-  }
-
-  void build();
-  std::vector<Group> fuse(const std::vector<Model::GraphNode>& nodes) const;
-  int emit(const Group& g, const std::vector<Model::GraphNode>& nodes, std::vector<int>& value_of);
-  int emit_conv(const Group& g, const std::vector<Model::GraphNode>& nodes, std::vector<int>& value_of);
-  int emit_linear(const Group& g, const std::vector<Model::GraphNode>& nodes, std::vector<int>& value_of);
-  void place_buffers();
-  void refresh_weights();
-};
 
 std::vector<Group> InferencePlan::Impl::fuse(const std::vector<Model::GraphNode>& nodes) const {
   const int n = static_cast<int>(nodes.size());
@@ -171,6 +59,28 @@ std::vector<Group> InferencePlan::Impl::fuse(const std::vector<Model::GraphNode>
   return groups;
 }
 
+// The data type a convolution or inner product writes: the logits stay f32; int8 writes u8
+// after a ReLU (when a residual added before it is u8 too), else s8.
+Dt InferencePlan::Impl::dst_type(const Group& g, const std::vector<Model::GraphNode>& nodes, Dt residual) const {
+  if (g.last == model.output_node() || precision == InferencePrecision::fp32) return Dt::f32;
+  if (precision == InferencePrecision::bf16) return Dt::bf16;
+  const bool relu = g.act >= 0 && nodes[g.act].layer->type() == "relu";
+  return relu && (g.add < 0 || residual == Dt::u8) ? Dt::u8 : Dt::s8;
+}
+
+// int8: per-channel weight scales (q = w * scale) and the output scales that turn the int32
+// accumulator (scaled by src x weight) into the destination's scale.
+static std::vector<float> weight_scales(const WeightSlot& ws) {
+  std::vector<float> s = ws.channel_max();
+  for (float& v : s) v = 127.0f / std::max(v, 1e-12f);
+  return s;
+}
+static std::vector<float> output_scales(const std::vector<float>& wscale, float src_scale, float dst_scale) {
+  std::vector<float> o(wscale.size());
+  for (size_t k = 0; k < o.size(); ++k) o[k] = dst_scale / (src_scale * wscale[k]);
+  return o;
+}
+
 int InferencePlan::Impl::emit_conv(const Group& g, const std::vector<Model::GraphNode>& nodes,
                                    std::vector<int>& value_of) {
   const auto& head = nodes[g.head];
@@ -185,27 +95,50 @@ int InferencePlan::Impl::emit_conv(const Group& g, const std::vector<Model::Grap
   const Md user_w = p.groups == 1 ? f32_md({k, c, r, s}, Tag::oihw)
                                   : f32_md({p.groups, k / p.groups, c / p.groups, r, s}, Tag::goihw);
   const Dims wdims = cpu::onednn::dims_of(user_w);
-  const Md any_x = f32_md(xd, Tag::any), any_w = f32_md(wdims, Tag::any), bias = f32_md({k}, Tag::a);
-  const Md any_y = f32_md({batch, k, out[1], out[2]}, Tag::any);
-  dnnl::post_ops ops;
-  if (g.add >= 0) ops.append_sum(1.0f);
-  if (g.act >= 0) {
-    const LayerSpec a = nodes[g.act].layer->spec();
-    cpu::onednn::append_eltwise(ops, eltwise_alg(a.activation), eltwise_alpha(a), 0.0f);
-  }
-  const auto pd = cpu::onednn::conv_forward_pd(engine, prop_kind::forward_inference, any_x, any_w, &bias, any_y,
-                                          {p.stride_h, p.stride_w}, {p.dilation_h - 1, p.dilation_w - 1},
-                                          {p.pad_h, p.pad_w}, {p.pad_h, p.pad_w}, attr_with(ops));
+  const Md bias = f32_md({k}, Tag::a);
+  auto slot = std::make_unique<WeightSlot>(bn_alone ? nullptr : head.layer,
+                                           bn_alone ? head.layer : (g.bn >= 0 ? nodes[g.bn].layer : nullptr), nullptr,
+                                           user_w, bias, engine);
+  const int res = g.add >= 0 ? value_of[g.residual + 1] : -1;
+  const Dt src_dt = src_type(in), dst_dt = dst_type(g, nodes, res >= 0 ? dt_of(res) : Dt::f32);
+  const Dt w_dt = precision == InferencePrecision::int8 ? Dt::s8 : compute_type();
+  const bool int8 = precision == InferencePrecision::int8;
+  const float sx = quant_scale(src_dt, values[in].range), sy = quant_scale(dst_dt, range_of(g.last));
+  const float sr = res >= 0 ? quant_scale(dt_of(res), values[res].range) : 1.0f;
+  const std::vector<float> sw = int8 ? weight_scales(*slot) : std::vector<float>{};
+  const Md any_x(xd, src_dt, Tag::any), any_w(wdims, w_dt, Tag::any);
+  const Md any_y({batch, k, out[1], out[2]}, dst_dt, Tag::any);
+  // oneDNN 2.x scales the accumulator before the post-ops: with an activation, int8 computes it on
+  // real values (output scale and sum in real units) and scales its result to the destination.
+  const bool act_scaled = int8 && g.act >= 0;
+  auto make_pd = [&](float sum_scale) {
+    dnnl::post_ops ops;
+    if (g.add >= 0) ops.append_sum(act_scaled ? sum_scale / sy : sum_scale);
+    if (g.act >= 0) {
+      const LayerSpec a = nodes[g.act].layer->spec();
+      if (act_scaled)
+        cpu::onednn::append_eltwise_scaled(ops, sy, eltwise_alg(a.activation), eltwise_alpha(a), 0.0f);
+      else
+        cpu::onednn::append_eltwise(ops, eltwise_alg(a.activation), eltwise_alpha(a), 0.0f);
+    }
+    dnnl::primitive_attr attr = attr_with(ops);
+    if (int8) cpu::onednn::set_output_scales(attr, 1 << 1, output_scales(sw, sx, act_scaled ? 1.0f : sy));
+    return cpu::onednn::conv_forward_pd(engine, prop_kind::forward_inference, any_x, any_w, &bias, any_y,
+                                        {p.stride_h, p.stride_w}, {p.dilation_h - 1, p.dilation_w - 1},
+                                        {p.pad_h, p.pad_w}, {p.pad_h, p.pad_w}, attr);
+  };
+  // Sum post-op: the destination holds the residual, in the destination's scale (int8).
+  auto pd = make_pd(sy / sr);
+  const bool residual_as_is = res >= 0 && values[res].md == pd.dst_desc();
+  if (res >= 0 && !residual_as_is && sy != sr) pd = make_pd(1.0f);  // the copy below rescales
   const int x = in_format(in, pd.src_desc());
   int y = -1;
   if (g.add >= 0) {
-    const int res = value_of[g.residual + 1];
     const Buffer& rb = buffers[values[res].buffer];
-    // Sum post-op: the destination holds the residual before the convolution adds to it. Take
-    // over the residual's buffer when every other reader ran before this step (a ResNet block's
-    // first convolution reads the identity shortcut first), else copy it.
+    // Take over the residual's buffer when every other reader ran before this step (a ResNet
+    // block's first convolution reads the identity shortcut first), else copy it.
     bool free_after = rb.kind == Buffer::Kind::arena && g.residual >= 0 && g.residual != model.output_node() &&
-                      !is_alias(nodes[g.residual].layer->type()) && values[res].md == pd.dst_desc();
+                      !is_alias(nodes[g.residual].layer->type()) && residual_as_is;
     for (size_t j = 0; j < nodes.size(); ++j)
       for (int src : nodes[j].inputs)
         if (src == g.residual && static_cast<int>(j) != g.add && (!done[j] || is_alias(nodes[j].layer->type())))
@@ -218,15 +151,17 @@ int InferencePlan::Impl::emit_conv(const Group& g, const std::vector<Model::Grap
       y = static_cast<int>(values.size()) - 1;
     } else {
       y = new_value(pd.dst_desc());
-      const auto copy = dnnl::reorder::primitive_desc(engine, values[res].md, engine, pd.dst_desc(), attr_with());
+      dnnl::primitive_attr attr = attr_with();
+      if (!residual_as_is && sy != sr) cpu::onednn::set_output_scales(attr, 0, {sy / sr});
+      const auto copy = dnnl::reorder::primitive_desc(engine, values[res].md, engine, pd.dst_desc(), attr);
       add_step(dnnl::reorder(copy), copy.scratchpad_desc(), {{DNNL_ARG_FROM, res}, {DNNL_ARG_TO, y}}, "residual copy");
     }
   } else {
     y = new_value(pd.dst_desc());
   }
-  weights.push_back(std::make_unique<WeightSlot>(bn_alone ? nullptr : head.layer,
-                                                 bn_alone ? head.layer : (g.bn >= 0 ? nodes[g.bn].layer : nullptr),
-                                                 nullptr, user_w, pd.weights_desc(), bias, engine));
+  values[y].range = range_of(g.last);
+  slot->bind(pd.weights_desc(), sw, sx);
+  weights.push_back(std::move(slot));
   const WeightSlot& ws = *weights.back();
   std::string what = bn_alone ? "batchnorm as depthwise conv" : "conv " + std::to_string(r) + "x" + std::to_string(s);
   if (g.bn >= 0) what += " +bn";
@@ -248,17 +183,32 @@ int InferencePlan::Impl::emit_linear(const Group& g, const std::vector<Model::Gr
   Dims wd{o};
   wd.insert(wd.end(), xd.begin() + 1, xd.end());
   const Md user_w = f32_md(wd, plain_tag(wd.size())), bias = f32_md({o}, Tag::a);
+  auto slot = std::make_unique<WeightSlot>(nullptr, nullptr, head.layer, user_w, bias, engine);
+  const bool int8 = precision == InferencePrecision::int8;
+  const Dt src_dt = src_type(in), dst_dt = dst_type(g, nodes, Dt::f32);
+  const float sx = quant_scale(src_dt, values[in].range), sy = quant_scale(dst_dt, range_of(g.last));
+  const std::vector<float> sw = int8 ? weight_scales(*slot) : std::vector<float>{};
+  const bool act_scaled = int8 && g.act >= 0;  // as in emit_conv
   dnnl::post_ops ops;
   if (g.act >= 0) {
     const LayerSpec a = nodes[g.act].layer->spec();
-    cpu::onednn::append_eltwise(ops, eltwise_alg(a.activation), eltwise_alpha(a), 0.0f);
+    if (act_scaled)
+      cpu::onednn::append_eltwise_scaled(ops, sy, eltwise_alg(a.activation), eltwise_alpha(a), 0.0f);
+    else
+      cpu::onednn::append_eltwise(ops, eltwise_alg(a.activation), eltwise_alpha(a), 0.0f);
   }
-  const auto pd = cpu::onednn::inner_product_forward_pd(engine, prop_kind::forward_inference, values[in].md,
-                                                   f32_md(wd, Tag::any), &bias, f32_md({batch, o}, Tag::nc),
-                                                   attr_with(ops));
+  dnnl::primitive_attr attr = attr_with(ops);
+  if (int8) cpu::onednn::set_output_scales(attr, 1 << 1, output_scales(sw, sx, act_scaled ? 1.0f : sy));
+  // fp32 reads the activation as it is; other types let oneDNN pick the source's layout.
+  const Md src_md = dt_of(in) == src_dt ? values[in].md : Md(xd, src_dt, Tag::any);
+  const auto pd = cpu::onednn::inner_product_forward_pd(
+      engine, prop_kind::forward_inference, src_md, Md(wd, int8 ? Dt::s8 : compute_type(), Tag::any), &bias,
+      Md({batch, o}, dst_dt, Tag::nc), attr);
   const int x = in_format(in, pd.src_desc());
   const int y = new_value(pd.dst_desc());
-  weights.push_back(std::make_unique<WeightSlot>(nullptr, nullptr, head.layer, user_w, pd.weights_desc(), bias, engine));
+  values[y].range = range_of(g.last);
+  slot->bind(pd.weights_desc(), sw, sx);
+  weights.push_back(std::move(slot));
   const WeightSlot& ws = *weights.back();
   add_step(dnnl::inner_product_forward(pd), pd.scratchpad_desc(),
            {{DNNL_ARG_SRC, x}, {DNNL_ARG_WEIGHTS, -1, ws.weights()}, {DNNL_ARG_BIAS, -1, ws.bias()}, {DNNL_ARG_DST, y}},
@@ -276,12 +226,13 @@ int InferencePlan::Impl::emit(const Group& g, const std::vector<Model::GraphNode
   const Md& x = values[in].md;
   if (is_pool(t)) {
     const Pool2dParams p = head.layer->spec().pool;
-    const Md any_y = f32_md({batch, head.shape[0], head.shape[1], head.shape[2]}, Tag::any);
+    const Md any_y({batch, head.shape[0], head.shape[1], head.shape[2]}, dt_of(in), Tag::any);
     const auto pd = cpu::onednn::pool_forward_pd(
         engine, prop_kind::forward_inference,
         p.kind == PoolKind::max ? algorithm::pooling_max : algorithm::pooling_avg_exclude_padding, x, any_y,
         {p.stride_h, p.stride_w}, {p.kernel_h, p.kernel_w}, {p.pad_h, p.pad_w}, {p.pad_h, p.pad_w}, attr_with());
     const int y = new_value(pd.dst_desc());
+    values[y].range = values[in].range;  // pooling keeps the scale: a max or mean of it
     add_step(dnnl::pooling_forward(pd), pd.scratchpad_desc(), {{DNNL_ARG_SRC, in}, {DNNL_ARG_DST, y}}, std::string(t));
     return y;
   }
@@ -290,12 +241,16 @@ int InferencePlan::Impl::emit(const Group& g, const std::vector<Model::GraphNode
     const auto pd = cpu::onednn::eltwise_forward_pd(engine, prop_kind::forward_inference, eltwise_alg(a.activation), x,
                                                eltwise_alpha(a), 0.0f, attr_with());
     const int y = new_value(x);
+    values[y].range = values[in].range;
     add_step(dnnl::eltwise_forward(pd), pd.scratchpad_desc(), {{DNNL_ARG_SRC, in}, {DNNL_ARG_DST, y}}, std::string(t));
     return y;
   }
   // An add no convolution could take: copy the first input, then a binary-free sum through a
   // reorder with the sum post-op (dst += src), which oneDNN 2.x and 3.x spell the same way.
   CONVOY_CHECK(t == "add", "inference plan: unexpected layer type");
+  if (precision == InferencePrecision::int8)
+    throw InputError("int8 inference plan: layer '" + head.layer->name() +
+                     "' adds two tensors outside a convolution, which int8 plans do not support");
   const int b = in_format(value_of[head.inputs[1] + 1], x);
   const int y = new_value(x);
   const auto copy = dnnl::reorder::primitive_desc(engine, x, engine, x, attr_with());
@@ -312,6 +267,7 @@ void InferencePlan::Impl::build() {
   const Shape& in = model.input_shape();  // (C, H, W)
   std::vector<int> value_of(nodes.size() + 1, -1);  // by node index + 1; [0] = the model input
   value_of[0] = new_value(f32_md({batch, in[0], in[1], in[2]}, Tag::nchw), Buffer::Kind::input);
+  values[0].range = range_of(-1);
   done.assign(nodes.size(), false);
   for (const Group& g : fuse(nodes)) {
     value_of[g.last + 1] = emit(g, nodes, value_of);
@@ -321,6 +277,7 @@ void InferencePlan::Impl::build() {
   // The logits, plain (N, classes), written straight into `output` when the last step makes them so.
   const int last = value_of[model.output_node() + 1];
   const Dims dims = cpu::onednn::dims_of(values[last].md);  // (N, classes), or (N, classes, 1, 1) before a flatten
+  node_value = value_of;
   output_value = in_format(last, f32_md(dims, plain_tag(dims.size())));
   Buffer& ob = buffers[values[output_value].buffer];
   if (ob.kind == Buffer::Kind::input) throw InputError("model '" + model.name() + "' computes nothing");
@@ -328,127 +285,6 @@ void InferencePlan::Impl::build() {
   output = Tensor::empty({batch, model.num_classes()});
   CONVOY_CHECK(output.nbytes() == ob.bytes, "inference plan: the logits' size");
   place_buffers();
-}
-
-// Greedy placement, largest first, at the lowest offset clear of every placed buffer whose
-// lifetime overlaps; the scratchpad (shared by all steps, which run one at a time) goes first.
-void InferencePlan::Impl::place_buffers() {
-  std::vector<int> order;
-  for (int i = 0; i < static_cast<int>(buffers.size()); ++i)
-    if (buffers[i].kind == Buffer::Kind::arena) order.push_back(i);
-  std::sort(order.begin(), order.end(), [&](int a, int b) { return buffers[a].bytes > buffers[b].bytes; });
-  const size_t scratch_end = (scratch_bytes + kAlign - 1) / kAlign * kAlign;
-  std::vector<int> placed;
-  size_t end = scratch_end;
-  for (int i : order) {
-    Buffer& b = buffers[i];
-    std::vector<std::pair<size_t, size_t>> busy;
-    for (int j : placed)
-      if (buffers[j].first <= b.last && b.first <= buffers[j].last)
-        busy.emplace_back(buffers[j].offset, buffers[j].offset + buffers[j].bytes);
-    std::sort(busy.begin(), busy.end());
-    size_t offset = scratch_end;
-    for (const auto& [lo, hi] : busy) {
-      if (offset + b.bytes <= lo) break;
-      offset = std::max(offset, (hi + kAlign - 1) / kAlign * kAlign);
-    }
-    b.offset = offset;
-    end = std::max(end, offset + b.bytes);
-    placed.push_back(i);
-  }
-  arena_bytes = std::max<size_t>(end, kAlign);
-  arena = std::aligned_alloc(kAlign, (arena_bytes + kAlign - 1) / kAlign * kAlign);
-  if (!arena) throw OutOfMemoryError("inference plan: cannot allocate its " + std::to_string(arena_bytes) + "-byte arena");
-  auto* base = static_cast<char*>(arena);
-  scratch = dnnl::memory(f32_md({static_cast<int64_t>(std::max<size_t>(scratch_bytes, 4) / 4)}, Tag::a), engine, base);
-  for (Step& s : steps) {
-    for (const Arg& a : s.args) {
-      if (a.value < 0) {
-        s.bound.emplace(a.arg, a.fixed);
-        continue;
-      }
-      const Value& v = values[a.value];
-      const Buffer& b = buffers[v.buffer];
-      void* ptr = b.kind == Buffer::Kind::output ? output.raw() : b.kind == Buffer::Kind::input ? nullptr : base + b.offset;
-      s.bound.emplace(a.arg, dnnl::memory(v.md, engine, ptr ? ptr : DNNL_MEMORY_NONE));
-      if (b.kind == Buffer::Kind::input) input_mems.push_back(&s.bound.at(a.arg));
-    }
-    if (scratch_bytes) s.bound.emplace(DNNL_ARG_SCRATCHPAD, scratch);
-  }
-}
-
-void InferencePlan::Impl::refresh_weights() {
-  ThreadScope scope(threads);
-  for (auto& w : weights) w->refresh(stream);
-  weights_version = model.weights_version();
-}
-
-std::string InferencePlan::unsupported_reason(Model& model) {
-  for (const Model::GraphNode& n : model.graph_nodes()) {
-    const std::string_view t = n.layer->type();
-    if (!is_known(t)) return "layer '" + n.layer->name() + "' (" + std::string(t) + ") has no inference plan";
-    if (t == "add" && n.inputs.size() != 2) return "layer '" + n.layer->name() + "' adds more than two inputs";
-    for (Parameter* p : n.layer->parameters())
-      if (!p->value.device().is_cpu() || p->value.dtype() != DType::f32) return "weights are not f32 on the CPU";
-    for (Buffer* b : n.layer->buffers())
-      if (!b->value.device().is_cpu() || b->value.dtype() != DType::f32) return "buffers are not f32 on the CPU";
-  }
-  return "";
-}
-
-InferencePlan::InferencePlan(Model& model, int64_t batch, const InferenceOptions& options) {
-  if (batch < 1) throw InputError("inference plan: batch must be positive, got " + std::to_string(batch));
-  if (const std::string why = unsupported_reason(model); !why.empty())
-    throw InputError("model '" + model.name() + "': " + why);
-  int threads = options.threads > 0 ? options.threads : omp_get_max_threads();
-  if (options.threads == 0 && options.single_thread_below_flops > 0 &&
-      model.forward_flops() * batch < options.single_thread_below_flops)
-    threads = 1;
-  impl_ = std::make_unique<Impl>(model, batch, threads);
-  try {
-    ThreadScope scope(threads);  // oneDNN partitions its work for the team it is built under
-    impl_->build();
-  } catch (const dnnl::error& e) {
-    throw DeviceError("inference plan for model '" + model.name() + "': oneDNN: " + e.what());
-  }
-  impl_->refresh_weights();
-}
-
-InferencePlan::~InferencePlan() = default;
-
-const Tensor& InferencePlan::run(const Tensor& x) {
-  Impl& m = *impl_;
-  const Shape& in = m.model.input_shape();
-  if (x.shape() != Shape{m.batch, in[0], in[1], in[2]} || x.dtype() != DType::f32 || !x.device().is_cpu() ||
-      x.layout() != Layout::nchw)
-    throw InputError("inference plan for model '" + m.model.name() + "' takes f32 nchw " +
-                     shape_str({m.batch, in[0], in[1], in[2]}) + " on the CPU, got " + shape_str(x.shape()));
-  if (m.model.weights_version() != m.weights_version) m.refresh_weights();
-  ThreadScope scope(m.threads);
-  for (dnnl::memory* mem : m.input_mems) mem->set_data_handle(const_cast<void*>(x.raw()));
-  try {
-    for (Impl::Step& s : m.steps) s.prim.execute(m.stream, s.bound);
-    m.stream.wait();
-  } catch (const dnnl::error& e) {
-    throw DeviceError("inference plan for model '" + m.model.name() + "': oneDNN: " + e.what());
-  }
-  return m.output;
-}
-
-int64_t InferencePlan::batch() const { return impl_->batch; }
-int InferencePlan::threads() const { return impl_->threads; }
-size_t InferencePlan::arena_bytes() const { return impl_->arena_bytes; }
-size_t InferencePlan::primitive_count() const { return impl_->steps.size(); }
-
-std::string InferencePlan::describe() const {
-  std::ostringstream out;
-  for (const Impl::Step& s : impl_->steps) {
-    out << s.what << " [" << s.impl << "]";
-    if (s.bound.count(DNNL_ARG_SRC)) out << " src " << format_of(s.bound.at(DNNL_ARG_SRC).get_desc());
-    if (s.bound.count(DNNL_ARG_DST)) out << " dst " << format_of(s.bound.at(DNNL_ARG_DST).get_desc());
-    out << "\n";
-  }
-  return out.str();
 }
 
 }  // namespace convoy

@@ -12,17 +12,33 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "engine/core/tensor.h"
 #include "engine/graph/model.h"
 
 namespace convoy {
 
+// What the plan's convolutions and inner products compute in. fp32 is the default; the others
+// are opt-in: bf16 where the CPU has AVX-512 BF16 or AMX, int8 from a calibration.
+enum class InferencePrecision { fp32, bf16, int8 };
+
+// "fp32", "bf16", "int8"; parse throws InputError naming `what` for anything else.
+const char* precision_name(InferencePrecision p);
+InferencePrecision parse_inference_precision(const std::string& text, const std::string& what);
+
+// "" when this CPU (as oneDNN sees it, DNNL_MAX_CPU_ISA included) runs bf16 natively, else why not.
+std::string bf16_unsupported_reason();
+
 struct InferenceOptions {
   int threads = 0;  // OpenMP threads for the plan's primitives; 0 = all cores
   // With threads = 0: a pass of fewer FLOPs than this runs on one thread, where forking and
   // joining a team costs more than it saves (LeNet-5 at batch 1). 0 turns the rule off.
   int64_t single_thread_below_flops = 0;
+  InferencePrecision precision = InferencePrecision::fp32;
+  // int8: the largest |value| of the model input ([0]) and of each graph node's output ([i + 1]),
+  // from calibration (InferencePlan::calibrate). Required for int8, ignored otherwise.
+  std::vector<float> activation_max;
 };
 
 // The default single-thread threshold for latency-first small batches: LeNet-5 (5 MFLOP per image)
@@ -45,6 +61,12 @@ class InferencePlan {
   // x (batch, C, H, W) f32 nchw on the CPU -> logits (batch, classes) f32, a tensor owned by the
   // plan and overwritten by the next run(). Re-reads the weights first if they changed.
   const Tensor& run(const Tensor& x);
+
+  // fp32 plans only: runs x like run() and raises node_max ((graph nodes + 1), [0] = the input)
+  // to the largest |value| each node's output held: the ranges an int8 plan quantizes with.
+  void calibrate(const Tensor& x, std::vector<float>& node_max);
+
+  InferencePrecision precision() const;
 
   int64_t batch() const;
   int threads() const;

@@ -1,5 +1,7 @@
 #include "engine/inference/plan_cache.h"
 
+#include "engine/core/error.h"
+
 namespace convoy {
 
 const Tensor* InferencePlans::run(Model& model, const Tensor& x) {
@@ -9,6 +11,10 @@ const Tensor* InferencePlans::run(Model& model, const Tensor& x) {
     why_ = InferencePlan::unsupported_reason(model);
     unsupported_ = !why_.empty();
   }
+  // Reduced precision was asked for: never fall back to the fp32 layers without saying so.
+  if (options_.precision != InferencePrecision::fp32 && (unsupported_ || x.ndim() != 4))
+    throw InputError(std::string(precision_name(options_.precision)) + " inference of model '" + model.name() +
+                     "': " + (unsupported_ ? why_ : "the input is not (N, C, H, W)"));
   if (unsupported_ || x.ndim() != 4) return nullptr;
   auto it = plans_.find(x.dim(0));
   if (it == plans_.end()) {

@@ -4,6 +4,7 @@
 #include <omp.h>
 #include <oneapi/dnnl/dnnl.hpp>
 
+#include <algorithm>
 #include <cstdint>
 #include <string>
 #include <string_view>
@@ -18,7 +19,15 @@ using Md = dnnl::memory::desc;
 using Dims = dnnl::memory::dims;
 using Tag = dnnl::memory::format_tag;
 
-inline Md f32_md(const Dims& dims, Tag tag) { return Md(dims, dnnl::memory::data_type::f32, tag); }
+using Dt = dnnl::memory::data_type;
+
+inline Md f32_md(const Dims& dims, Tag tag) { return Md(dims, Dt::f32, tag); }
+inline bool is_int8(Dt t) { return t == Dt::s8 || t == Dt::u8; }
+// The quantized step of a value of range `max` in type t: q = x * scale (1 for float types).
+inline float quant_scale(Dt t, float max) {
+  if (!is_int8(t)) return 1.0f;
+  return (t == Dt::u8 ? 255.0f : 127.0f) / std::max(max, 1e-12f);
+}
 
 inline constexpr size_t kAlign = 64;
 
@@ -72,15 +81,21 @@ class ThreadScope {
 
 // The weights of one convolution or inner product step, in the layout its primitive wants:
 // a convolution with the batch norm after it folded in, a batch norm alone as a depthwise 1x1
-// convolution, or a linear layer.
+// convolution, or a linear layer. For int8 the folded weights become s8 with one symmetric scale
+// per output channel, fixed when the slot is bound, and the bias moves to the accumulator's scale.
 class WeightSlot {
  public:
   // conv: the conv2d layer or nullptr (a batch norm alone); bn: the batchnorm2d folded in or
-  // nullptr; linear: the linear layer (then conv and bn are nullptr). user_md: the weights as
+  // nullptr; linear: the linear layer (then conv and bn are nullptr). user_md: the f32 weights as
   // the model holds them ((K, C/g, R, S) oihw, (G, K/G, C/G, R, S) goihw, (O, I) or (O, C, H, W));
-  // want_md: the primitive's weights_desc(); bias_md: (K).
-  WeightSlot(Layer* conv, Layer* bn, Layer* linear, const Md& user_md, const Md& want_md, const Md& bias_md,
-             const dnnl::engine& engine);
+  // bias_md: (K). Folds the weights at once (channel_max() reads them).
+  WeightSlot(Layer* conv, Layer* bn, Layer* linear, const Md& user_md, const Md& bias_md, const dnnl::engine& engine);
+
+  // The largest |folded weight| of each output channel (K).
+  std::vector<float> channel_max() const;
+  // want_md: the primitive's weights_desc(). For s8 weights: weight_scale (K) quantizes each
+  // channel (q = w * scale) and src_scale is the input's, so the bias becomes bias * src * weight.
+  void bind(const Md& want_md, std::vector<float> weight_scale = {}, float src_scale = 1.0f);
 
   // Recomputes the folded weights from the layers and reorders them into the primitive's layout.
   void refresh(dnnl::stream& stream);
@@ -89,14 +104,20 @@ class WeightSlot {
   const dnnl::memory& bias() const { return bias_; }
 
  private:
+  void fold();
+
   Layer* conv_;
   Layer* bn_;
   Layer* linear_;
   dnnl::engine engine_;
   Md user_md_;
   std::vector<float> user_;    // folded weights in the model's layout
-  std::vector<float> stored_;  // in the primitive's layout (padded blocks included)
-  std::vector<float> bias_values_;  // (K)
+  std::vector<int8_t> user_s8_;  // the same quantized (int8 only)
+  std::vector<float> stored_;  // in the primitive's layout (padded blocks and s8 compensation included)
+  std::vector<float> folded_bias_;  // (K)
+  std::vector<float> bias_values_;  // (K) as the primitive adds it
+  std::vector<float> weight_scale_;  // (K), int8 only
+  float src_scale_ = 1.0f;
   dnnl::memory user_mem_, weights_, bias_;
   dnnl::reorder reorder_;
 };

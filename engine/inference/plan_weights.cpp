@@ -1,4 +1,5 @@
 // Folding batch norm into the weights before it and reordering them into the primitive's layout.
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 
@@ -19,20 +20,43 @@ const float* bias_of(Layer& layer) {
 
 }  // namespace
 
-WeightSlot::WeightSlot(Layer* conv, Layer* bn, Layer* linear, const Md& user_md, const Md& want_md,
-                       const Md& bias_md, const dnnl::engine& engine)
+WeightSlot::WeightSlot(Layer* conv, Layer* bn, Layer* linear, const Md& user_md, const Md& bias_md,
+                       const dnnl::engine& engine)
     : conv_(conv), bn_(bn), linear_(linear), engine_(engine), user_md_(user_md) {
   user_.assign(user_md.get_size() / sizeof(float), 0.0f);
-  stored_.assign(want_md.get_size() / sizeof(float) + 1, 0.0f);
-  bias_values_.assign(bias_md.get_size() / sizeof(float), 0.0f);
-  user_mem_ = dnnl::memory(user_md, engine, user_.data());
-  weights_ = dnnl::memory(want_md, engine, stored_.data());
+  folded_bias_.assign(bias_md.get_size() / sizeof(float), 0.0f);
+  bias_values_ = folded_bias_;
   bias_ = dnnl::memory(bias_md, engine, bias_values_.data());
+  fold();
+}
+
+std::vector<float> WeightSlot::channel_max() const {
+  const size_t k = folded_bias_.size(), per_k = user_.size() / k;
+  std::vector<float> out(k, 0.0f);
+  for (size_t o = 0; o < k; ++o)
+    for (size_t i = 0; i < per_k; ++i) out[o] = std::max(out[o], std::fabs(user_[o * per_k + i]));
+  return out;
+}
+
+void WeightSlot::bind(const Md& want_md, std::vector<float> weight_scale, float src_scale) {
+  weight_scale_ = std::move(weight_scale);
+  src_scale_ = src_scale;
+  stored_.assign(want_md.get_size() / sizeof(float) + 1, 0.0f);
+  weights_ = dnnl::memory(want_md, engine_, stored_.data());
+  if (weight_scale_.empty()) {
+    user_mem_ = dnnl::memory(user_md_, engine_, user_.data());
+  } else {
+    // The s8 weights in the model's layout; the reorder adds the compensation oneDNN wants.
+    user_s8_.assign(user_.size(), 0);
+    const Dims dims = cpu::onednn::dims_of(user_md_);
+    const Md s8_md(dims, Dt::s8, dims.size() == 5 ? Tag::goihw : plain_tag(dims.size()));
+    user_mem_ = dnnl::memory(s8_md, engine_, user_s8_.data());
+  }
   reorder_ = dnnl::reorder(user_mem_, weights_);
 }
 
-void WeightSlot::refresh(dnnl::stream& stream) {
-  const auto k = static_cast<int64_t>(bias_values_.size());  // output channels
+void WeightSlot::fold() {
+  const auto k = static_cast<int64_t>(folded_bias_.size());  // output channels
   const auto per_k = static_cast<int64_t>(user_.size()) / k;  // weights per output channel
   // Batch norm y = (x - mean) * gamma / sqrt(var + eps) + beta, as scale and shift, in double.
   std::vector<double> scale(static_cast<size_t>(k), 1.0), shift(static_cast<size_t>(k), 0.0);
@@ -57,12 +81,29 @@ void WeightSlot::refresh(dnnl::stream& stream) {
     for (int64_t o = 0; o < k; ++o) {
       for (int64_t i = 0; i < per_k; ++i)
         user_[o * per_k + i] = static_cast<float>(src[o * per_k + i] * scale[o]);
-      bias_values_[o] = static_cast<float>((b ? b[o] : 0.0) * scale[o] + shift[o]);
+      folded_bias_[o] = static_cast<float>((b ? b[o] : 0.0) * scale[o] + shift[o]);
     }
   } else {  // a batch norm alone: a depthwise 1x1 convolution
     for (int64_t c = 0; c < k; ++c) {
       user_[c] = static_cast<float>(scale[c]);
-      bias_values_[c] = static_cast<float>(shift[c]);
+      folded_bias_[c] = static_cast<float>(shift[c]);
+    }
+  }
+}
+
+void WeightSlot::refresh(dnnl::stream& stream) {
+  fold();
+  const size_t k = folded_bias_.size(), per_k = user_.size() / k;
+  if (weight_scale_.empty()) {
+    bias_values_ = folded_bias_;
+  } else {
+    // Round to nearest, clamped: changed weights keep the scales the plan was built with.
+    for (size_t o = 0; o < k; ++o) {
+      for (size_t i = 0; i < per_k; ++i)
+        user_s8_[o * per_k + i] =
+            static_cast<int8_t>(std::clamp(std::nearbyint(user_[o * per_k + i] * weight_scale_[o]), -127.0f, 127.0f));
+      // oneDNN 2.x adds the bias to the int32 accumulator before the output scale.
+      bias_values_[o] = folded_bias_[o] * src_scale_ * weight_scale_[o];
     }
   }
   reorder_.execute(stream, user_mem_, weights_);

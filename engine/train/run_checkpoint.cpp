@@ -29,6 +29,7 @@ constexpr const char* kOptimizer = "optimizer";
 constexpr const char* kPrecision = "precision";
 constexpr const char* kTestAccuracy = "test_accuracy";
 constexpr const char* kBestAccuracy = "best_accuracy";
+constexpr const char* kInt8ActivationMax = "int8_activation_max";
 
 constexpr const char* kFormatVersion = "convoy-checkpoint-1";
 
@@ -63,6 +64,7 @@ std::map<std::string, std::string> metadata_of(const RunCheckpointInfo& info) {
       {kBestAccuracy, std::to_string(info.best_accuracy)},
   };
   if (info.preprocess) metadata[kPreprocess] = preprocess_json(info).dump();
+  if (!info.int8_activation_max.empty()) metadata[kInt8ActivationMax] = nlohmann::json(info.int8_activation_max).dump();
   return metadata;
 }
 
@@ -140,6 +142,9 @@ class MetadataReader {
 };
 
 void read_resume_fields(const MetadataReader& meta, RunCheckpointInfo& info) {
+  if (meta.has(kInt8ActivationMax))
+    throw InputError(meta.source() + ": an int8 checkpoint (written by convoy quantize) is for CPU inference only; "
+                     "training resumes from the fp32 run's last.safetensors");
   info.epoch = meta.integer(kEpoch, 0, kMaxEpochs);
   info.batch_in_epoch = meta.integer(kBatchInEpoch, 0, kMaxCheckpointSteps);
   info.step = meta.integer(kStep, 0, kMaxCheckpointSteps);
@@ -275,6 +280,8 @@ RunCheckpoint read_run_checkpoint(const std::filesystem::path& path, CheckpointU
       break;
     case CheckpointUse::inference:
       read_inference_fields(meta, ckpt.info);
+      if (meta.has(kInt8ActivationMax))
+        ckpt.info.int8_activation_max = meta.json<std::map<std::string, double>>(kInt8ActivationMax);
       break;
   }
   return ckpt;

@@ -4,6 +4,7 @@
 // the run. The one place that knows the metadata's keys and how each value is written.
 #include <cstdint>
 #include <filesystem>
+#include <map>
 #include <optional>
 #include <string>
 #include <vector>
@@ -40,6 +41,9 @@ struct RunCheckpointInfo {
   std::string precision;  // as configured (fp32, bf16)
   double test_accuracy = 0;  // the last evaluation's, in [0, 1]
   double best_accuracy = 0;  // the best evaluation's so far
+  // Written by `convoy quantize`: the calibrated largest |value| of the input ("input") and of
+  // each layer's output, by layer name. Non-empty makes an int8 checkpoint: CPU inference only.
+  std::map<std::string, double> int8_activation_max;
 };
 
 // Writes the model's state, the optimizer's (when given) and the metadata, atomically.

@@ -7,6 +7,9 @@
 #include <oneapi/dnnl/dnnl.hpp>
 #include <oneapi/dnnl/dnnl_version.h>
 
+#include <stdexcept>
+#include <vector>
+
 namespace convoy::cpu::onednn {
 
 using dnnl::algorithm;
@@ -239,6 +242,38 @@ inline memory::dims strides_of(const memory::desc& md) {
 #else
   const auto& b = md.data.format_desc.blocking;
   return memory::dims(b.strides, b.strides + md.data.ndims);
+#endif
+}
+
+inline memory::data_type data_type_of(const memory::desc& md) {
+#if DNNL_VERSION_MAJOR >= 3
+  return md.get_data_type();
+#else
+  return md.data_type();
+#endif
+}
+
+// int8 inference: 2.x bakes "output scales" into the attribute (dst = scale * accumulator);
+// 3.x replaced them with per-argument scales passed at execution, which the plan does not use
+// yet, so int8 plans need 2.x (the caller checks kHasOutputScales first).
+inline constexpr bool kHasOutputScales = DNNL_VERSION_MAJOR < 3;
+inline void set_output_scales(dnnl::primitive_attr& attr, int mask, const std::vector<float>& scales) {
+#if DNNL_VERSION_MAJOR >= 3
+  (void)attr, (void)mask, (void)scales;
+  throw std::logic_error("oneDNN 3.x has no output scales");
+#else
+  attr.set_output_scales(mask, scales);
+#endif
+}
+
+// An eltwise post-op whose result is multiplied by `scale` (2.x only; int8 plans use it to apply
+// the destination's scale after a non-linear activation such as GELU).
+inline void append_eltwise_scaled(dnnl::post_ops& ops, float scale, algorithm alg, float alpha, float beta) {
+#if DNNL_VERSION_MAJOR >= 3
+  (void)ops, (void)scale, (void)alg, (void)alpha, (void)beta;
+  throw std::logic_error("oneDNN 3.x has no eltwise post-op scale");
+#else
+  ops.append_eltwise(scale, alg, alpha, beta);
 #endif
 }
 

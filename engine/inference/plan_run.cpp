@@ -1,0 +1,217 @@
+// InferencePlan: buffers placed in one arena by lifetime, run(), calibration, and the
+// precision helpers.
+#include <omp.h>
+
+#include <algorithm>
+#include <cmath>
+#include <sstream>
+
+#include "engine/backends/cpu/onednn_compat.h"
+#include "engine/core/error.h"
+#include "engine/inference/plan_impl.h"
+
+namespace convoy {
+
+// Greedy placement, largest first, at the lowest offset clear of every placed buffer whose
+// lifetime overlaps; the scratchpad (shared by all steps, which run one at a time) goes first.
+void InferencePlan::Impl::place_buffers() {
+  std::vector<int> order;
+  for (int i = 0; i < static_cast<int>(buffers.size()); ++i)
+    if (buffers[i].kind == Buffer::Kind::arena) order.push_back(i);
+  std::sort(order.begin(), order.end(), [&](int a, int b) { return buffers[a].bytes > buffers[b].bytes; });
+  const size_t scratch_end = (scratch_bytes + kAlign - 1) / kAlign * kAlign;
+  std::vector<int> placed;
+  size_t end = scratch_end;
+  for (int i : order) {
+    Buffer& b = buffers[i];
+    std::vector<std::pair<size_t, size_t>> busy;
+    for (int j : placed)
+      if (buffers[j].first <= b.last && b.first <= buffers[j].last)
+        busy.emplace_back(buffers[j].offset, buffers[j].offset + buffers[j].bytes);
+    std::sort(busy.begin(), busy.end());
+    size_t offset = scratch_end;
+    for (const auto& [lo, hi] : busy) {
+      if (offset + b.bytes <= lo) break;
+      offset = std::max(offset, (hi + kAlign - 1) / kAlign * kAlign);
+    }
+    b.offset = offset;
+    end = std::max(end, offset + b.bytes);
+    placed.push_back(i);
+  }
+  arena_bytes = std::max<size_t>(end, kAlign);
+  arena = std::aligned_alloc(kAlign, (arena_bytes + kAlign - 1) / kAlign * kAlign);
+  if (!arena) throw OutOfMemoryError("inference plan: cannot allocate its " + std::to_string(arena_bytes) + "-byte arena");
+  auto* base = static_cast<char*>(arena);
+  scratch = dnnl::memory(f32_md({static_cast<int64_t>(std::max<size_t>(scratch_bytes, 4) / 4)}, Tag::a), engine, base);
+  for (Step& s : steps) {
+    for (const Arg& a : s.args) {
+      if (a.value < 0) {
+        s.bound.emplace(a.arg, a.fixed);
+        continue;
+      }
+      const Value& v = values[a.value];
+      const Buffer& b = buffers[v.buffer];
+      void* ptr = b.kind == Buffer::Kind::output ? output.raw() : b.kind == Buffer::Kind::input ? nullptr : base + b.offset;
+      s.bound.emplace(a.arg, dnnl::memory(v.md, engine, ptr ? ptr : DNNL_MEMORY_NONE));
+      if (b.kind == Buffer::Kind::input) input_mems.push_back(&s.bound.at(a.arg));
+    }
+    if (scratch_bytes) s.bound.emplace(DNNL_ARG_SCRATCHPAD, scratch);
+  }
+}
+
+void InferencePlan::Impl::refresh_weights() {
+  ThreadScope scope(threads);
+  for (auto& w : weights) w->refresh(stream);
+  weights_version = model.weights_version();
+}
+
+const char* precision_name(InferencePrecision p) {
+  switch (p) {
+    case InferencePrecision::fp32: return "fp32";
+    case InferencePrecision::bf16: return "bf16";
+    case InferencePrecision::int8: return "int8";
+  }
+  return "?";
+}
+
+InferencePrecision parse_inference_precision(const std::string& text, const std::string& what) {
+  for (InferencePrecision p : {InferencePrecision::fp32, InferencePrecision::bf16, InferencePrecision::int8})
+    if (text == precision_name(p)) return p;
+  throw InputError(what + ": '" + text + "' is not a CPU inference precision (fp32, bf16, int8)");
+}
+
+std::string bf16_unsupported_reason() {
+  // oneDNN's ISA values are bit sets, each containing the ones it extends (AMX contains
+  // AVX-512 BF16). oneDNN 2.6 would emulate bf16 on plain AVX-512, slower than fp32: refused.
+  const auto isa = static_cast<unsigned>(dnnl::get_effective_cpu_isa());
+  const auto bf16 = static_cast<unsigned>(dnnl::cpu_isa::avx512_core_bf16);
+  if ((isa & bf16) == bf16) return "";
+  std::ostringstream hex;
+  hex << std::hex << isa;
+  return "bf16 inference needs a CPU with AVX-512 BF16 or AMX, which oneDNN does not find here (its ISA mask 0x" +
+         hex.str() + "; see the avx512_bf16 flag in /proc/cpuinfo, and DNNL_MAX_CPU_ISA)";
+}
+
+// Refuses a precision this CPU, this oneDNN or these options cannot run.
+static void check_precision(Model& model, const InferenceOptions& o) {
+  if (o.precision == InferencePrecision::bf16) {
+    if (const std::string why = bf16_unsupported_reason(); !why.empty()) throw InputError(why);
+  }
+  if (o.precision != InferencePrecision::int8) return;
+  if (!cpu::onednn::kHasOutputScales)
+    throw InputError("int8 inference plans need oneDNN 2.x output scales; this build uses oneDNN " +
+                     std::to_string(DNNL_VERSION_MAJOR) + "." + std::to_string(DNNL_VERSION_MINOR));
+  const size_t want = model.graph_nodes().size() + 1;
+  if (o.activation_max.size() != want)
+    throw InputError("int8 inference plan for model '" + model.name() + "': " + std::to_string(o.activation_max.size()) +
+                     " calibrated ranges for " + std::to_string(want) + " tensors (input + layers): calibrate first");
+  for (float v : o.activation_max)
+    if (!std::isfinite(v) || v < 0)
+      throw InputError("int8 inference plan for model '" + model.name() + "': a calibrated range is " +
+                       std::to_string(v) + " (expected finite and >= 0)");
+}
+
+std::string InferencePlan::unsupported_reason(Model& model) {
+  for (const Model::GraphNode& n : model.graph_nodes()) {
+    const std::string_view t = n.layer->type();
+    if (!is_known(t)) return "layer '" + n.layer->name() + "' (" + std::string(t) + ") has no inference plan";
+    if (t == "add" && n.inputs.size() != 2) return "layer '" + n.layer->name() + "' adds more than two inputs";
+    for (Parameter* p : n.layer->parameters())
+      if (!p->value.device().is_cpu() || p->value.dtype() != DType::f32) return "weights are not f32 on the CPU";
+    for (Buffer* b : n.layer->buffers())
+      if (!b->value.device().is_cpu() || b->value.dtype() != DType::f32) return "buffers are not f32 on the CPU";
+  }
+  return "";
+}
+
+InferencePlan::InferencePlan(Model& model, int64_t batch, const InferenceOptions& options) {
+  if (batch < 1) throw InputError("inference plan: batch must be positive, got " + std::to_string(batch));
+  if (const std::string why = unsupported_reason(model); !why.empty())
+    throw InputError("model '" + model.name() + "': " + why);
+  int threads = options.threads > 0 ? options.threads : omp_get_max_threads();
+  if (options.threads == 0 && options.single_thread_below_flops > 0 &&
+      model.forward_flops() * batch < options.single_thread_below_flops)
+    threads = 1;
+  check_precision(model, options);
+  impl_ = std::make_unique<Impl>(model, batch, threads, options);
+  try {
+    ThreadScope scope(threads);  // oneDNN partitions its work for the team it is built under
+    impl_->build();
+  } catch (const dnnl::error& e) {
+    throw DeviceError("inference plan for model '" + model.name() + "': oneDNN: " + e.what());
+  }
+  impl_->refresh_weights();
+}
+
+InferencePlan::~InferencePlan() = default;
+
+const Tensor& InferencePlan::run(const Tensor& x) {
+  Impl& m = *impl_;
+  const Shape& in = m.model.input_shape();
+  if (x.shape() != Shape{m.batch, in[0], in[1], in[2]} || x.dtype() != DType::f32 || !x.device().is_cpu() ||
+      x.layout() != Layout::nchw)
+    throw InputError("inference plan for model '" + m.model.name() + "' takes f32 nchw " +
+                     shape_str({m.batch, in[0], in[1], in[2]}) + " on the CPU, got " + shape_str(x.shape()));
+  if (m.model.weights_version() != m.weights_version) m.refresh_weights();
+  ThreadScope scope(m.threads);
+  for (dnnl::memory* mem : m.input_mems) mem->set_data_handle(const_cast<void*>(x.raw()));
+  try {
+    for (Impl::Step& s : m.steps) s.prim.execute(m.stream, s.bound);
+    m.stream.wait();
+  } catch (const dnnl::error& e) {
+    throw DeviceError("inference plan for model '" + m.model.name() + "': oneDNN: " + e.what());
+  }
+  return m.output;
+}
+
+void InferencePlan::calibrate(const Tensor& x, std::vector<float>& node_max) {
+  Impl& m = *impl_;
+  if (m.precision != InferencePrecision::fp32) throw InputError("calibration runs on an fp32 inference plan");
+  node_max.resize(m.node_value.size(), 0.0f);
+  m.stream.wait();
+  run(x);  // binds x and refreshes the weights; the steps run again below, one at a time
+  std::vector<float> value_max(m.values.size(), 0.0f);
+  const float* input = x.data<float>();
+  for (int64_t i = 0; i < x.numel(); ++i) value_max[0] = std::max(value_max[0], std::fabs(input[i]));
+  ThreadScope scope(m.threads);
+  for (Impl::Step& s : m.steps) {
+    s.prim.execute(m.stream, s.bound);
+    m.stream.wait();
+    for (const Impl::Arg& a : s.args) {
+      if ((a.arg != DNNL_ARG_DST && a.arg != DNNL_ARG_TO) || a.value < 0) continue;
+      const dnnl::memory& mem = s.bound.at(a.arg);
+      const auto* p = static_cast<const float*>(mem.get_data_handle());
+      const size_t n = mem.get_desc().get_size() / sizeof(float);  // blocked padding holds zeros
+      float mx = 0.0f;
+      for (size_t i = 0; i < n; ++i) mx = std::max(mx, std::fabs(p[i]));
+      value_max[static_cast<size_t>(a.value)] = mx;  // the last write wins (a residual copy, then the sum)
+    }
+  }
+  for (size_t n = 0; n < m.node_value.size(); ++n)
+    node_max[n] = std::max(node_max[n], value_max[static_cast<size_t>(m.node_value[n])]);
+}
+
+InferencePrecision InferencePlan::precision() const { return impl_->precision; }
+
+int64_t InferencePlan::batch() const { return impl_->batch; }
+int InferencePlan::threads() const { return impl_->threads; }
+size_t InferencePlan::arena_bytes() const { return impl_->arena_bytes; }
+size_t InferencePlan::primitive_count() const { return impl_->steps.size(); }
+
+std::string InferencePlan::describe() const {
+  std::ostringstream out;
+  for (const Impl::Step& s : impl_->steps) {
+    out << s.what << " [" << s.impl << "]";
+    for (const auto& [arg, name] : {std::pair{DNNL_ARG_SRC, " src "}, std::pair{DNNL_ARG_DST, " dst "}})
+      if (s.bound.count(arg)) {
+        const Md md = s.bound.at(arg).get_desc();
+        const Dt t = cpu::onednn::data_type_of(md);
+        out << name << (t == Dt::f32 ? "f32" : t == Dt::bf16 ? "bf16" : t == Dt::s8 ? "s8" : t == Dt::u8 ? "u8" : "?")
+            << " " << format_of(md);
+      }
+    out << "\n";
+  }
+  return out.str();
+}
+
+}  // namespace convoy
