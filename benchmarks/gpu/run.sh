@@ -2,8 +2,10 @@
 # On the GPU machine: build Convoy with CUDA (Release, sm_90) and run the `cuda`-labelled
 # tests. Logs go to OUTDIR; a short summary is printed last.
 #   benchmarks/gpu/run.sh OUTDIR       (CONVOY_GPU_TESTS=0: configure only; CONVOY_NVJPEG=ON|OFF, default AUTO)
-# Expects .deps.tar.xz (oneDNN 2.6 and Fashion-MNIST from Debian, see ../shared/GPU.md) in
-# the repository root when oneDNN is not installed.
+# Expects .deps.tar.xz in the repository root when oneDNN is not installed: Debian's packages
+# unpacked by ../shared/gpu/fetch-debs.sh .deps libdnnl2 libdnnl-dev dataset-fashion-mnist
+# libturbojpeg0 libturbojpeg0-dev libpng16-16 libpng-dev (not libjpeg62: the machine's own
+# libjpeg headers would meet Debian's library and refuse it at run time).
 set -uo pipefail
 out=${1:?usage: benchmarks/gpu/run.sh OUTDIR}
 mkdir -p "$out"
