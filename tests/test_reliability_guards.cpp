@@ -6,6 +6,7 @@
 #include <sstream>
 #include <string>
 
+#include "engine/checkpoint/safetensors.h"
 #include "engine/config/run_config.h"
 #include "engine/core/error.h"
 #include "engine/train/run_checkpoint.h"
@@ -105,6 +106,35 @@ TEST(ReliabilityGuards, SkipStepSkipsAStepWithNonFiniteGradientsWithoutUpdating)
         a.tensors[i].tensor.to_floats() != b.tensors[i].tensor.to_floats())
       differ = true;
   EXPECT_TRUE(differ) << "the skipped steps changed nothing: the test cannot tell a skip from an update";
+}
+
+// Gradients that overflow while the loss stays finite, from real weights and data (no test
+// hook): a classifier scaled by 1e33 over inputs normalized by a std of 1e-5. Batch norm keeps
+// the logits (and the loss, ~1e35) finite, while conv1's weight gradient, the inputs times
+// the classifier's weights summed over the batch, passes float's 3.4e38. Without the gradient
+// check the run would go on until the loss or the checkpoint's weights gave out.
+TEST(ReliabilityGuards, OverflowingGradientsWithAFiniteLossStopTheRun) {
+  const TempDir dir("convoy-grad");
+  const fs::path config = write_tiny_config(dir.path(), 1);
+  const CommandResult base = convoy_run("train --config " + config.string() + " --set name=base");
+  ASSERT_EQ(base.status, 0) << base.output;
+  convoy::SafetensorsFile weights = convoy::read_safetensors(dir / "runs/base/best.safetensors");
+  bool scaled = false;
+  for (convoy::NamedTensor& t : weights.tensors)
+    if (t.name == "fc1.weight") {
+      float* w = t.tensor.data<float>();
+      for (int64_t i = 0; i < t.tensor.numel(); ++i) w[i] *= 1e33f;
+      scaled = true;
+    }
+  ASSERT_TRUE(scaled);
+  convoy::write_safetensors(dir / "huge.safetensors", weights.tensors, weights.metadata);
+  const std::string args = "train --config " + config.string() + " --init-weights " + (dir / "huge.safetensors").string() +
+                           " --set optimizer.lr=1e-30 --set optimizer.momentum=0 --set dataset.normalize.std=[1e-5]";
+  const CommandResult r = convoy_run(args);
+  EXPECT_EQ(r.status, 1) << r.output;
+  EXPECT_NE(r.output.find("convoy: error: epoch 1, step "), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("non-finite values (inf or nan; the loss is a finite "), std::string::npos) << r.output;
+  EXPECT_EQ(r.output.find("the training loss is"), std::string::npos) << r.output;
 }
 
 // skip_step gives up after 100 skipped steps in a row, here all of them by their gradients.
