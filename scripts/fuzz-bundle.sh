@@ -57,6 +57,9 @@ for lib in $libs; do
   pkg=$( (dpkg -S "$lib" || dpkg -S "$real" || dpkg -S "${real#/usr}") 2>/dev/null | head -1 | cut -d: -f1 || true)
   echo "  $(basename "$lib")  ${pkg:-?}" >>"$root/MANIFEST"
 done
+# glibc stays the image's: say which it must be at least.
+need=$(for f in "$root"/bin/* "$root"/lib/*; do objdump -T "$f" 2>/dev/null | grep -o 'GLIBC_[0-9.]*'; done | sort -uV | tail -1)
+echo "needs glibc >= ${need#GLIBC_} on the machine that runs it (Debian 12: 2.36; Ubuntu 22.04 has 2.35, too old)" >>"$root/MANIFEST"
 # Debug sections are not needed to fuzz (the targets keep their symbols for the stack traces).
 strip --strip-debug "$root"/lib/* 2>/dev/null || true
 
