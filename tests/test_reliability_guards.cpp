@@ -163,7 +163,7 @@ TEST(ReliabilityGuards, DeviceFailingMidRunKeepsTheLastGoodCheckpointsAndResumes
   // 8 steps per epoch: step 20 is the fourth of epoch 3.
   const CommandResult failed = run_command("CONVOY_FAULT_INJECT=device_error@step:20 " + train + " 2>&1");
   EXPECT_EQ(failed.status, 1) << failed.output;
-  EXPECT_NE(failed.output.find("convoy: error: epoch 3, at step 20: the device failed: cpu: device error injected by "
+  EXPECT_NE(failed.output.find("convoy: error: epoch 3, after 19 steps: the device failed: cpu: device error injected by "
                                "CONVOY_FAULT_INJECT"),
             std::string::npos)
       << failed.output;

@@ -27,7 +27,8 @@ TrainResult TrainingRun::run() {
     // is saved from it (a CUDA context's errors are sticky anyway); the checkpoints on disk are
     // those of the last good epoch, written whole or not at all.
     std::ostringstream out;
-    out << "epoch " << pos_.epoch + 1 << ", at step " << pos_.step + 1 << ": the device failed: " << e.what()
+    // After pos_.step steps queued: on a GPU the fault surfaces at a later check or read-back.
+    out << "epoch " << pos_.epoch + 1 << ", after " << pos_.step << " steps: the device failed: " << e.what()
         << ". Training stopped without saving from the failed device. " << kept_checkpoint()
         << "; check the GPU (nvidia-smi, Xid errors in the kernel log) and continue with --resume";
     throw DeviceError(out.str());
