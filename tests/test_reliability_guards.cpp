@@ -60,6 +60,7 @@ TEST(ReliabilityGuards, NonFiniteGradientStopsTheRunNamingTheStep) {
   EXPECT_NE(error.find("epoch 2, step 11 (batch 3 of 8): the gradients hold 36 non-finite values"), std::string::npos)
       << error << "\n" << log;
   EXPECT_NE(error.find("the loss is a finite"), std::string::npos) << error;
+  EXPECT_NE(error.find("the last good step's gradient norm: "), std::string::npos) << error;
   EXPECT_NE(error.find("The last good checkpoint is kept"), std::string::npos) << error;
   const fs::path last = dir / "runs/tiny/last.safetensors";
   const convoy::RunCheckpoint ckpt = convoy::read_run_checkpoint(last, convoy::CheckpointUse::resume);

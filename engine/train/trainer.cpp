@@ -208,6 +208,7 @@ void TrainingRun::diverged(const BadStep& bad) const {
         << (bad.bad_gradients == 1 ? "" : "s") << " (inf or nan; the loss is a finite " << bad.loss << ")";
   else
     out << "the training loss is " << (std::isnan(bad.loss) ? "nan" : bad.loss > 0 ? "inf" : "-inf");
+  if (bad.last_grad_norm > 0) out << " (the last good step's gradient norm: " << bad.last_grad_norm << ")";
   if (config_.nan_skip_step)
     out << " for " << skipped_in_a_row_ << " steps in a row (nan_policy: skip_step): the weights no longer give a "
            "finite loss and gradients";

@@ -56,6 +56,7 @@ struct BadStep {
   int64_t step = 0, batch = 0;
   float loss = 0;
   float bad_gradients = 0;  // non-finite gradient elements (the check runs where the loss is finite)
+  double last_grad_norm = 0;  // the global gradient norm of the last good step read back (0: none)
   bool gradients() const { return std::isfinite(loss) && bad_gradients > 0; }
 };
 
@@ -85,7 +86,7 @@ struct EpochTally {
       const float loss = p.poisoned ? NAN : p.out.loss.to_floats()[0];
       const std::vector<float> grads = p.out.grad_stats.to_floats();  // (2): non-finite, sum of squares
       if (!std::isfinite(loss) || grads[0] > 0) {
-        bad = BadStep{p.step, p.batch, loss, grads[0]};
+        bad = BadStep{p.step, p.batch, loss, grads[0], grad_norm};
         break;
       }
       grad_norm = std::sqrt(static_cast<double>(grads[1]));
