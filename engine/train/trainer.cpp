@@ -208,7 +208,12 @@ void TrainingRun::diverged(const BadStep& bad) const {
         << (bad.bad_gradients == 1 ? "" : "s") << " (inf or nan; the loss is a finite " << bad.loss << ")";
   else
     out << "the training loss is " << (std::isnan(bad.loss) ? "nan" : bad.loss > 0 ? "inf" : "-inf");
-  if (bad.last_grad_norm > 0) out << " (the last good step's gradient norm: " << bad.last_grad_norm << ")";
+  if (bad.last_grad_norm > 0) {
+    out << " (the last good step's gradient norm: ";
+    // Its square sums in float: past ~1.8e19 it overflows though every element is finite.
+    if (std::isfinite(bad.last_grad_norm)) out << bad.last_grad_norm << ")";
+    else out << "over 1.8e19)";
+  }
   if (config_.nan_skip_step)
     out << " for " << skipped_in_a_row_ << " steps in a row (nan_policy: skip_step): the weights no longer give a "
            "finite loss and gradients";
