@@ -9,11 +9,13 @@
 #include <filesystem>
 #include <fstream>
 #include <iterator>
+#include <sstream>
 #include <string>
 #include <vector>
 
 #include "engine/train/run_checkpoint.h"
 #include "run_command.h"
+#include "synthetic_run.h"
 
 namespace convoy::testing {
 
@@ -34,11 +36,11 @@ inline const std::string kSmallModel =
     "  - {type: flatten}\n"
     "  - {name: fc, type: linear, out_features: 2}\n";
 
+namespace fs = std::filesystem;
+
 // Whole runs of a tiny model on synthetic data, on the CPU, through the `convoy` binary
 // (CONVOY_BINARY) or train(): no dataset to install.
 namespace tiny_run {
-
-namespace fs = std::filesystem;
 
 // 16x16 gray inputs, 4 classes: a few thousand parameters.
 inline constexpr const char* kTinyModel = R"(name: tiny
@@ -53,25 +55,17 @@ layers:
   - {name: fc1, type: linear, out_features: 4}
 )";
 
-// A run config in `dir` (the model beside it), writing to dir/runs/tiny.
+// The tiny run in `dir` (kTinyModel beside it), writing to dir/runs/tiny.
 inline fs::path write_tiny_config(const fs::path& dir, int64_t epochs, int64_t train_size = 256,
-                           const std::string& extra = "") {
+                                  const std::string& extra = "") {
   std::ofstream(dir / "tiny_model.yaml") << kTinyModel;
+  SyntheticRun run;
+  run.epochs = epochs;
+  run.size = train_size;
+  run.output_dir = (dir / "runs").string();
+  run.extra = extra;
   const fs::path config = dir / "tiny.yaml";
-  std::ofstream(config) << "name: tiny\n"
-                        << "model: tiny_model.yaml\n"
-                        << "dataset:\n"
-                        << "  kind: synthetic\n"
-                        << "  synthetic: {shape: [1, 16, 16], classes: 4, size: " << train_size << "}\n"
-                        << "  normalize: {mean: [0.5], std: [0.25]}\n"
-                        << "  test_limit: 64\n"
-                        << "batch_size: 32\n"
-                        << "epochs: " << epochs << "\n"
-                        << "optimizer: {type: sgd, lr: 0.05, momentum: 0.9}\n"
-                        << "device: cpu\n"
-                        << "threads: 1\n"
-                        << "output: {dir: " << (dir / "runs").string() << ", log_every: 1000}\n"
-                        << extra;
+  std::ofstream(config) << synthetic_run_yaml(run);
   return config;
 }
 
