@@ -90,7 +90,7 @@ int run_train(const TrainArgs& args) {
             << r.train_seconds << " s of training; test accuracy " << std::setprecision(2)
             << r.test_accuracy * 100 << "% (best " << r.best_accuracy * 100 << "%); checkpoints in "
             << r.run_dir << "/";
-  if (r.skipped_steps) std::cout << "; skipped " << r.skipped_steps << " steps with a non-finite loss";
+  if (r.skipped_steps) std::cout << "; skipped " << r.skipped_steps << " steps with a non-finite loss or gradients";
   std::cout << std::endl;
   return 0;
 }

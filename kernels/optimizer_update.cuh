@@ -27,12 +27,17 @@ struct AdamSlotDev {
 // Elements per block of the fused updates; the host builds `block_start` (slots + 1
 // entries: the first block of each slot, then the total) with this chunk size.
 constexpr int64_t kOptimChunk = 8192;
+// `stats` (null: none): two device floats the update adds to, the number of non-finite
+// gradient elements and the sum of squares of the finite ones. `apply` false: only those,
+// no parameter or state written.
 void sgd_update(const SgdSlotDev* slots, const int64_t* block_start, int num_slots,
-                int64_t num_blocks, float lr, float momentum, bool nesterov, cudaStream_t stream);
+                int64_t num_blocks, float lr, float momentum, bool nesterov, float* stats,
+                bool apply, cudaStream_t stream);
 // step_size = lr / (1 - beta1^step), inv_sqrt_bc2 = 1 / sqrt(1 - beta2^step), both
 // computed on the host in double.
 void adamw_update(const AdamSlotDev* slots, const int64_t* block_start, int num_slots,
                   int64_t num_blocks, float lr, float beta1, float beta2, float eps,
-                  float step_size, float inv_sqrt_bc2, cudaStream_t stream);
+                  float step_size, float inv_sqrt_bc2, float* stats, bool apply,
+                  cudaStream_t stream);
 
 }  // namespace convoy::kernels

@@ -9,11 +9,18 @@ namespace convoy::kernels {
 
 __global__ void probe_kernel() {}
 
+__global__ void fault_kernel() { __trap(); }
+
 // ---- launchers ----------------------------------------------------------------------------
 
 cudaError_t probe_kernel_image() {
   cudaFuncAttributes attr;
   return cudaFuncGetAttributes(&attr, probe_kernel);
+}
+
+void device_fault(cudaStream_t stream) {
+  fault_kernel<<<1, 1, 0, stream>>>();
+  // The launch itself succeeds; the trap surfaces at the next synchronisation.
 }
 
 }  // namespace convoy::kernels

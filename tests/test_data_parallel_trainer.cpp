@@ -13,6 +13,7 @@
 #include "engine/config/run_config.h"
 #include "engine/distributed/communicator.h"
 #include "engine/train/trainer.h"
+#include "tests/synthetic_run.h"
 #include "tests/temp_dir.h"
 
 using namespace convoy;
@@ -34,14 +35,18 @@ layers:
   }
 
   RunConfig config(const std::string& name, int64_t batch) const {
-    std::ostringstream yaml;
-    yaml << "name: " << name << "\nmodel: net.yaml\n"
-         << "dataset: {kind: synthetic, synthetic: {shape: [1, 8, 8], classes: 4, size: 320}, test_limit: 64,"
-            " normalize: {mean: [0.5], std: [0.25]}}\n"
-         << "batch_size: " << batch << "\nepochs: 2\n"
-         << "optimizer: {type: sgd, lr: 0.05, momentum: 0.9, weight_decay: 0.001}\n"
-         << "seed: 9\ndevice: cpu\nthreads: 1\noutput: {dir: " << (dir_ / "runs").string() << ", log_every: 3}\n";
-    return parse_run_config(yaml.str(), "test.yaml", dir_.path().string(), {});
+    convoy::testing::SyntheticRun run;
+    run.name = name;
+    run.model = "net.yaml";
+    run.shape = "[1, 8, 8]";
+    run.size = 320;
+    run.batch_size = batch;
+    run.epochs = 2;
+    run.optimizer = "{type: sgd, lr: 0.05, momentum: 0.9, weight_decay: 0.001}";
+    run.seed = 9;
+    run.output_dir = (dir_ / "runs").string();
+    run.log_every = 3;
+    return parse_run_config(convoy::testing::synthetic_run_yaml(run), "test.yaml", dir_.path().string(), {});
   }
 
   // Both ranks of a simulated world train `name`; rank r stops on its own flag.

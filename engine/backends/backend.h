@@ -60,6 +60,12 @@ class Backend {
   // Bytes the device can still give out now (host RAM available, or the GPU's free memory); 0 when
   // it cannot tell. `convoy serve` refuses a model that would not fit.
   virtual uint64_t free_memory() const = 0;
+  // Test hook (CONVOY_FAULT_INJECT=device_error@step:N): the device fails as a GPU that falls
+  // off the bus or hits an uncorrectable ECC error does. CUDA: a kernel that traps, a real
+  // sticky error, so the next synchronisation or read-back throws DeviceError through the
+  // usual check and every CUDA call after it fails. CPU: every op call from now on throws
+  // DeviceError (no op runs on a failed device).
+  virtual void inject_device_error() = 0;
   // The activation layout this backend computes fastest in at `compute` dtype (Model::to).
   virtual Layout preferred_layout(DType /*compute*/) const { return Layout::nchw; }
 

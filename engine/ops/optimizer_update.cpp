@@ -6,6 +6,7 @@ namespace convoy {
 
 void check_sgd_update(std::span<const SgdSlot> slots, const SgdHyper& h, Device device) {
   const OpCheck c("sgd_update", device);
+  if (h.grad_stats) c.f32(*h.grad_stats, 2, "grad_stats");
   for (const SgdSlot& s : slots) {
     c.that(s.param && s.grad, "a slot without param or grad");
     const int64_t n = s.param->numel();
@@ -19,6 +20,7 @@ void check_sgd_update(std::span<const SgdSlot> slots, const SgdHyper& h, Device 
 void check_adamw_update(std::span<const AdamSlot> slots, const AdamHyper& h, Device device) {
   const OpCheck c("adamw_update", device);
   c.that(h.step >= 1, "step must be at least 1");
+  if (h.grad_stats) c.f32(*h.grad_stats, 2, "grad_stats");
   for (const AdamSlot& s : slots) {
     c.that(s.param && s.grad && s.m && s.v, "a slot without param, grad, m or v");
     const int64_t n = s.param->numel();

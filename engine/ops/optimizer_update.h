@@ -11,6 +11,13 @@ struct SgdHyper {
   float lr = 0.1f;
   float momentum = 0.0f;
   bool nesterov = false;
+  // Optional, (2) f32 on the update's device, added to (not reset): [0] the number of
+  // non-finite gradient elements, [1] the sum of squares of the finite ones (the squared global
+  // gradient norm). The update reads every gradient anyway, so the check costs no extra pass.
+  Tensor* grad_stats = nullptr;
+  // false: grad_stats only, no parameter or optimizer state touched (a look at the gradients
+  // before deciding to update, as nan_policy: skip_step does).
+  bool apply = true;
 };
 // One parameter for SGD (PyTorch semantics, dampening 0):
 //   g = grad + weight_decay * param;  buf = momentum * buf + g;
@@ -27,6 +34,13 @@ struct AdamHyper {
   float beta1 = 0.9f, beta2 = 0.999f;
   float eps = 1e-8f;
   int64_t step = 1;  // 1-based, after increment (for bias correction)
+  // Optional, (2) f32 on the update's device, added to (not reset): [0] the number of
+  // non-finite gradient elements, [1] the sum of squares of the finite ones (the squared global
+  // gradient norm). The update reads every gradient anyway, so the check costs no extra pass.
+  Tensor* grad_stats = nullptr;
+  // false: grad_stats only, no parameter or optimizer state touched (a look at the gradients
+  // before deciding to update, as nan_policy: skip_step does).
+  bool apply = true;
 };
 // One parameter for AdamW (decoupled weight decay, PyTorch semantics):
 //   param *= 1 - lr * weight_decay;  m = b1 m + (1 - b1) g;  v = b2 v + (1 - b2) g^2;

@@ -18,8 +18,16 @@ Optimizer::Optimizer(const OptimizerConfig& config,
   }
 }
 
-void Optimizer::step(Backend& backend, double lr) {
+void Optimizer::step(Backend& backend, double lr, Tensor* grad_stats) {
   ++steps_;
+  update(backend, lr, grad_stats, /*apply=*/true);
+}
+
+void Optimizer::check_gradients(Backend& backend, Tensor& grad_stats) {
+  update(backend, 0.0, &grad_stats, /*apply=*/false);
+}
+
+void Optimizer::update(Backend& backend, double lr, Tensor* grad_stats, bool apply) {
   if (config_.type == "sgd") {
     std::vector<SgdSlot> slots;
     for (size_t i = 0; i < params_.size(); ++i) {
@@ -27,8 +35,10 @@ void Optimizer::step(Backend& backend, double lr) {
       slots.push_back({&p->value, &p->grad, &first_[i],
                        p->weight_decay ? static_cast<float>(config_.weight_decay) : 0.0f});
     }
-    backend.ops().sgd_update(slots, {static_cast<float>(lr), static_cast<float>(config_.momentum),
-                                     config_.nesterov});
+    SgdHyper h{static_cast<float>(lr), static_cast<float>(config_.momentum), config_.nesterov};
+    h.grad_stats = grad_stats;
+    h.apply = apply;
+    backend.ops().sgd_update(slots, h);
   } else {
     std::vector<AdamSlot> slots;
     for (size_t i = 0; i < params_.size(); ++i) {
@@ -36,9 +46,11 @@ void Optimizer::step(Backend& backend, double lr) {
       slots.push_back({&p->value, &p->grad, &first_[i], &second_[i],
                        p->weight_decay ? static_cast<float>(config_.weight_decay) : 0.0f});
     }
-    backend.ops().adamw_update(slots, {static_cast<float>(lr), static_cast<float>(config_.beta1),
-                                       static_cast<float>(config_.beta2),
-                                       static_cast<float>(config_.eps), steps_});
+    AdamHyper h{static_cast<float>(lr), static_cast<float>(config_.beta1), static_cast<float>(config_.beta2),
+                static_cast<float>(config_.eps), std::max<int64_t>(1, steps_)};
+    h.grad_stats = grad_stats;
+    h.apply = apply;
+    backend.ops().adamw_update(slots, h);
   }
 }
 

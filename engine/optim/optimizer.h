@@ -17,8 +17,12 @@ class Optimizer {
  public:
   Optimizer(const OptimizerConfig& config, std::vector<std::pair<std::string, Parameter*>> params,
             Backend& backend);
-  // One update of every parameter from its `grad`, with learning rate `lr`.
-  void step(Backend& backend, double lr);
+  // One update of every parameter from its `grad`, with learning rate `lr`; with
+  // `grad_stats` ((2) f32 on the device), the gradients' non-finite count and sum of squares
+  // are added to it in the same pass (the update's grad_stats).
+  void step(Backend& backend, double lr, Tensor* grad_stats = nullptr);
+  // The same statistics alone: no parameter, state or step count changes.
+  void check_gradients(Backend& backend, Tensor& grad_stats);
   int64_t steps() const { return steps_; }
   // The step count alone (a data-parallel rank whose state comes from rank 0's broadcast).
   void set_steps(int64_t steps) { steps_ = steps; }
@@ -33,6 +37,8 @@ class Optimizer {
   std::vector<Tensor> first_;   // momentum buffer or m, per parameter
   std::vector<Tensor> second_;  // v (AdamW only)
   int64_t steps_ = 0;
+
+  void update(Backend& backend, double lr, Tensor* grad_stats, bool apply);
 };
 
 // The learning rate at optimizer step `step` (0-based) of a run of `total_steps`, with

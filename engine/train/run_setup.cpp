@@ -1,6 +1,7 @@
 #include "engine/train/run_setup.h"
 
 #include <algorithm>
+#include <cstdlib>
 #include <ostream>
 #include <thread>
 #include <vector>
@@ -40,6 +41,18 @@ DType training_dtype(const RunConfig& config, const Model& model, Backend& backe
 }
 
 }  // namespace
+
+int64_t fault_inject_step() {
+  const char* env = std::getenv("CONVOY_FAULT_INJECT");
+  if (!env || !*env) return 0;
+  const std::string value = env, prefix = "device_error@step:";
+  const std::string digits = value.substr(std::min(prefix.size(), value.size()));
+  if (value.compare(0, prefix.size(), prefix) != 0 || digits.empty() || digits.size() > 15 ||
+      digits.find_first_not_of("0123456789") != std::string::npos || std::stoll(digits) < 1)
+    throw InputError("CONVOY_FAULT_INJECT: expected device_error@step:N with N >= 1 (a test hook that makes the "
+                     "device fail at step N), got '" + value + "'");
+  return std::stoll(digits);
+}
 
 std::unique_ptr<Backend> open_backend(const RunConfig& config, std::ostream& log) {
   BackendOptions options;

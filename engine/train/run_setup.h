@@ -14,6 +14,10 @@
 namespace convoy {
 
 std::unique_ptr<Backend> open_backend(const RunConfig& config, std::ostream& log);
+// Test hook: the environment's CONVOY_FAULT_INJECT=device_error@step:N makes the device fail
+// (Backend::inject_device_error) as step N (1-based) starts; returns N, or 0 when unset.
+// Anything else in the variable is an InputError naming it.
+int64_t fault_inject_step();
 // The config's dataset, split `split`, its first `limit` samples (0 = all).
 std::unique_ptr<Dataset> load_split(const RunConfig& config, const std::string& split, int64_t limit);
 // The model's input (C, H, W), and the crops of the config that reach it.

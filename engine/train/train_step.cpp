@@ -46,8 +46,9 @@ TrainStep::TrainStep(Backend& backend, Model& model, const TrainRecipe& recipe, 
 
 TrainStepOutput TrainStep::run(const Tensor& images, const Tensor& labels, int64_t step, double lr) {
   TrainStepOutput out = forward(images, labels, step);
-  share(out, /*wait=*/false);  // goes out before the gradients; update() waits for all
-  update(lr);
+  share(out, /*wait=*/false);  // goes out before the gradients; backward() waits for all
+  backward();
+  apply(lr, &out.grad_stats);  // the gradient check folded into the update's one pass
   return out;
 }
 
@@ -59,7 +60,8 @@ TrainStepOutput TrainStep::forward(const Tensor& images, const Tensor& labels, i
   Tensor x = backend_.empty(images.shape(), model_.compute_dtype(), model_.layout());  // (N, C, H, W)
   ops.normalize_augment(images, recipe_.augment, step_seed, x);
   const Tensor logits = model_.forward(backend_, x, StepInfo{true, step_seed, sync_bn_.get()});  // (N, classes)
-  TrainStepOutput out{backend_.empty({1}, DType::f32), backend_.empty({1}, DType::i32)};
+  TrainStepOutput out{backend_.empty({1}, DType::f32), backend_.empty({1}, DType::i32),
+                      backend_.zeros({2}, DType::f32)};
   dlogits_ = backend_.empty(logits.shape(), logits.dtype());  // (N, classes)
   ops.softmax_cross_entropy(logits, labels, static_cast<float>(recipe_.label_smoothing), out.loss, dlogits_,
                             out.hits);
@@ -75,7 +77,7 @@ void TrainStep::share(TrainStepOutput& out, bool wait) {
   if (wait) comm_->wait();
 }
 
-void TrainStep::update(double lr) {
+void TrainStep::backward() {
   if (reducer_) {
     model_.backward(backend_, dlogits_, [this](std::span<Parameter* const> params) { reducer_->grads_ready(params); });
     reducer_->finish();  // the optimizer's reads wait for the averaged gradients
@@ -83,7 +85,12 @@ void TrainStep::update(double lr) {
     model_.backward(backend_, dlogits_);  // into the f32 grads (casts from bf16 ones included)
   }
   dlogits_ = Tensor();
-  optimizer_.step(backend_, lr);
+}
+
+void TrainStep::check_gradients(TrainStepOutput& out) { optimizer_.check_gradients(backend_, out.grad_stats); }
+
+void TrainStep::apply(double lr, Tensor* grad_stats) {
+  optimizer_.step(backend_, lr, grad_stats);
   // The masters moved: the bf16 (or channels-last) copies the next forward reads must follow.
   model_.refresh_compute_weights(backend_);
 }

@@ -29,6 +29,9 @@ struct TrainRecipe {
 struct TrainStepOutput {
   Tensor loss;  // (1) f32: the batch's mean cross-entropy, label smoothing included
   Tensor hits;  // (1) i32: samples whose top-1 class is their label
+  // (2) f32: the step's gradients (after any averaging over ranks), [0] their non-finite
+  // elements, [1] the sum of squares of the finite ones; filled by the optimizer's pass.
+  Tensor grad_stats;
 };
 
 // The state a step carries over: the model (the caller's) and the optimizer with its
@@ -47,12 +50,16 @@ class TrainStep {
   // resumed run draws what the uninterrupted one would have. `lr`: this step's rate.
   TrainStepOutput run(const Tensor& images, const Tensor& labels, int64_t step, double lr);
 
-  // run() in two halves, for a caller that looks at the loss before it lets the step update
-  // the weights (nan_policy: skip_step): forward() computes the loss and its gradient and keeps
-  // them; update() runs the backward pass and the optimizer from them. A step whose update is
-  // never called changes no weight (batch norm's running statistics still moved in forward()).
+  // run() in parts, for a caller that looks at the loss and the gradients before it lets the
+  // step update the weights (nan_policy: skip_step): forward() computes the loss and its
+  // gradient and keeps them; backward() the parameters' gradients (averaged over the ranks);
+  // check_gradients() their statistics into out.grad_stats without an update; apply() the
+  // optimizer. A step whose apply() is never called changes no weight (batch norm's running
+  // statistics still moved in forward()).
   TrainStepOutput forward(const Tensor& images, const Tensor& labels, int64_t step);
-  void update(double lr);
+  void backward();
+  void check_gradients(TrainStepOutput& out);
+  void apply(double lr, Tensor* grad_stats = nullptr);
   // Data-parallel: forward()'s loss averaged and hits summed over the ranks (launched now;
   // `wait`: reads of them queued from now on see the result, else the next update() does).
   void share(TrainStepOutput& out, bool wait);

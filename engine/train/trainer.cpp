@@ -5,6 +5,12 @@
 namespace convoy {
 namespace training {
 
+namespace {
+bool has_step(const std::vector<int64_t>& steps, int64_t step) {
+  return std::find(steps.begin(), steps.end(), step) != steps.end();
+}
+}  // namespace
+
 
 TrainResult TrainingRun::run() {
   try {
@@ -16,6 +22,16 @@ TrainResult TrainingRun::run() {
                            (dtype_ == DType::bf16 ? "bf16" : "fp32") + ": try a smaller batch_size" +
                            (dtype_ == DType::bf16 ? "" : " or precision: bf16") +
                            "; the last checkpoint is intact");
+  } catch (const DeviceError& e) {
+    // A lost GPU, an ECC or Xid error: the device's memory cannot be trusted or read, so nothing
+    // is saved from it (a CUDA context's errors are sticky anyway); the checkpoints on disk are
+    // those of the last good epoch, written whole or not at all.
+    std::ostringstream out;
+    // After pos_.step steps queued: on a GPU the fault surfaces at a later check or read-back.
+    out << "epoch " << pos_.epoch + 1 << ", after " << pos_.step << " steps: the device failed: " << e.what()
+        << ". Training stopped without saving from the failed device. " << kept_checkpoint()
+        << "; check the GPU (nvidia-smi, Xid errors in the kernel log) and continue with --resume";
+    throw DeviceError(out.str());
   }
 }
 
@@ -104,25 +120,24 @@ bool TrainingRun::train_epoch(DataLoader& loader, EpochTally& tally) {
       ++pos_.batch;
       continue;
     }
+    if (pos_.step + 1 == fault_step_) {
+      log_ << "CONVOY_FAULT_INJECT: the device fails as step " << fault_step_ << " starts (a test hook)" << std::endl;
+      backend_->inject_device_error();
+    }
     tally.lr = scheduled_lr(config_.schedule, config_.optimizer.lr, pos_.step, batches_, total_steps_);
     const Tensor images = uploader_->upload(batch.images);  // (N, C, H, W) u8
     const Tensor labels = uploader_->upload(batch.labels);  // (N) i32
     PendingStep pending{TrainStepOutput{}, pos_.step, pos_.batch, false};
-    pending.poisoned = std::find(options_.nonfinite_loss_steps.begin(), options_.nonfinite_loss_steps.end(),
-                                 pos_.step) != options_.nonfinite_loss_steps.end();
+    pending.poisoned = has_step(options_.nonfinite_loss_steps, pos_.step);
     bool updated = true;
     if (config_.nan_skip_step) {
-      // The loss must be known before the update: one read-back (a device sync) per step.
+      updated = step_skipping_bad(pending, images, labels, tally.lr);
+    } else if (has_step(options_.nonfinite_gradient_steps, pos_.step)) {
       pending.out = step_.forward(images, labels, pos_.step);
-      step_.share(pending.out, /*wait=*/true);  // every rank skips the same steps
-      const float loss = pending.poisoned ? NAN : pending.out.loss.to_floats()[0];
-      updated = std::isfinite(loss);
-      if (updated) {
-        step_.update(tally.lr);
-        skipped_in_a_row_ = 0;
-      } else if (++skipped_in_a_row_ >= kMaxSkippedInARow) {
-        diverged(BadStep{pos_.step, pos_.batch, loss});
-      }
+      step_.share(pending.out, /*wait=*/false);
+      step_.backward();
+      poison_gradients(pos_.step);
+      step_.apply(tally.lr, &pending.out.grad_stats);
     } else {
       pending.out = step_.run(images, labels, pos_.step, tally.lr);
     }
@@ -150,6 +165,36 @@ bool TrainingRun::train_epoch(DataLoader& loader, EpochTally& tally) {
   return !stopped;
 }
 
+// nan_policy: skip_step: the step's loss and gradients are read before its update (one device
+// sync per step), and a step with a non-finite one changes no weight. The gradients are looked
+// at in a pass of their own (the optimizer's, without the update): the fused update kernels
+// cannot know in time whether another block saw a non-finite value. Returns whether it updated.
+bool TrainingRun::step_skipping_bad(PendingStep& pending, const Tensor& images, const Tensor& labels, double lr) {
+  pending.out = step_.forward(images, labels, pending.step);
+  step_.share(pending.out, /*wait=*/true);  // every rank skips the same steps
+  // The gradients are computed even for a non-finite loss: the step is rare, and one read-back
+  // of the loss and the gradients together keeps it at one sync per step.
+  step_.backward();
+  poison_gradients(pending.step);
+  step_.check_gradients(pending.out);
+  const float loss = pending.poisoned ? NAN : pending.out.loss.to_floats()[0];
+  const float bad_gradients = pending.out.grad_stats.to_floats()[0];  // averaged over ranks: the same everywhere
+  if (std::isfinite(loss) && bad_gradients == 0) {
+    step_.apply(lr);
+    skipped_in_a_row_ = 0;
+    return true;
+  }
+  if (++skipped_in_a_row_ >= kMaxSkippedInARow) diverged(BadStep{pending.step, pending.batch, loss, bad_gradients});
+  return false;
+}
+
+// TrainOptions::nonfinite_gradient_steps: this step's first parameter gets an infinite
+// gradient, a real one in device memory, for the checks to find.
+void TrainingRun::poison_gradients(int64_t step) {
+  if (!has_step(options_.nonfinite_gradient_steps, step)) return;
+  backend_->ops().fill(model_.parameters().front().second->grad, INFINITY);
+}
+
 // The pending step results, read back; nan_policy: stop ends the run at a non-finite loss
 // here, before any checkpoint is written (every checkpoint follows a read_pending()).
 void TrainingRun::read_pending(EpochTally& tally) {
@@ -159,10 +204,21 @@ void TrainingRun::read_pending(EpochTally& tally) {
 void TrainingRun::diverged(const BadStep& bad) const {
   std::ostringstream out;
   out << "epoch " << pos_.epoch + 1 << ", step " << bad.step + 1 << " (batch " << bad.batch + 1 << " of "
-      << batches_ << "): the training loss is " << (std::isnan(bad.loss) ? "nan" : bad.loss > 0 ? "inf" : "-inf");
+      << batches_ << "): ";
+  if (bad.gradients())
+    out << "the gradients hold " << static_cast<int64_t>(bad.bad_gradients) << " non-finite value"
+        << (bad.bad_gradients == 1 ? "" : "s") << " (inf or nan; the loss is a finite " << bad.loss << ")";
+  else
+    out << "the training loss is " << (std::isnan(bad.loss) ? "nan" : bad.loss > 0 ? "inf" : "-inf");
+  if (bad.last_grad_norm > 0) {
+    out << " (the last good step's gradient norm: ";
+    // Its square sums in float: past ~1.8e19 it overflows though every element is finite.
+    if (std::isfinite(bad.last_grad_norm)) out << bad.last_grad_norm << ")";
+    else out << "over 1.8e19)";
+  }
   if (config_.nan_skip_step)
     out << " for " << skipped_in_a_row_ << " steps in a row (nan_policy: skip_step): the weights no longer give a "
-           "finite loss";
+           "finite loss and gradients";
   out << "; training stopped. Likely causes: a learning rate too high (optimizer.lr " << config_.optimizer.lr
       << ", this step's " << scheduled_lr(config_.schedule, config_.optimizer.lr, bad.step, batches_, total_steps_)
       << "), or bad data (images or labels); nan_policy: skip_step skips such steps instead. ";
@@ -229,7 +285,7 @@ void TrainingRun::report_epoch(const EpochTally& tally, const EvalResult& eval, 
        << (is_best ? " *best" : "") << std::defaultfloat;
   if (tally.skipped)
     log_ << ", skipped " << tally.skipped << " step" << (tally.skipped == 1 ? "" : "s")
-         << " with a non-finite loss (nan_policy: skip_step)";
+         << " with a non-finite loss or gradients (nan_policy: skip_step)";
   log_ << std::endl;
   if (tally.loader.skipped || eval.skipped)
     log_ << "skipped unreadable images (on_bad_image: skip): " << tally.loader.skipped << " in training, "

@@ -25,6 +25,9 @@ struct TrainOptions {
   // Tests: the loss of these steps (0-based run step indices) reads as NaN, as from a diverged
   // step, without one (nan_policy's paths on demand).
   std::vector<int64_t> nonfinite_loss_steps;
+  // Tests: these steps' first parameter gets an infinite gradient (in device memory, before the
+  // optimizer), for the gradient checks to find.
+  std::vector<int64_t> nonfinite_gradient_steps;
   // This process's place in a data-parallel job (world_from_env); a world of one by default.
   // Every rank trains its shard; rank 0 alone logs, evaluates and writes the run directory.
   WorldInfo world;

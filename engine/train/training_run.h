@@ -51,10 +51,13 @@ struct PendingStep {
   bool poisoned = false;  // TrainOptions::nonfinite_loss_steps: read its loss as NaN
 };
 
-// A step whose loss was not finite.
+// A step whose loss or gradients were not finite.
 struct BadStep {
   int64_t step = 0, batch = 0;
   float loss = 0;
+  float bad_gradients = 0;  // non-finite gradient elements (the check runs where the loss is finite)
+  double last_grad_norm = 0;  // the global gradient norm of the last good step read back (0: none)
+  bool gradients() const { return std::isfinite(loss) && bad_gradients > 0; }
 };
 
 // One epoch's running figures, from the step results read back so far.
@@ -72,16 +75,21 @@ struct EpochTally {
   // Per-step results stay on the device until they are printed: no sync every step.
   std::vector<PendingStep> pending;
 
-  // Adds the pending results up; the first step whose loss is not finite stops the reading
-  // and is returned (nan_policy: stop checks the loss here, within 64 steps of the step).
+  double grad_norm = 0;  // the last step's global gradient norm read back (finite gradients)
+
+  // Adds the pending results up; the first step whose loss or gradients are not finite stops
+  // the reading and is returned (nan_policy: stop checks them here, within 64 steps of the
+  // step, in the one device sync that reads the losses).
   std::optional<BadStep> read_pending() {
     std::optional<BadStep> bad;
     for (const PendingStep& p : pending) {
       const float loss = p.poisoned ? NAN : p.out.loss.to_floats()[0];
-      if (!std::isfinite(loss)) {
-        bad = BadStep{p.step, p.batch, loss};
+      const std::vector<float> grads = p.out.grad_stats.to_floats();  // (2): non-finite, sum of squares
+      if (!std::isfinite(loss) || grads[0] > 0) {
+        bad = BadStep{p.step, p.batch, loss, grads[0], grad_norm};
         break;
       }
+      grad_norm = std::sqrt(static_cast<double>(grads[1]));
       loss_sum += loss;
       correct += static_cast<int64_t>(p.out.hits.to_floats()[0]);
     }
@@ -141,6 +149,8 @@ class TrainingRun {
   bool stop_requested(bool agree);
   bool lead() const { return comm_->rank() == 0; }  // logs, evaluates, writes
   bool train_epoch(DataLoader& loader, EpochTally& tally);
+  bool step_skipping_bad(PendingStep& pending, const Tensor& images, const Tensor& labels, double lr);
+  void poison_gradients(int64_t step);
   void read_pending(EpochTally& tally);
   [[noreturn]] void diverged(const BadStep& bad) const;
   std::string kept_checkpoint() const;
@@ -176,6 +186,7 @@ class TrainingRun {
   int64_t resumed_global_batch_ = 0;  // the checkpoint's, while its position is not converted yet
   int64_t total_steps_ = 0;
   int64_t skipped_in_a_row_ = 0;  // nan_policy: skip_step
+  int64_t fault_step_ = fault_inject_step();  // CONVOY_FAULT_INJECT's step (1-based), read once; 0: none
   Clock::time_point run_start_;
   double eval_seconds_ = 0;  // left out of the training time
   DataLoader* test_loader_ = nullptr;  // run()'s, while it runs

@@ -2,6 +2,9 @@
 // "#override key.path=value" (YAML comments, so the text parses the same) are also passed
 // as --set overrides. Relative paths resolve against the repository's configs/, so a seed
 // naming ../models/fmnet.yaml gets past the model-file check into the rest of validation.
+// $CONVOY_FUZZ_CONFIG_DIR names another configs/ (a fuzz bundle unpacked elsewhere,
+// scripts/fuzz-bundle.sh).
+#include <cstdlib>
 #include <string>
 #include <vector>
 
@@ -9,6 +12,10 @@
 #include "tests/fuzz/fuzz_support.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
+  static const std::string config_dir = [] {
+    const char* env = std::getenv("CONVOY_FUZZ_CONFIG_DIR");
+    return std::string(env && *env ? env : CONVOY_SOURCE_DIR "/configs");
+  }();
   const std::string text(reinterpret_cast<const char*>(data), size);
   std::vector<std::string> overrides;
   constexpr std::string_view kOverride = "#override ";
@@ -20,7 +27,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     pos = end + (end < text.size());
   }
   convoy::fuzz::expect_input_errors_only([&] {
-    (void)convoy::parse_run_config(text, "fuzz.yaml", CONVOY_SOURCE_DIR "/configs", overrides);
+    (void)convoy::parse_run_config(text, "fuzz.yaml", config_dir, overrides);
   });
   return 0;
 }

@@ -16,6 +16,7 @@
 #include "engine/distributed/communicator.h"
 #include "engine/distributed/launcher.h"
 #include "tests/run_command.h"
+#include "tests/synthetic_run.h"
 
 namespace {
 
@@ -82,21 +83,23 @@ layers:
   - {name: flatten, type: flatten}
   - {name: fc1, type: linear, out_features: 10}
 )";
-    std::ofstream(dir_ / "run.yaml") << "name: ddp\nmodel: " << (dir_ / "net.yaml").string() << R"(
-dataset:
-  kind: synthetic
-  synthetic: {shape: [1, 28, 28], classes: 10, size: 8192}
-  normalize: {mean: [0.5], std: [0.25]}
-batch_size: 64
-epochs: 20
-optimizer: {type: sgd, lr: 0.05, momentum: 0.9, weight_decay: 0.0005}
-seed: 7
-device: cuda
-precision: fp32
-deterministic: true
-output: {dir: )" << (dir_ / "runs").string()
-                                   << R"(, log_every: 1}
-)";
+    convoy::testing::SyntheticRun run;
+    run.name = "ddp";
+    run.model = (dir_ / "net.yaml").string();
+    run.shape = "[1, 28, 28]";
+    run.classes = 10;
+    run.size = 8192;
+    run.test_limit = 0;
+    run.batch_size = 64;
+    run.epochs = 20;
+    run.optimizer = "{type: sgd, lr: 0.05, momentum: 0.9, weight_decay: 0.0005}";
+    run.seed = 7;
+    run.device = "cuda";
+    run.threads = 0;
+    run.output_dir = (dir_ / "runs").string();
+    run.log_every = 1;
+    run.extra = "precision: fp32\ndeterministic: true\n";
+    std::ofstream(dir_ / "run.yaml") << convoy::testing::synthetic_run_yaml(run);
   }
   void TearDown() override { fs::remove_all(dir_); }
 

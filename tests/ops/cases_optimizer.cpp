@@ -1,6 +1,7 @@
 // The fused optimizer updates, several steps over several parameters at once (f32 master
 // weights only): the former CPU test's SGD configurations and AdamW on its shapes, and the
 // former GPU test's on shapes that cross the fused kernels' chunk boundary (8192).
+#include <cmath>
 #include <memory>
 
 #include "tests/ops/op_cases.h"
@@ -167,12 +168,120 @@ OpCase adamw_case(const AdamCase& c) {
   return oc;
 }
 
+// ---- the gradient statistics (grad_stats: non-finite count, sum of squares) -----------------
+
+// Step t's gradient of parameter i for the statistics cases; with `plant`, a NaN, a +inf and a
+// -inf in three steps and parameters, one of them past the kernels' first chunk.
+Vec stats_gradient(const Shape& s, int step, size_t i, bool plant) {
+  Vec g = gradient(s, 160, step, i);
+  if (plant && step == 0 && i == 0) g[3] = std::nan("");
+  if (plant && step == 1 && i == 2) g[9000] = INFINITY;
+  if (plant && step == 2 && i == 1) g[999] = -INFINITY;
+  return g;
+}
+
+// The statistics of `steps` steps of gradients, added up as the update adds them.
+Vec stats_reference(const std::vector<Shape>& shapes, int steps, bool plant) {
+  double bad = 0, sumsq = 0;
+  for (int t = 0; t < steps; ++t)
+    for (size_t i = 0; i < shapes.size(); ++i)
+      for (double g : stats_gradient(shapes[i], t, i, plant)) {
+        if (std::isfinite(g)) sumsq += g * g;
+        else bad += 1;
+      }
+  return {bad, sumsq};
+}
+
+// `adam` or SGD with momentum over kGpuShapes for 3 steps, grad_stats given. apply: the update
+// and the statistics in its pass (finite gradients); else the statistics alone over planted
+// non-finite gradients, and no parameter or state may change.
+constexpr int kSteps = 3;  // of the statistics cases
+
+OpCase grad_stats_case(bool adam, bool apply) {
+  const std::vector<Shape> shapes = kGpuShapes;
+  const std::vector<float> wd{1e-2f, 0.0f, 1e-2f, 0.0f};
+  const bool plant = !apply;
+  OpCase oc;
+  oc.name = std::string(adam ? "adamw_update/" : "sgd_update/") + (apply ? "gradient_stats" : "nonfinite_check_only");
+  oc.op = adam ? OpKind::adamw_update : OpKind::sgd_update;
+  oc.dtypes = {DType::f32};
+  oc.tol = kOptimTol;  // sums of squares in other orders: no tighter bound against the CPU
+  oc.prepare = [=](Backend& be, const Variant&, DType) {
+    struct State { std::vector<Tensor> param, a, b; std::vector<std::vector<Tensor>> grads; Tensor stats; };
+    auto s = std::make_shared<State>();
+    s->grads.resize(kSteps);
+    for (size_t i = 0; i < shapes.size(); ++i) {
+      const Vec zero(static_cast<size_t>(numel(shapes[i])), 0.0);
+      s->param.push_back(device_tensor(be, initial(shapes[i], 151, i), shapes[i], DType::f32));
+      s->a.push_back(device_tensor(be, zero, shapes[i], DType::f32));
+      s->b.push_back(device_tensor(be, zero, shapes[i], DType::f32));
+      for (int t = 0; t < kSteps; ++t)
+        s->grads[t].push_back(device_tensor(be, stats_gradient(shapes[i], t, i, plant), shapes[i], DType::f32));
+    }
+    s->stats = device_tensor(be, Vec{0.0, 0.0}, {2}, DType::f32);
+    return Prepared{[&be, s, shapes, wd, adam, apply] {
+                      for (int t = 0; t < kSteps; ++t) {
+                        if (adam) {
+                          AdamHyper h = adam_hyper();
+                          h.step = t + 1, h.grad_stats = &s->stats, h.apply = apply;
+                          std::vector<AdamSlot> slots;
+                          for (size_t i = 0; i < shapes.size(); ++i)
+                            slots.push_back({&s->param[i], &s->grads[t][i], &s->a[i], &s->b[i], wd[i]});
+                          be.ops().adamw_update(slots, h);
+                        } else {
+                          SgdHyper h;
+                          h.lr = 0.05f, h.momentum = 0.9f, h.grad_stats = &s->stats, h.apply = apply;
+                          std::vector<SgdSlot> slots;
+                          for (size_t i = 0; i < shapes.size(); ++i)
+                            slots.push_back({&s->param[i], &s->grads[t][i], &s->a[i], wd[i]});
+                          be.ops().sgd_update(slots, h);
+                        }
+                      }
+                    },
+                    [s] {
+                      Outputs out{{"grad_stats", read(s->stats)}};
+                      for (size_t i = 0; i < s->param.size(); ++i) {
+                        out.push_back({"param " + std::to_string(i), read(s->param[i])});
+                        out.push_back({"state a " + std::to_string(i), read(s->a[i])});
+                        out.push_back({"state b " + std::to_string(i), read(s->b[i])});
+                      }
+                      return out;
+                    },
+                    kSteps};
+  };
+  oc.reference = [=](const Variant&, DType) {
+    Outputs out{{"grad_stats", stats_reference(shapes, kSteps, plant)}};
+    for (size_t i = 0; i < shapes.size(); ++i) {
+      Vec p = initial(shapes[i], 151, i), a(p.size(), 0.0), b(p.size(), 0.0);
+      for (int t = 0; apply && t < kSteps; ++t) {
+        const Vec g = stats_gradient(shapes[i], t, i, plant);
+        if (adam) {
+          AdamHyper h = adam_hyper();
+          h.step = t + 1;
+          ref::adamw_step(h, wd[i], p, g, a, b);
+        } else {
+          SgdHyper h;
+          h.lr = 0.05f, h.momentum = 0.9f;
+          ref::sgd_step(h, wd[i], p, g, a);
+        }
+      }
+      out.push_back({"param " + std::to_string(i), p});
+      out.push_back({"state a " + std::to_string(i), a});
+      out.push_back({"state b " + std::to_string(i), b});
+    }
+    return out;
+  };
+  return oc;
+}
+
 }  // namespace
 
 std::vector<OpCase> optimizer_cases() {
   std::vector<OpCase> cases;
   for (const SgdCase& c : kSgd) cases.push_back(sgd_case(c));
   for (const AdamCase& c : kAdam) cases.push_back(adamw_case(c));
+  for (bool adam : {false, true})
+    for (bool apply : {true, false}) cases.push_back(grad_stats_case(adam, apply));
   return cases;
 }
 

@@ -67,8 +67,14 @@ class CpuBackend final : public Backend {
 
   Device device() const override { return Device::cpu(); }
   const std::shared_ptr<Allocator>& allocator() const override { return cpu_allocator(); }
-  Ops& ops() override { return ops_; }
-  void synchronize() override {}  // oneDNN's CPU stream runs each primitive to completion
+  Ops& ops() override {
+    if (failed_) throw DeviceError(kInjectedFailure);
+    return ops_;
+  }
+  void synchronize() override {  // oneDNN's CPU stream runs each primitive to completion
+    if (failed_) throw DeviceError(kInjectedFailure);
+  }
+  void inject_device_error() override { failed_ = true; }
   uint64_t free_memory() const override {
     // The kernel's estimate of what can be allocated without swapping (MemAvailable, in kB).
     std::FILE* f = std::fopen("/proc/meminfo", "r");
@@ -94,10 +100,15 @@ class CpuBackend final : public Backend {
     }
   }
 
+  static constexpr const char* kInjectedFailure =
+      "cpu: device error injected by CONVOY_FAULT_INJECT (a GPU would report cudaErrorDevicesUnavailable "
+      "or an uncorrectable ECC error here)";
+
   dnnl::engine engine_;
   dnnl::stream stream_;
   cpu::CpuOps ops_;
   int threads_;
+  bool failed_ = false;  // inject_device_error(): sticky, as a CUDA context's errors are
 };
 
 }  // namespace

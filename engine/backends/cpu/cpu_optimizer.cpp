@@ -7,6 +7,25 @@
 
 namespace convoy::cpu {
 
+namespace {
+// A thread's share of the gradient statistics (SgdHyper::grad_stats), summed in double.
+struct GradTally {
+  double bad = 0, sumsq = 0;
+  void add(float g) {
+    if (std::isfinite(g)) sumsq += static_cast<double>(g) * g;
+    else bad += 1;
+  }
+  // Into stats[0..1]; called by every thread of the team once its loops are done.
+  void flush(float* stats) const {
+#pragma omp critical(convoy_grad_stats)
+    {
+      stats[0] += static_cast<float>(bad);
+      stats[1] += static_cast<float>(sumsq);
+    }
+  }
+};
+}  // namespace
+
 void CpuOps::sgd_update(std::span<const SgdSlot> slots, const SgdHyper& h) {
   // The shared check holds every backend to f32 master weights, so supports() adds nothing.
   check_sgd_update(slots, h, Device::cpu());
@@ -14,8 +33,11 @@ void CpuOps::sgd_update(std::span<const SgdSlot> slots, const SgdHyper& h) {
   for (const SgdSlot& s : slots) total += s.param->numel();
   const int nt = team(threads_);
   const float lr = h.lr, mu = h.momentum;
-  const bool nesterov = h.nesterov;
+  const bool nesterov = h.nesterov, apply = h.apply;
+  float* stats = h.grad_stats ? h.grad_stats->data<float>() : nullptr;
 #pragma omp parallel num_threads(nt) if (total >= kParallelMin)
+  {
+  GradTally tally;
   for (const SgdSlot& s : slots) {
     float* p = s.param->data<float>();
     const float* g = s.grad->data<float>();
@@ -25,6 +47,8 @@ void CpuOps::sgd_update(std::span<const SgdSlot> slots, const SgdHyper& h) {
     const int64_t n = s.param->numel();
 #pragma omp for schedule(static) nowait
     for (int64_t i = 0; i < n; ++i) {
+      if (stats) tally.add(g[i]);
+      if (!apply) continue;
       float d = g[i] + wd * p[i];
       if (buf) {
         const float b = mu * buf[i] + d;
@@ -33,6 +57,8 @@ void CpuOps::sgd_update(std::span<const SgdSlot> slots, const SgdHyper& h) {
       }
       p[i] -= lr * d;
     }
+  }
+  if (stats) tally.flush(stats);
   }
 }
 
@@ -46,7 +72,11 @@ void CpuOps::adamw_update(std::span<const AdamSlot> slots, const AdamHyper& h) {
   const float step_size = static_cast<float>(h.lr / (1.0 - std::pow(static_cast<double>(b1), t)));
   const float inv_sqrt_bc2 =
       static_cast<float>(1.0 / std::sqrt(1.0 - std::pow(static_cast<double>(b2), t)));
+  const bool apply = h.apply;
+  float* stats = h.grad_stats ? h.grad_stats->data<float>() : nullptr;
 #pragma omp parallel num_threads(nt) if (total >= kParallelMin)
+  {
+  GradTally tally;
   for (const AdamSlot& s : slots) {
     float* p = s.param->data<float>();
     const float* g = s.grad->data<float>();
@@ -57,12 +87,16 @@ void CpuOps::adamw_update(std::span<const AdamSlot> slots, const AdamHyper& h) {
 #pragma omp for schedule(static) nowait
     for (int64_t i = 0; i < n; ++i) {
       const float gi = g[i];
+      if (stats) tally.add(gi);
+      if (!apply) continue;
       const float mi = b1 * m[i] + (1.0f - b1) * gi;
       const float vi = b2 * v[i] + (1.0f - b2) * gi * gi;
       m[i] = mi;
       v[i] = vi;
       p[i] = p[i] * decay - step_size * mi / (std::sqrt(vi) * inv_sqrt_bc2 + eps);
     }
+  }
+  if (stats) tally.flush(stats);
   }
 }
 

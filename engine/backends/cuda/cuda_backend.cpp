@@ -180,6 +180,10 @@ class CudaBackend final : public Backend {
     CONVOY_CUDA_CHECK(cudaSetDevice(ctx_.device));
     CONVOY_CUDA_CHECK(cudaStreamSynchronize(ctx_.stream));
   }
+  void inject_device_error() override {
+    CONVOY_CUDA_CHECK(cudaSetDevice(ctx_.device));
+    kernels::device_fault(ctx_.stream);
+  }
   std::string describe() const override { return describe_; }
   uint64_t free_memory() const override {
     // What the driver has free (blocks Convoy's caching allocator keeps are not counted).

@@ -52,7 +52,7 @@ void CudaOps::sgd_update(std::span<const SgdSlot> slots, const SgdHyper& h) {
   kernels::sgd_update(reinterpret_cast<const kernels::SgdSlotDev*>(base),
                       reinterpret_cast<const int64_t*>(base + dev.size() * sizeof(kernels::SgdSlotDev)),
                       static_cast<int>(dev.size()), block_start.back(), h.lr, h.momentum, h.nesterov,
-                      ctx_.stream);
+                      h.grad_stats ? h.grad_stats->data<float>() : nullptr, h.apply, ctx_.stream);
 }
 
 void CudaOps::adamw_update(std::span<const AdamSlot> slots, const AdamHyper& h) {
@@ -76,7 +76,8 @@ void CudaOps::adamw_update(std::span<const AdamSlot> slots, const AdamHyper& h) 
   kernels::adamw_update(reinterpret_cast<const kernels::AdamSlotDev*>(base),
                         reinterpret_cast<const int64_t*>(base + dev.size() * sizeof(kernels::AdamSlotDev)),
                         static_cast<int>(dev.size()), block_start.back(), h.lr, h.beta1, h.beta2,
-                        h.eps, step_size, inv_sqrt_bc2, ctx_.stream);
+                        h.eps, step_size, inv_sqrt_bc2, h.grad_stats ? h.grad_stats->data<float>() : nullptr,
+                        h.apply, ctx_.stream);
 }
 
 }  // namespace convoy::cuda
