@@ -74,8 +74,9 @@ struct RunConfig {
   OptimizerConfig optimizer;
   ScheduleConfig schedule;
   double label_smoothing = 0.0;
-  // nan_policy: a step whose loss is not finite stops the run (stop), or its optimizer update
-  // is skipped (skip_step: reads each step's loss back before the update, one sync per step).
+  // nan_policy: a step whose loss or gradients are not finite stops the run (stop), or its
+  // optimizer update is skipped (skip_step: reads each step's loss and gradient check back
+  // before the update, one sync per step).
   bool nan_skip_step = false;
   uint64_t seed = 42;
   std::string device = "auto";     // auto | cpu | cuda | cuda:N
