@@ -187,8 +187,9 @@ void InferencePlan::calibrate(const Tensor& x, std::vector<float>& node_max) {
       value_max[static_cast<size_t>(a.value)] = mx;  // the last write wins (a residual copy, then the sum)
     }
   }
+  // Nodes fused into a later step's group have no value of their own (-1): no range.
   for (size_t n = 0; n < m.node_value.size(); ++n)
-    node_max[n] = std::max(node_max[n], value_max[static_cast<size_t>(m.node_value[n])]);
+    if (m.node_value[n] >= 0) node_max[n] = std::max(node_max[n], value_max[static_cast<size_t>(m.node_value[n])]);
 }
 
 InferencePrecision InferencePlan::precision() const { return impl_->precision; }

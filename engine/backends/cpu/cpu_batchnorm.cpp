@@ -41,15 +41,17 @@ void relu_inplace(Tensor& y, int threads) {
 Tensor relu_masked(const Tensor& x, const Tensor& dy, const Tensor& gamma, const Tensor& beta,
                    const Tensor& mean, const Tensor& invstd, int threads) {
   Tensor g = Tensor::empty(dy.shape());
-  const int64_t c = x.dim(1), inner = x.ndim() == 4 ? x.dim(2) * x.dim(3) : 1, n = x.numel();
+  const int64_t c = x.dim(1), inner = x.ndim() == 4 ? x.dim(2) * x.dim(3) : 1;
+  const int64_t planes = x.numel() / inner;  // (n, channel) pairs
   const float *px = x.data<float>(), *pd = dy.data<float>();
   const float *pg = gamma.data<float>(), *pb = beta.data<float>(), *pm = mean.data<float>(), *pi = invstd.data<float>();
   float* out = g.data<float>();
-#pragma omp parallel for num_threads(team(threads)) if (n >= kParallelMin) schedule(static)
-  for (int64_t i = 0; i < n; ++i) {
-    const int64_t ch = (i / inner) % c;
+#pragma omp parallel for num_threads(team(threads)) if (x.numel() >= kParallelMin) schedule(static)
+  for (int64_t plane = 0; plane < planes; ++plane) {
+    const int64_t ch = plane % c;
     const float scale = pg[ch] * pi[ch], shift = pb[ch] - pm[ch] * scale;
-    out[i] = px[i] * scale + shift > 0.f ? pd[i] : 0.f;
+    const int64_t base = plane * inner;
+    for (int64_t i = base; i < base + inner; ++i) out[i] = px[i] * scale + shift > 0.f ? pd[i] : 0.f;
   }
   return g;
 }
