@@ -15,6 +15,19 @@
 namespace convoy {
 
 using namespace plan;
+
+namespace {
+
+// A group's activation as a post-op; with act_scaled (int8) it runs on the real values and the
+// output scale sy multiplies its result (oneDNN 2.x would otherwise scale before the post-ops).
+void append_activation(dnnl::post_ops& ops, const LayerSpec& a, bool act_scaled, float sy) {
+  if (act_scaled)
+    cpu::onednn::append_eltwise_scaled(ops, sy, eltwise_alg(a.activation), eltwise_alpha(a), 0.0f);
+  else
+    cpu::onednn::append_eltwise(ops, eltwise_alg(a.activation), eltwise_alpha(a), 0.0f);
+}
+
+}  // namespace
 using dnnl::algorithm;
 using dnnl::prop_kind;
 
@@ -114,13 +127,7 @@ int InferencePlan::Impl::emit_conv(const Group& g, const std::vector<Model::Grap
   auto make_pd = [&](float sum_scale) {
     dnnl::post_ops ops;
     if (g.add >= 0) ops.append_sum(act_scaled ? sum_scale / sy : sum_scale);
-    if (g.act >= 0) {
-      const LayerSpec a = nodes[g.act].layer->spec();
-      if (act_scaled)
-        cpu::onednn::append_eltwise_scaled(ops, sy, eltwise_alg(a.activation), eltwise_alpha(a), 0.0f);
-      else
-        cpu::onednn::append_eltwise(ops, eltwise_alg(a.activation), eltwise_alpha(a), 0.0f);
-    }
+    if (g.act >= 0) append_activation(ops, nodes[g.act].layer->spec(), act_scaled, sy);
     dnnl::primitive_attr attr = attr_with(ops);
     if (int8) cpu::onednn::set_output_scales(attr, 1 << 1, output_scales(sw, sx, act_scaled ? 1.0f : sy));
     return cpu::onednn::conv_forward_pd(engine, prop_kind::forward_inference, any_x, any_w, &bias, any_y,
@@ -190,13 +197,7 @@ int InferencePlan::Impl::emit_linear(const Group& g, const std::vector<Model::Gr
   const std::vector<float> sw = int8 ? weight_scales(*slot) : std::vector<float>{};
   const bool act_scaled = int8 && g.act >= 0;  // as in emit_conv
   dnnl::post_ops ops;
-  if (g.act >= 0) {
-    const LayerSpec a = nodes[g.act].layer->spec();
-    if (act_scaled)
-      cpu::onednn::append_eltwise_scaled(ops, sy, eltwise_alg(a.activation), eltwise_alpha(a), 0.0f);
-    else
-      cpu::onednn::append_eltwise(ops, eltwise_alg(a.activation), eltwise_alpha(a), 0.0f);
-  }
+  if (g.act >= 0) append_activation(ops, nodes[g.act].layer->spec(), act_scaled, sy);
   dnnl::primitive_attr attr = attr_with(ops);
   if (int8) cpu::onednn::set_output_scales(attr, 1 << 1, output_scales(sw, sx, act_scaled ? 1.0f : sy));
   // fp32 reads the activation as it is; other types let oneDNN pick the source's layout.
