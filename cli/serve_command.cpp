@@ -15,6 +15,7 @@
 #include "apps/serve/routes.h"
 #include "cli/commands.h"
 #include "engine/core/error.h"
+#include "engine/core/stop_signals.h"
 
 namespace convoy::cli {
 
@@ -68,6 +69,8 @@ class Poller {
 };
 
 int run_serve(const ServeArgs& args) {
+  // Before the first thread starts (see stop_signals.h for why not a handler).
+  BlockedStopSignals blocked;
   const serve::ModelControl control = args.model_control == "poll"       ? serve::ModelControl::poll
                                       : args.model_control == "explicit" ? serve::ModelControl::explicit_
                                                                          : serve::ModelControl::none;
@@ -86,6 +89,7 @@ int run_serve(const ServeArgs& args) {
   options.log_requests = args.log_requests;
   // Listening first: a port in use fails at once, before any model is loaded.
   serve::HttpServer server(router, options, ready);
+  StopSignalWatcher watcher([&server](int signal) { server.stop(signal); });
   std::string grpc_why;
   std::unique_ptr<serve::GrpcEndpoint> grpc =
       args.allow_grpc ? serve::start_grpc_endpoint(repository, metrics, ready, args.host, args.grpc_port, grpc_why)

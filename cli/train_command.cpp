@@ -5,6 +5,7 @@
 
 #include "cli/commands.h"
 #include "engine/core/error.h"
+#include "engine/core/stop_signals.h"
 #include "engine/config/run_config.h"
 #include "engine/distributed/launcher.h"
 #include "engine/distributed/world.h"
@@ -14,10 +15,9 @@ namespace convoy::cli {
 
 namespace {
 
-// The one process-wide flag: a signal handler can reach nothing else. SIGTERM (docker
-// stop, Kubernetes preemption) and SIGINT ask the trainer to checkpoint and stop.
+// SIGTERM (docker stop, Kubernetes preemption) and SIGINT ask the trainer to checkpoint and
+// stop: a StopSignalWatcher's thread sets this flag.
 std::atomic<bool> stop_requested{false};
-extern "C" void request_stop(int) { stop_requested.store(true); }
 
 struct TrainArgs {
   std::string config;
@@ -60,8 +60,9 @@ int run_train(const TrainArgs& args) {
     measure_loader(config, args.data_only, std::cout);
     return 0;
   }
-  std::signal(SIGTERM, request_stop);
-  std::signal(SIGINT, request_stop);
+  // Before the first thread of the run starts (see stop_signals.h for why not a handler).
+  BlockedStopSignals blocked;
+  StopSignalWatcher watcher([](int) { stop_requested.store(true); });
   TrainOptions options;
   options.resume = args.resume;
   options.max_steps = args.max_steps;

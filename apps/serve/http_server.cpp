@@ -161,7 +161,6 @@ struct HttpServer::Impl {
         shared_{router, options_},
         ready_(ready),
         http_(open_acceptor(ioc_, options.host, options.http_port)),
-        signals_(ioc_, SIGINT, SIGTERM),
         timer_(ioc_) {
     if (options.metrics_port >= 0) metrics_.emplace(open_acceptor(ioc_, options.host, options.metrics_port));
   }
@@ -176,6 +175,17 @@ struct HttpServer::Impl {
 
   // After a stop signal: no new connections, no keep-alive; the requests in flight finish
   // until none is left or the drain time is up.
+  void begin_stop(int signal) {
+    if (shared_.stopping.exchange(true)) return;
+    std::cerr << "convoy serve: signal " << signal << ": no new requests; finishing the ones in flight" << std::endl;
+    ready_ = false;
+    beast::error_code ignored;
+    http_.close(ignored);
+    if (metrics_) metrics_->close(ignored);
+    timer_.cancel();
+    drain(std::chrono::steady_clock::now() + options_.drain);
+  }
+
   void drain(std::chrono::steady_clock::time_point until) {
     if (shared_.in_flight <= 0 || std::chrono::steady_clock::now() >= until) {
       if (shared_.in_flight > 0)
@@ -193,7 +203,6 @@ struct HttpServer::Impl {
   std::atomic<bool>& ready_;
   tcp::acceptor http_;
   std::optional<tcp::acceptor> metrics_;
-  net::signal_set signals_;
   net::steady_timer timer_;
 };
 
@@ -204,21 +213,15 @@ HttpServer::~HttpServer() = default;
 int HttpServer::http_port() const { return impl_->http_.local_endpoint().port(); }
 int HttpServer::metrics_port() const { return impl_->metrics_ ? impl_->metrics_->local_endpoint().port() : -1; }
 
+void HttpServer::stop(int signal) {
+  Impl& s = *impl_;
+  net::post(s.ioc_, [&s, signal] { s.begin_stop(signal); });
+}
+
 void HttpServer::run() {
   Impl& s = *impl_;
   s.accept(s.http_, false);
   if (s.metrics_) s.accept(*s.metrics_, true);
-  s.signals_.async_wait([&s](beast::error_code ec, int signal) {
-    if (ec) return;
-    std::cerr << "convoy serve: signal " << signal << ": no new requests; finishing the ones in flight" << std::endl;
-    s.shared_.stopping = true;
-    s.ready_ = false;
-    beast::error_code ignored;
-    s.http_.close(ignored);
-    if (s.metrics_) s.metrics_->close(ignored);
-    s.timer_.cancel();
-    s.drain(std::chrono::steady_clock::now() + s.options_.drain);
-  });
   const int threads = s.options_.threads > 0 ? s.options_.threads
                                              : static_cast<int>(std::clamp(std::thread::hardware_concurrency(), 2u, 8u));
   std::vector<std::thread> pool;

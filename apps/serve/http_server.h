@@ -1,7 +1,7 @@
 #pragma once
 // The HTTP/REST front end on Boost.Beast over Asio: the KServe v2 port and the metrics port,
-// a pool of I/O threads, and a graceful stop on SIGTERM / SIGINT (stop accepting, let the
-// requests in flight finish within a bound, then return).
+// a pool of I/O threads, and a graceful stop (stop accepting, let the requests in flight
+// finish within a bound, then return) when the command's stop signal watcher calls stop().
 #include <atomic>
 #include <chrono>
 #include <cstdint>
@@ -28,8 +28,11 @@ class HttpServer {
   ~HttpServer();
   int http_port() const;
   int metrics_port() const;
-  // Serves until SIGTERM or SIGINT, then drains the requests in flight and returns.
+  // Serves until stop(), then drains the requests in flight and returns.
   void run();
+  // Asks run() to stop as after `signal` (SIGTERM, SIGINT); from any thread, before or
+  // during run(), once or more.
+  void stop(int signal);
 
  private:
   struct Impl;
