@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # A long fuzzing run from an unpacked bundle (scripts/fuzz-bundle.sh): every target at once,
-# the machine's cores (nproc, or $CONVOY_FUZZ_JOBS) shared out among them, each worker a
+# the machine's cores (nproc, or $CONVOY_FUZZ_JOBS) shared out among them (or among the targets
+# named in $CONVOY_FUZZ_TARGETS), each worker a
 # libFuzzer process on the target's shared corpus until SECONDS have passed since the start
 # (a worker that stops early, on a crash, starts again with the time left). Then a table per
 # target: workers, executions (stat::number_of_executed_units of -print_final_stats=1, summed
@@ -21,6 +22,10 @@ export CONVOY_FUZZ_CONFIG_DIR="$bundle/configs"
 export UBSAN_OPTIONS="halt_on_error=1:print_stacktrace=1${UBSAN_OPTIONS:+:$UBSAN_OPTIONS}"
 targets=()
 for b in "$bundle"/bin/*_fuzz; do t=$(basename "$b"); targets+=("${t%_fuzz}"); done
+if [ -n "${CONVOY_FUZZ_TARGETS:-}" ]; then  # a subset, e.g. the slow targets on more cores
+  read -ra targets <<<"$CONVOY_FUZZ_TARGETS"
+  for t in "${targets[@]}"; do [ -x "$bundle/bin/${t}_fuzz" ] || { echo "fuzz-long: no target $t" >&2; exit 2; }; done
+fi
 [ ${#targets[@]} -gt 0 ] || { echo "fuzz-long: no targets in $bundle/bin" >&2; exit 2; }
 cores=${CONVOY_FUZZ_JOBS:-$(nproc)}
 n=${#targets[@]}
