@@ -4,6 +4,7 @@
 
 #include <cstdlib>
 #include <iostream>
+#include <string>
 
 #include "cli/commands.h"
 #include "engine/core/error.h"
@@ -14,6 +15,23 @@ namespace {
 constexpr int kExitInput = 1;              // bad input, or a device or memory the machine lacks
 constexpr int kExitUsage = 2;              // the command line is wrong: see --help
 constexpr int kExitInternal = EX_SOFTWARE;  // 70: a bug in Convoy
+
+// Inference (infer, serve, bench) runs a forward pass as dozens of short parallel regions:
+// threads that went to sleep after one cost tens of microseconds each to wake for the next
+// (fmnet at batch 1 on 16 cores: 0.74 ms per image passive, 0.23 ms with this spin). They
+// spin this many pauses (0.1-1 ms) before sleeping. Training waits passively from the start:
+// on a busy laptop or beside other jobs, spinning threads made CPU training many times slower
+// (benchmarks/RESULTS.md), and a training step's regions are long enough not to need it.
+constexpr const char* kInferenceSpinCount = "30000";
+
+bool latency_first(int argc, char** argv) {
+  for (int i = 1; i < argc; ++i) {
+    const std::string arg = argv[i];
+    if (arg.starts_with('-')) continue;  // an option before the command (--version, --help)
+    return arg == "infer" || arg == "serve" || arg == "bench";
+  }
+  return false;
+}
 
 int input_error(const std::string& what) {
   std::cout.flush();
@@ -33,12 +51,14 @@ int internal_error(const std::string& what) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  // OpenMP threads that spin while they wait make a loaded machine (a laptop in use, tests
-  // side by side) many times slower; the passive policy costs little when the machine is
-  // idle. OpenMP reads it when the library loads, before main, hence the one re-exec.
-  // OMP_WAIT_POLICY=active in the environment keeps spinning.
-  if (!std::getenv("OMP_WAIT_POLICY")) {
-    setenv("OMP_WAIT_POLICY", "PASSIVE", 1);
+  // How OpenMP's threads wait between parallel regions; OpenMP reads it when the library
+  // loads, before main, hence the one re-exec. OMP_WAIT_POLICY or GOMP_SPINCOUNT in the
+  // environment wins.
+  if (!std::getenv("OMP_WAIT_POLICY") && !std::getenv("GOMP_SPINCOUNT")) {
+    if (latency_first(argc, argv))
+      setenv("GOMP_SPINCOUNT", kInferenceSpinCount, 1);
+    else
+      setenv("OMP_WAIT_POLICY", "PASSIVE", 1);
     execv("/proc/self/exe", argv);  // returns only on failure: then go on as we are
   }
   CLI::App app{"Convoy " CONVOY_VERSION ": train convolutional networks on NVIDIA GPUs, run them anywhere"};
