@@ -160,6 +160,27 @@ TEST(InferencePlan, FusesBatchNormResidualAndActivationIntoTheConvolutions) {
   EXPECT_EQ(steps.find("batchnorm as depthwise"), std::string::npos) << steps;
 }
 
+// The 3x3 stride-1 convolutions run as Winograd where oneDNN has it (its AVX-512 kernels), and
+// as direct convolutions under CONVOY_WINOGRAD=0; the Shipped cases check the numbers.
+TEST(InferencePlan, ThreeByThreeConvolutionsUseWinogradWhereOneDnnHasIt) {
+  Model model = Model::from_file(kModels + "resnet20.yaml", 1);
+  auto count_winograd = [&] {
+    const std::string steps = InferencePlan(model, 2).describe();
+    size_t n = 0;
+    for (size_t p = 0; (p = steps.find("wino", p)) != std::string::npos; ++p) ++n;
+    return n;
+  };
+  ::setenv("CONVOY_WINOGRAD", "0", 1);
+  const size_t off = count_winograd();
+  ::unsetenv("CONVOY_WINOGRAD");
+  EXPECT_EQ(off, 0u);
+  const std::string cpu = make_cpu_backend({})->describe();
+  if (cpu.find("avx512") == std::string::npos) GTEST_SKIP() << "oneDNN has no Winograd kernel for this CPU: " << cpu;
+  // 17 of ResNet-20's 21 convolutions are 3x3 stride 1: the stem, and the blocks' but the two
+  // that downsample (the other two are the 1x1 shortcuts).
+  EXPECT_EQ(count_winograd(), 17u) << cpu;
+}
+
 TEST(InferencePlan, RereadsWeightsThatChanged) {
   Model model = Model::from_file(kModels + "lenet5.yaml", 2);
   const std::unique_ptr<Backend> cpu = make_cpu_backend({});

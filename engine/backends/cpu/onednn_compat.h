@@ -17,27 +17,22 @@ using dnnl::memory;
 using dnnl::normalization_flags;
 using dnnl::prop_kind;
 
-// bias: nullptr for a convolution without bias.
+// bias: nullptr for a convolution without bias. alg: convolution_direct, or convolution_winograd
+// (oneDNN throws "unimplemented" where it has no Winograd kernel for the case).
 inline dnnl::convolution_forward::primitive_desc conv_forward_pd(
     const dnnl::engine& eng, prop_kind kind, const memory::desc& src, const memory::desc& weights,
     const memory::desc* bias, const memory::desc& dst, const memory::dims& strides,
     const memory::dims& dilates, const memory::dims& pad_l, const memory::dims& pad_r,
-    const dnnl::primitive_attr& attr = dnnl::primitive_attr()) {
+    const dnnl::primitive_attr& attr = dnnl::primitive_attr(), algorithm alg = algorithm::convolution_direct) {
   using P = dnnl::convolution_forward;
 #if DNNL_VERSION_MAJOR >= 3
   if (bias)
-    return P::primitive_desc(eng, kind, algorithm::convolution_direct, src, weights, *bias, dst,
-                             strides, dilates, pad_l, pad_r, attr);
-  return P::primitive_desc(eng, kind, algorithm::convolution_direct, src, weights, dst, strides,
-                           dilates, pad_l, pad_r, attr);
+    return P::primitive_desc(eng, kind, alg, src, weights, *bias, dst, strides, dilates, pad_l, pad_r, attr);
+  return P::primitive_desc(eng, kind, alg, src, weights, dst, strides, dilates, pad_l, pad_r, attr);
 #else
   if (bias)
-    return P::primitive_desc(P::desc(kind, algorithm::convolution_direct, src, weights, *bias, dst,
-                                     strides, dilates, pad_l, pad_r),
-                             attr, eng);
-  return P::primitive_desc(P::desc(kind, algorithm::convolution_direct, src, weights, dst, strides,
-                                   dilates, pad_l, pad_r),
-                           attr, eng);
+    return P::primitive_desc(P::desc(kind, alg, src, weights, *bias, dst, strides, dilates, pad_l, pad_r), attr, eng);
+  return P::primitive_desc(P::desc(kind, alg, src, weights, dst, strides, dilates, pad_l, pad_r), attr, eng);
 #endif
 }
 
