@@ -160,25 +160,32 @@ TEST(InferencePlan, FusesBatchNormResidualAndActivationIntoTheConvolutions) {
   EXPECT_EQ(steps.find("batchnorm as depthwise"), std::string::npos) << steps;
 }
 
-// The 3x3 stride-1 convolutions run as Winograd where oneDNN has it (its AVX-512 kernels), and
-// as direct convolutions under CONVOY_WINOGRAD=0; the Shipped cases check the numbers.
+// The 3x3 stride-1 convolutions run as Winograd where oneDNN has it (its AVX-512 kernels) and
+// each thread gets at least 16 4x4 output tiles; as direct convolutions under CONVOY_WINOGRAD=0.
+// The Shipped cases check the numbers.
 TEST(InferencePlan, ThreeByThreeConvolutionsUseWinogradWhereOneDnnHasIt) {
   Model model = Model::from_file(kModels + "resnet20.yaml", 1);
-  auto count_winograd = [&] {
-    const std::string steps = InferencePlan(model, 2).describe();
+  auto count_winograd = [&](int64_t batch, int threads) {
+    InferenceOptions options;
+    options.threads = threads;
+    const std::string steps = InferencePlan(model, batch, options).describe();
     size_t n = 0;
     for (size_t p = 0; (p = steps.find("wino", p)) != std::string::npos; ++p) ++n;
     return n;
   };
   ::setenv("CONVOY_WINOGRAD", "0", 1);
-  const size_t off = count_winograd();
+  const size_t off = count_winograd(8, 1);
   ::unsetenv("CONVOY_WINOGRAD");
   EXPECT_EQ(off, 0u);
   const std::string cpu = make_cpu_backend({})->describe();
   if (cpu.find("avx512") == std::string::npos) GTEST_SKIP() << "oneDNN has no Winograd kernel for this CPU: " << cpu;
   // 17 of ResNet-20's 21 convolutions are 3x3 stride 1: the stem, and the blocks' but the two
-  // that downsample (the other two are the 1x1 shortcuts).
-  EXPECT_EQ(count_winograd(), 17u) << cpu;
+  // that downsample (the other two are the 1x1 shortcuts). At batch 8 on one thread each has
+  // 32 tiles or more; at batch 1 the five of the 8x8 stage have 4 (16 needed); at batch 2 on
+  // four threads (64 needed) only the seven at 32x32 (128) qualify.
+  EXPECT_EQ(count_winograd(8, 1), 17u) << cpu;
+  EXPECT_EQ(count_winograd(1, 1), 12u) << cpu;
+  EXPECT_EQ(count_winograd(2, 4), 7u) << cpu;
 }
 
 TEST(InferencePlan, RereadsWeightsThatChanged) {

@@ -143,10 +143,13 @@ int InferencePlan::Impl::emit_conv(const Group& g, const std::vector<Model::Grap
                                           {p.pad_h, p.pad_w}, {p.pad_h, p.pad_w}, attr, alg);
     };
     // fp32 3x3 stride-1 convolutions through Winograd F(4x4, 3x3) where oneDNN has it (AVX-512):
-    // 2.25x fewer multiplications; ResNet-18 at batch 32 ran 1.5x faster on 2 cores, within the
-    // plan's 1e-4 of the direct forward. oneDNN refuses it (unimplemented) elsewhere, and in bf16.
+    // 2.25x fewer multiplications, within the plan's 1e-4 of the direct forward. It pays only
+    // with enough 4x4 output tiles per thread: ResNet-18 at batch 32 ran 1.26x (16 cores) to
+    // 1.5x (2 cores) faster, but fmnet and ResNet-50 at batch 1 on 16 cores (a few tiles per
+    // thread) 1.2-1.4x slower. oneDNN refuses it (unimplemented) elsewhere, and in bf16.
+    const int64_t tiles = batch * ((out[1] + 3) / 4) * ((out[2] + 3) / 4);
     const bool winograd_shape = p.groups == 1 && r == 3 && s == 3 && p.stride_h == 1 && p.stride_w == 1 &&
-                                p.dilation_h == 1 && p.dilation_w == 1;
+                                p.dilation_h == 1 && p.dilation_w == 1 && tiles >= 16 * int64_t{threads};
     if (winograd_shape && !int8 && winograd_enabled()) {
       try {
         return pd_with(dnnl::algorithm::convolution_winograd);
