@@ -369,14 +369,22 @@ DecodedImage decode_image_bytes(std::span<const uint8_t> bytes, std::string_view
 }
 
 std::vector<uint8_t> encode_jpeg(const uint8_t* pixels, int64_t width, int64_t height, int64_t channels,
-                                 int quality) {
+                                 int quality, ChromaSubsampling chroma) {
   CONVOY_CHECK(channels == 1 || channels == 3, "encode_jpeg: channels must be 1 or 3");
+  int samp = TJSAMP_GRAY;
+  if (channels == 3) {
+    switch (chroma) {
+      case ChromaSubsampling::s420: samp = TJSAMP_420; break;
+      case ChromaSubsampling::s422: samp = TJSAMP_422; break;
+      case ChromaSubsampling::s444: samp = TJSAMP_444; break;
+    }
+  }
   tjhandle tj = tj_handle(true);
   unsigned char* buffer = nullptr;
   unsigned long size = 0;
   const int rc = tjCompress2(tj, pixels, static_cast<int>(width), 0, static_cast<int>(height),
                              channels == 1 ? TJPF_GRAY : TJPF_RGB, &buffer, &size,
-                             channels == 1 ? TJSAMP_GRAY : TJSAMP_420, quality, 0);
+                             samp, quality, 0);
   std::unique_ptr<unsigned char, void (*)(unsigned char*)> owned(buffer, tjFree);
   if (rc != 0) throw Error("libjpeg-turbo: cannot encode: " + tj_failure(true));
   return std::vector<uint8_t>(buffer, buffer + size);

@@ -78,9 +78,10 @@ DecodedImage decode_image_bytes(std::span<const uint8_t> bytes, std::string_view
                                 const ScaleHint* hint = nullptr);
 
 // Encoders for test fixtures and tools. pixels: (height, width, channels) u8, channels 1 or 3;
-// 4:2:0 chroma for colour.
+// colour with the chroma subsampling asked (cameras write 4:2:0 or 4:2:2, editors often 4:4:4).
+enum class ChromaSubsampling { s420, s422, s444 };
 std::vector<uint8_t> encode_jpeg(const uint8_t* pixels, int64_t width, int64_t height, int64_t channels,
-                                 int quality);
+                                 int quality, ChromaSubsampling chroma = ChromaSubsampling::s420);
 // channels 1 to 4 (gray, gray+alpha, RGB, RGBA); bit_depth 8 (`pixels` is u8) or 16
 // (`pixels` is native-endian u16).
 std::vector<uint8_t> encode_png(const void* pixels, int64_t width, int64_t height, int64_t channels,

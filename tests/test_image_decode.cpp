@@ -345,11 +345,16 @@ void expect_region_matches_full(const std::vector<uint8_t>& jpeg, const ScaleHin
 }
 
 TEST(ImageDecode, JpegWindowEqualsTheFullDecodeCut) {
-  for (int64_t channels : {3, 1}) {  // 4:2:0 colour and gray
-    // Odd sizes: neither side a multiple of the 16-pixel MCU.
+  // Colour in each chroma subsampling (MCUs of 16x16, 16x8 and 8x8 pixels), and gray.
+  const std::pair<int64_t, ChromaSubsampling> kinds[] = {{3, ChromaSubsampling::s420},
+                                                         {3, ChromaSubsampling::s422},
+                                                         {3, ChromaSubsampling::s444},
+                                                         {1, ChromaSubsampling::s420}};
+  for (const auto& [channels, chroma] : kinds) {
+    // Odd sizes: neither side a multiple of the MCU.
     const int64_t w = 203, h = 157;
-    const std::vector<uint8_t> jpeg = encode_jpeg(photo(w, h, channels).data(), w, h, channels, 92);
-    SCOPED_TRACE(channels);
+    const std::vector<uint8_t> jpeg = encode_jpeg(photo(w, h, channels).data(), w, h, channels, 92, chroma);
+    SCOPED_TRACE(std::to_string(channels) + " channels, chroma " + std::to_string(static_cast<int>(chroma)));
     expect_region_matches_full(jpeg, nullptr, 37.0, 21.0, 90.0, 70.0, 3);      // inside, unaligned
     expect_region_matches_full(jpeg, nullptr, 0.0, 0.0, 40.0, 30.0, 3);        // top-left corner
     expect_region_matches_full(jpeg, nullptr, 150.0, 120.0, 53.0, 37.0, 3);    // bottom-right corner
