@@ -59,7 +59,7 @@ for i in "${!targets[@]}"; do
     pids+=($!)
   done
 done
-for p in "${pids[@]}"; do wait "$p"; done
+for p in "${pids[@]}"; do wait "$p" || true; done  # a worker killed from outside still counts
 
 summary=$dir/summary.txt
 found=0
