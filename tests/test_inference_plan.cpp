@@ -147,16 +147,20 @@ INSTANTIATE_TEST_SUITE_P(Shipped, InferencePlanModels,
                            return name.substr(0, name.find('.')) + "_b" + std::to_string(info.param.batch);
                          });
 
+// How often `needle` occurs in a plan's describe() text.
+size_t occurrences(const std::string& steps, const std::string& needle) {
+  size_t n = 0;
+  for (size_t p = 0; (p = steps.find(needle, p)) != std::string::npos; ++p) ++n;
+  return n;
+}
+
 TEST(InferencePlan, FusesBatchNormResidualAndActivationIntoTheConvolutions) {
   Model model = Model::from_file(kModels + "resnet20.yaml", 1);
   InferencePlan plan(model, 1);
   const std::string steps = plan.describe();
   // 21 convolutions, each with its batch norm folded; 9 residual adds as sum post-ops.
-  size_t bn = 0, add = 0;
-  for (size_t p = 0; (p = steps.find("+bn", p)) != std::string::npos; ++p) ++bn;
-  for (size_t p = 0; (p = steps.find("+add", p)) != std::string::npos; ++p) ++add;
-  EXPECT_EQ(bn, 21u) << steps;
-  EXPECT_EQ(add, 9u) << steps;
+  EXPECT_EQ(occurrences(steps, "+bn"), 21u) << steps;
+  EXPECT_EQ(occurrences(steps, "+add"), 9u) << steps;
   EXPECT_EQ(steps.find("batchnorm as depthwise"), std::string::npos) << steps;
 }
 
@@ -168,10 +172,7 @@ TEST(InferencePlan, ThreeByThreeConvolutionsUseWinogradWhereOneDnnHasIt) {
   auto count_winograd = [&](int64_t batch, int threads) {
     InferenceOptions options;
     options.threads = threads;
-    const std::string steps = InferencePlan(model, batch, options).describe();
-    size_t n = 0;
-    for (size_t p = 0; (p = steps.find("wino", p)) != std::string::npos; ++p) ++n;
-    return n;
+    return occurrences(InferencePlan(model, batch, options).describe(), "wino");
   };
   ::setenv("CONVOY_WINOGRAD", "0", 1);
   const size_t off = count_winograd(8, 1);

@@ -173,8 +173,8 @@ struct HttpServer::Impl {
     });
   }
 
-  // After a stop signal: no new connections, no keep-alive; the requests in flight finish
-  // until none is left or the drain time is up.
+  // After a stop signal (the first; later ones change nothing): no new connections, no
+  // keep-alive, not ready; then drain.
   void begin_stop(int signal) {
     if (shared_.stopping.exchange(true)) return;
     std::cerr << "convoy serve: signal " << signal << ": no new requests; finishing the ones in flight" << std::endl;
@@ -186,6 +186,7 @@ struct HttpServer::Impl {
     drain(std::chrono::steady_clock::now() + options_.drain);
   }
 
+  // The requests in flight finish until none is left or the drain time is up.
   void drain(std::chrono::steady_clock::time_point until) {
     if (shared_.in_flight <= 0 || std::chrono::steady_clock::now() >= until) {
       if (shared_.in_flight > 0)

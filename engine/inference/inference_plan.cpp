@@ -148,9 +148,9 @@ int InferencePlan::Impl::emit_conv(const Group& g, const std::vector<Model::Grap
     // 1.5x (2 cores) faster, but fmnet and ResNet-50 at batch 1 on 16 cores (a few tiles per
     // thread) 1.2-1.4x slower. oneDNN refuses it (unimplemented) elsewhere, and in bf16.
     const int64_t tiles = batch * ((out[1] + 3) / 4) * ((out[2] + 3) / 4);
-    const bool winograd_shape = p.groups == 1 && r == 3 && s == 3 && p.stride_h == 1 && p.stride_w == 1 &&
+    const bool winograd_pays = p.groups == 1 && r == 3 && s == 3 && p.stride_h == 1 && p.stride_w == 1 &&
                                 p.dilation_h == 1 && p.dilation_w == 1 && tiles >= 16 * int64_t{threads};
-    if (winograd_shape && !int8 && winograd_enabled()) {
+    if (winograd_pays && !int8 && winograd_enabled()) {
       try {
         return pd_with(dnnl::algorithm::convolution_winograd);
       } catch (const dnnl::error&) {
