@@ -9,25 +9,13 @@
 
 #include "engine/backends/cuda/cuda_check.h"
 #include "engine/backends/cuda/cuda_ops_internal.h"
+#include "engine/backends/cuda/cudnn_algo_pick.h"
 #include "kernels/bias.cuh"
 #include "kernels/elementwise.cuh"
 
 namespace convoy::cuda {
 
 namespace {
-
-// The first usable result of a heuristics or benchmark list (both come sorted, best first).
-template <class Perf>
-const Perf* pick_algo(const std::vector<Perf>& perf, int count, bool deterministic, size_t limit) {
-  for (int i = 0; i < count; ++i) {
-    const Perf& p = perf[static_cast<size_t>(i)];
-    if (p.status != CUDNN_STATUS_SUCCESS) continue;
-    if (deterministic && p.determinism != CUDNN_DETERMINISTIC) continue;
-    if (p.memory > limit) continue;
-    return &p;
-  }
-  return nullptr;
-}
 
 // The device buffers of one convolution, named as in ConvPlan: x the input (or dx), w the
 // weights (or dw), y the output (or dy).
@@ -147,8 +135,13 @@ bool choose_algorithm(cudnnHandle_t hd, ConvPlan& plan, const ConvBuffers& buffe
   int nfound = 0;
   const cudnnStatus_t st =
       !benchmark ? CUDNN_STATUS_NOT_SUPPORTED : Calls::find(hd, plan, buffers, found, &nfound, workspace.get(ws), ws);
-  const auto* best = st == CUDNN_STATUS_SUCCESS ? pick_algo(found, nfound, deterministic, ws) : nullptr;
-  if (!best) best = pick_algo(heur, got, deterministic, limit);
+  const typename Calls::Perf* best = nullptr;
+  // f32 first looks for an exact algorithm (see transform_based), then takes any.
+  for (const bool exact : {plan.f32, false}) {
+    if (st == CUDNN_STATUS_SUCCESS) best = pick_algo(found, nfound, deterministic, ws, exact);
+    if (!best) best = pick_algo(heur, got, deterministic, limit, exact);
+    if (best) break;
+  }
   if (!best) return false;
   plan.algo = best->algo;
   CONVOY_CUDNN_CHECK(cudnnSetConvolutionMathType(plan.conv.d, plan.f32 ? CUDNN_FMA_MATH : best->mathType));
