@@ -5,6 +5,8 @@
 # or failed, the sanitizer's summary line, and the tests a timeout left unrun.
 #   benchmarks/gpu/sanitize.sh OUTDIR TOOL SHARDS SECONDS [GTEST_FILTER]
 #   e.g. benchmarks/gpu/sanitize.sh out racecheck 8 480
+# CONVOY_SANITIZER_ARGS: more compute-sanitizer options, e.g. "--kernel-name kns=convoy" to check
+# only Convoy's own kernels (racecheck runs cuDNN's far slower than they run plainly).
 set -uo pipefail
 out=${1:?usage: sanitize.sh OUTDIR memcheck|racecheck|synccheck|initcheck SHARDS SECONDS [FILTER]}
 tool=${2:?tool}
@@ -26,14 +28,14 @@ t0=$(date +%s)
 for b in "${binaries[@]}"; do
   for ((i = 0; i < shards; ++i)); do
     GTEST_TOTAL_SHARDS=$shards GTEST_SHARD_INDEX=$i timeout -k 10 "$seconds" \
-      "$sanitizer" --tool "$tool" --error-exitcode 86 --print-limit 50 \
+      "$sanitizer" --tool "$tool" --error-exitcode 86 --print-limit 50 ${CONVOY_SANITIZER_ARGS:-} \
       "$build/tests/$b" --gtest_color=no --gtest_filter="$filter" > "$out/$tool.$b.$i.log" 2>&1 &
   done
 done
 wait
 
 {
-  echo "== compute-sanitizer $tool, $shards shards per binary, ${seconds} s each, $(nvidia-smi --query-gpu=name --format=csv,noheader | head -n 1)"
+  echo "== compute-sanitizer $tool ${CONVOY_SANITIZER_ARGS:-}, $shards shards per binary, ${seconds} s each, $(nvidia-smi --query-gpu=name --format=csv,noheader | head -n 1)"
   for log in "$out/$tool".*.log; do
     name=$(basename "$log" .log)
     started=$(grep -c '^\[ RUN      \]' "$log")
