@@ -1,14 +1,18 @@
 // The training loop in a simulated world of two ranks (threads over shared memory, CPU
 // backends): the same weights as one process at twice the batch, rank 0 alone writing, a stop
-// signal on one rank stopping both at the same step, and a resume on another number of ranks.
+// signal on one rank stopping both at the same step, a resume on another number of ranks, and
+// a batch with no readable image on one rank only (on_bad_image: skip).
 #include <gtest/gtest.h>
 
 #include <atomic>
 #include <cmath>
+#include <filesystem>
 #include <fstream>
+#include <regex>
 #include <sstream>
 #include <thread>
 
+#include "datasets/image_codec.h"
 #include "engine/checkpoint/safetensors.h"
 #include "engine/config/run_config.h"
 #include "engine/distributed/communicator.h"
@@ -139,3 +143,58 @@ TEST_F(DataParallelTrainer, AStopOnOneRankStopsBothAtTheSameStepAndResumesOnOneR
       << log.str();
   EXPECT_EQ(again.steps, 8);
 }
+
+// A rank whose batch has no readable image must not skip a step the other rank takes (it would
+// wait for it in the gradient all-reduce until the job's timeout): every rank leaves that batch
+// out. Half the training files are not images; one image per rank per step.
+TEST_F(DataParallelTrainer, ABatchUnreadableOnOneRankIsLeftOutOnEveryRank) {
+  namespace fs = std::filesystem;
+  const fs::path root = dir_ / "images";
+  const char* classes[] = {"a", "b", "c", "d"};
+  for (int c = 0; c < 4; ++c)
+    for (const char* split : {"train", "val"}) {
+      fs::create_directories(root / split / classes[c]);
+      for (int i = 0; i < 3; ++i) {
+        std::vector<uint8_t> px(64, static_cast<uint8_t>(40 + 60 * c + 5 * i));
+        convoy::testing::write_file(root / split / classes[c] / (std::to_string(i) + ".png"),
+                                    encode_png(px.data(), 8, 8, 1));
+        if (std::string(split) == "train")
+          std::ofstream(root / split / classes[c] / ("bad" + std::to_string(i) + ".png")) << "not a PNG\n";
+      }
+    }
+  std::ofstream(dir_ / "bad.yaml") << "name: bad\nmodel: net.yaml\ndataset:\n  kind: image-folder\n  path: "
+                                   << root.string()
+                                   << "\n  test_split: val\n  resize: 8\n  on_bad_image: skip\n"
+                                      "  normalize: {mean: [0.5], std: [0.25]}\n"
+                                      "batch_size: 1\nepochs: 2\noptimizer: {type: sgd, lr: 0.05}\nseed: 5\n"
+                                      "device: cpu\nthreads: 1\noutput: {dir: "
+                                   << (dir_ / "runs").string() << "}\n";
+  std::ifstream in(dir_ / "bad.yaml");
+  const std::string yaml{std::istreambuf_iterator<char>(in), {}};
+  const RunConfig c = parse_run_config(yaml, (dir_ / "bad.yaml").string(), dir_.path().string(), {});
+  auto world = make_thread_world(2);
+  TrainResult results[2];
+  std::ostringstream logs[2];
+  auto run = [&](int r) {
+    TrainOptions o;
+    o.communicator = world[r].get();
+    results[r] = train(c, o, logs[r]);
+  };
+  std::thread t1(run, 1);
+  run(0);
+  t1.join();
+  const std::string log = logs[0].str();
+  EXPECT_EQ(results[0].epochs_done, 2) << log;
+  EXPECT_EQ(results[0].steps, results[1].steps) << log;
+  // 24 files, 12 per rank, each rank's step one of its files: the steps are the pairs in which
+  // both files are images, the rest are left out.
+  const std::regex left_out("skipped unreadable images \\(on_bad_image: skip\\): 12 in training, 0 in evaluation; "
+                            "([0-9]+) training batch(es)? left out on every rank \\(a rank had no readable image in it\\)");
+  std::smatch m;
+  ASSERT_TRUE(std::regex_search(log, m, left_out)) << log;
+  const int64_t per_epoch = std::stoll(m[1]);
+  EXPECT_GT(per_epoch, 0) << log;
+  EXPECT_LT(per_epoch, 12) << log;
+  EXPECT_LE(results[0].steps, 2 * (12 - 6)) << log;  // at most 6 of a rank's 12 files are images
+}
+

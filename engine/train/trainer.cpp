@@ -82,6 +82,13 @@ TrainResult TrainingRun::run_epochs() {
       return stop_with_checkpoint();
     }
     tally.loader = loader.stats();
+    if (comm_->world_size() > 1 && config_.dataset.skip_bad_images) {  // rank 0 reports every rank's
+      Tensor skipped = backend_->upload(Tensor::from_ints({static_cast<int32_t>(tally.loader.skipped)}, {1}));
+      if (skipped.device() == Device::cpu()) skipped = skipped.clone();  // from_ints' buffer may be shared
+      comm_->all_reduce({&skipped, 1}, ReduceOp::sum);
+      comm_->wait();
+      tally.loader.skipped = static_cast<int64_t>(skipped.to_floats()[0]);
+    }
     tally.loader_images_per_second = loader.images_per_second();
     result_.skipped_steps += tally.skipped;
     end_epoch(tally, metrics);
@@ -116,7 +123,8 @@ bool TrainingRun::train_epoch(DataLoader& loader, EpochTally& tally) {
   bool stopped = false;
   Batch batch;
   while (!stopped && loader.next(batch)) {
-    if (batch.labels.dim(0) == 0) {  // every sample of it unreadable and skipped
+    if (empty_batch(batch)) {
+      ++tally.left_out_batches;
       ++pos_.batch;
       continue;
     }
@@ -163,6 +171,16 @@ bool TrainingRun::train_epoch(DataLoader& loader, EpochTally& tally) {
   progress_.end_epoch();
   backend_->synchronize();
   return !stopped;
+}
+
+// Whether to leave this batch out: every sample of it was unreadable and skipped (on_bad_image:
+// skip). With several ranks every rank leaves it out if any rank has nothing in it, or that one
+// would skip a step the others wait for in its collectives; the agreement is a read-back each
+// step, paid only where a batch can be empty (skip mode), as the price of bad data.
+bool TrainingRun::empty_batch(const Batch& batch) {
+  const bool empty = batch.labels.dim(0) == 0;
+  if (comm_->world_size() == 1 || !config_.dataset.skip_bad_images) return empty;
+  return comm_->any(*backend_, empty);
 }
 
 // nan_policy: skip_step: the step's loss and gradients are read before its update (one device
@@ -287,9 +305,14 @@ void TrainingRun::report_epoch(const EpochTally& tally, const EvalResult& eval, 
     log_ << ", skipped " << tally.skipped << " step" << (tally.skipped == 1 ? "" : "s")
          << " with a non-finite loss or gradients (nan_policy: skip_step)";
   log_ << std::endl;
-  if (tally.loader.skipped || eval.skipped)
+  if (tally.loader.skipped || eval.skipped) {
     log_ << "skipped unreadable images (on_bad_image: skip): " << tally.loader.skipped << " in training, "
-         << eval.skipped << " in evaluation" << std::endl;
+         << eval.skipped << " in evaluation";
+    if (tally.left_out_batches)
+      log_ << "; " << tally.left_out_batches << " training batch" << (tally.left_out_batches == 1 ? "" : "es")
+           << " left out" << (comm_->world_size() > 1 ? " on every rank (a rank had no readable image in it)" : " (no readable image in it)");
+    log_ << std::endl;
+  }
 }
 
 

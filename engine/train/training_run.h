@@ -70,6 +70,7 @@ struct EpochTally {
   int64_t images = 0;  // their images
   int64_t skipped = 0;  // steps with a non-finite loss whose update was skipped (nan_policy: skip_step)
   int64_t skipped_images = 0;
+  int64_t left_out_batches = 0;  // batches with no readable image (on any rank), not trained on
   double loader_images_per_second = 0;  // what the loader alone could deliver (so far, then the epoch's)
   DataLoader::Stats loader;              // the epoch's, once it is done
   // Per-step results stay on the device until they are printed: no sync every step.
@@ -150,6 +151,7 @@ class TrainingRun {
   bool lead() const { return comm_->rank() == 0; }  // logs, evaluates, writes
   bool train_epoch(DataLoader& loader, EpochTally& tally);
   bool step_skipping_bad(PendingStep& pending, const Tensor& images, const Tensor& labels, double lr);
+  bool empty_batch(const Batch& batch);
   void poison_gradients(int64_t step);
   void read_pending(EpochTally& tally);
   [[noreturn]] void diverged(const BadStep& bad) const;
