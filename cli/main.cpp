@@ -8,6 +8,7 @@
 
 #include "cli/commands.h"
 #include "engine/core/error.h"
+#include "engine/core/usable_cpus.h"
 
 namespace {
 
@@ -54,13 +55,24 @@ int main(int argc, char** argv) {
   // How OpenMP's threads wait between parallel regions; OpenMP reads it when the library
   // loads, before main, hence the one re-exec. OMP_WAIT_POLICY or GOMP_SPINCOUNT in the
   // environment wins.
+  // Likewise OpenMP's team size: it counts the CPUs of the affinity mask, not a container's CPU
+  // quota (`docker run --cpus`, a Kubernetes limit), which gets OMP_NUM_THREADS where smaller.
+  bool reexec = false;
   if (!std::getenv("OMP_WAIT_POLICY") && !std::getenv("GOMP_SPINCOUNT")) {
     if (latency_first(argc, argv))
       setenv("GOMP_SPINCOUNT", kInferenceSpinCount, 1);
     else
       setenv("OMP_WAIT_POLICY", "PASSIVE", 1);
-    execv("/proc/self/exe", argv);  // returns only on failure: then go on as we are
+    reexec = true;
   }
+  if (!std::getenv("OMP_NUM_THREADS")) {
+    const convoy::CpuBudget cpus = convoy::cpu_budget();
+    if (cpus.usable() < cpus.affinity) {
+      setenv("OMP_NUM_THREADS", std::to_string(cpus.usable()).c_str(), 1);
+      reexec = true;
+    }
+  }
+  if (reexec) execv("/proc/self/exe", argv);  // returns only on failure: then go on as we are
   CLI::App app{"Convoy " CONVOY_VERSION ": train convolutional networks on NVIDIA GPUs, run them anywhere"};
   app.set_version_flag("--version", "convoy " CONVOY_VERSION);
   app.require_subcommand(1);

@@ -12,6 +12,7 @@
 #include <nlohmann/json.hpp>
 
 #include "engine/core/error.h"
+#include "engine/core/usable_cpus.h"
 
 namespace convoy::serve {
 
@@ -224,7 +225,7 @@ void HttpServer::run() {
   s.accept(s.http_, false);
   if (s.metrics_) s.accept(*s.metrics_, true);
   const int threads = s.options_.threads > 0 ? s.options_.threads
-                                             : static_cast<int>(std::clamp(std::thread::hardware_concurrency(), 2u, 8u));
+                                             : std::clamp(usable_cpus(), 2, 8);
   std::vector<std::thread> pool;
   for (int i = 1; i < threads; ++i) pool.emplace_back([&s] { s.ioc_.run(); });
   s.ioc_.run();

@@ -9,6 +9,7 @@
 #include "datasets/nvjpeg.h"
 #include "engine/checkpoint/safetensors.h"
 #include "engine/core/error.h"
+#include "engine/core/usable_cpus.h"
 #include "engine/graph/load_weights.h"
 
 namespace convoy {
@@ -97,7 +98,7 @@ Preprocess preprocess_of(const RunConfig& config, const Model& model) { return p
 // ResNet-50 from JPEGs lost 13% to synthetic data with 16 workers). In-memory data needs few.
 int64_t loader_workers(const RunConfig& config, const Dataset& data) {
   if (config.dataset.workers > 0) return config.dataset.workers;
-  const auto cores = std::max<int64_t>(1, static_cast<int64_t>(std::thread::hardware_concurrency()));
+  const auto cores = static_cast<int64_t>(usable_cpus());  // a container's CPU quota counts
   if (data.stored_shape()) return std::min<int64_t>(4, cores);
   return std::max<int64_t>(1, cores - 1);
 }

@@ -5,6 +5,7 @@
 
 #include <cstdio>
 #include <memory>
+#include <sstream>
 #include <string>
 #include <thread>
 #include <vector>
@@ -13,6 +14,7 @@
 #include "engine/backends/cpu/cpu_ops.h"
 #include "engine/backends/backend.h"
 #include "engine/core/error.h"
+#include "engine/core/usable_cpus.h"
 
 namespace convoy {
 
@@ -130,8 +132,16 @@ std::vector<std::string> cpu_doctor_lines() {
   lines.push_back("oneDNN " + onednn_version() + " (commit " + std::string(v->hash) + "), " +
                   onednn_runtime() + " threading");
   lines.push_back("CPU ISA used by oneDNN: " + onednn_isa());
+  const CpuBudget cpus = cpu_budget();
+  std::string quota = "no CPU quota";
+  if (cpus.quota) {
+    std::ostringstream q;
+    q << "a CPU quota of " << *cpus.quota << " CPUs (cgroup)";
+    quota = q.str();
+  }
   lines.push_back("CPU threads: " + std::to_string(omp_get_max_threads()) + " (OpenMP), " +
-                  std::to_string(std::thread::hardware_concurrency()) + " hardware threads");
+                  std::to_string(std::thread::hardware_concurrency()) + " hardware threads, " +
+                  std::to_string(cpus.affinity) + " in this process's affinity, " + quota);
   lines.push_back("CPU precision: f32 (bf16 is a GPU precision)");
   return lines;
 }

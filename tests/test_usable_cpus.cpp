@@ -1,0 +1,131 @@
+// The CPUs a process may keep busy: its affinity and a cgroup's CPU quota. The readers on
+// cgroup trees the tests write (v1, v2, a hybrid system, nested limits, malformed files), and,
+// where this machine lets the test make a cgroup (root and a writable cgroup file system),
+// `convoy doctor` run inside one limited to one CPU.
+#include <gtest/gtest.h>
+#include <sched.h>
+#include <unistd.h>
+
+#include <filesystem>
+#include <fstream>
+#include <string>
+
+#include "engine/core/usable_cpus.h"
+#include "tests/run_command.h"
+#include "tests/temp_dir.h"
+
+using namespace convoy;
+namespace fs = std::filesystem;
+
+namespace {
+
+void put(const fs::path& file, const std::string& text) {
+  fs::create_directories(file.parent_path());
+  std::ofstream(file) << text << "\n";
+}
+
+class UsableCpus : public ::testing::Test {
+ protected:
+  convoy::testing::TempDir root_{"convoy-cgroups"};
+};
+
+}  // namespace
+
+TEST_F(UsableCpus, CgroupV2TakesTheSmallestLimitOnTheWayToTheRoot) {
+  const fs::path r = root_.path();
+  put(r / "kubepods/pod1/cpu.max", "200000 100000");  // the pod: 2 CPUs
+  put(r / "kubepods/pod1/ctr/cpu.max", "max 100000");   // the container: no limit of its own
+  EXPECT_DOUBLE_EQ(cgroup_cpu_quota("0::/kubepods/pod1/ctr\n", r).value(), 2.0);
+  put(r / "kubepods/pod1/ctr/cpu.max", "50000 100000");
+  EXPECT_DOUBLE_EQ(cgroup_cpu_quota("0::/kubepods/pod1/ctr\n", r).value(), 0.5);
+  EXPECT_FALSE(cgroup_cpu_quota("0::/elsewhere\n", r).has_value());  // not there: the root's, none
+  put(r / "cpu.max", "max 100000");
+  EXPECT_FALSE(cgroup_cpu_quota("0::/\n", r).has_value());
+  // In a container the path is often the host's, and the mount the container's own cgroup.
+  put(r / "cpu.max", "150000 100000");
+  EXPECT_DOUBLE_EQ(cgroup_cpu_quota("0::/docker/0123abcd\n", r).value(), 1.5);
+}
+
+TEST_F(UsableCpus, CgroupV1AndHybridSystems) {
+  const fs::path r = root_.path();
+  put(r / "cpu,cpuacct/docker/abc/cpu.cfs_quota_us", "300000");
+  put(r / "cpu,cpuacct/docker/abc/cpu.cfs_period_us", "100000");
+  const std::string v1 = "12:memory:/docker/abc\n4:cpu,cpuacct:/docker/abc\n0::/\n";
+  EXPECT_DOUBLE_EQ(cgroup_cpu_quota(v1, r).value(), 3.0);
+  put(r / "cpu,cpuacct/docker/abc/cpu.cfs_quota_us", "-1");  // no limit
+  EXPECT_FALSE(cgroup_cpu_quota(v1, r).has_value());
+  // A hybrid system: v1 controllers beside the unified hierarchy in unified/.
+  put(r / "unified/user.slice/cpu.max", "250000 100000");
+  EXPECT_DOUBLE_EQ(cgroup_cpu_quota("1:cpu:/\n0::/user.slice\n", r).value(), 2.5);
+}
+
+TEST_F(UsableCpus, MalformedOrMissingFilesMeanNoLimit) {
+  const fs::path r = root_.path();
+  for (const std::string bad : {"", "abc 100000", "100000", "0 100000", "100000 0", "-5 100000", "1e999 100000",
+                                "nan 100000", "100000 100000 extra"}) {
+    put(r / "cpu.max", bad);
+    const auto q = cgroup_cpu_quota("0::/\n", r);
+    if (bad == "100000 100000 extra")
+      EXPECT_DOUBLE_EQ(q.value_or(-1), 1.0) << "the first two fields are the format; more may follow";
+    else
+      EXPECT_FALSE(q.has_value()) << "'" << bad << "'";
+  }
+  EXPECT_FALSE(cgroup_cpu_quota("", r).has_value());
+  EXPECT_FALSE(cgroup_cpu_quota("garbage without colons\n", r).has_value());
+  EXPECT_FALSE(cgroup_cpu_quota("0::/\n", r / "does-not-exist").has_value());
+}
+
+TEST(UsableCpusBudget, TheQuotaRoundsDownAndNeverExceedsTheAffinity) {
+  EXPECT_EQ((CpuBudget{4, std::nullopt}).usable(), 4);
+  EXPECT_EQ((CpuBudget{4, 8.0}).usable(), 4);
+  EXPECT_EQ((CpuBudget{4, 2.7}).usable(), 2);
+  EXPECT_EQ((CpuBudget{4, 0.3}).usable(), 1);
+  const CpuBudget here = cpu_budget();
+  cpu_set_t set;
+  ASSERT_EQ(sched_getaffinity(0, sizeof set, &set), 0);
+  EXPECT_EQ(here.affinity, CPU_COUNT(&set));
+  EXPECT_GE(here.usable(), 1);
+  EXPECT_LE(here.usable(), here.affinity);
+}
+
+// `convoy doctor` in a cgroup of its own with a quota of one CPU: OpenMP gets one thread.
+TEST(UsableCpusCli, DoctorInACgroupWithAOneCpuQuotaRunsOneOpenMpThread) {
+  cpu_set_t set;
+  ASSERT_EQ(sched_getaffinity(0, sizeof set, &set), 0);
+  if (CPU_COUNT(&set) < 2) GTEST_SKIP() << "one CPU here: a one-CPU quota would change nothing";
+  const std::string name = "convoy-test-" + std::to_string(getpid());
+  // cgroup v2 (the quota in cpu.max), else v1's cpu controller.
+  fs::path dir;
+  std::string quota_file, quota;
+  std::error_code ec;
+  if (fs::exists("/sys/fs/cgroup/cgroup.controllers") && fs::create_directory("/sys/fs/cgroup/" + name, ec)) {
+    dir = "/sys/fs/cgroup/" + name;
+    quota_file = "cpu.max";
+    quota = "100000 100000";
+  } else if (fs::is_directory("/sys/fs/cgroup/cpu") && fs::create_directory("/sys/fs/cgroup/cpu/" + name, ec)) {
+    dir = "/sys/fs/cgroup/cpu/" + name;
+    quota_file = "cpu.cfs_quota_us";
+    quota = "100000";  // the period's default is 100000
+  } else {
+    GTEST_SKIP() << "cannot make a cgroup here (not root, or no writable cgroup file system): " << ec.message();
+  }
+  {
+    std::ofstream q(dir / quota_file);
+    q << quota << std::flush;
+    if (!q) {
+      fs::remove(dir, ec);
+      GTEST_SKIP() << "cannot set a CPU quota in " << dir << " (the cpu controller is not enabled there)";
+    }
+  }
+  const convoy::testing::CommandResult r = convoy::testing::run_command(
+      "env -u OMP_NUM_THREADS sh -c 'echo $$ > " + (dir / "cgroup.procs").string() + " && exec " +
+      std::string(CONVOY_BINARY) + " doctor' 2>&1");
+  fs::remove(dir, ec);  // empty again once the child has exited
+  ASSERT_EQ(r.status, 0) << r.output;
+  EXPECT_NE(r.output.find("CPU threads: 1 (OpenMP)"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("a CPU quota of 1 CPUs (cgroup)"), std::string::npos) << r.output;
+  // Outside it, OpenMP takes every CPU of the affinity (OMP_NUM_THREADS aside).
+  const auto outside = convoy::testing::run_command("env -u OMP_NUM_THREADS " + std::string(CONVOY_BINARY) + " doctor 2>&1");
+  EXPECT_NE(outside.output.find("CPU threads: " + std::to_string(CPU_COUNT(&set)) + " (OpenMP)"), std::string::npos)
+      << outside.output;
+}
