@@ -22,6 +22,7 @@
 #include "apps/bench/shell.h"
 #include "engine/backends/backend.h"
 #include "engine/core/error.h"
+#include "engine/core/usable_cpus.h"
 #include "engine/core/file_io.h"
 #include "engine/graph/model.h"
 
@@ -390,11 +391,11 @@ json SuiteRun::convoy_over_peers() const {
 void SuiteRun::note_machine_load() {
   if (!env_["loadavg"].is_string() || threads_used_ <= 0) return;
   const double load = std::atof(env_["loadavg"].get<std::string>().c_str());
-  const auto cores = static_cast<double>(std::thread::hardware_concurrency());
+  const auto cores = static_cast<double>(usable_cpus());
   if (load > 0.5 * cores)
     notes_.push_back("warning: load average " + bench_format_fixed(load, 2) + " at the start on " +
                      bench_format_fixed(cores, 0) +
-                     " logical processors: other work competes with the CPU cases, whose figures are skewed");
+                     " usable CPUs: other work competes with the CPU cases, whose figures are skewed");
 }
 
 fs::path SuiteRun::write_results_json(const json& ratios) const {

@@ -19,6 +19,7 @@
 #include "apps/bench/shell.h"
 #include "engine/core/counter_rng.h"
 #include "engine/core/error.h"
+#include "engine/core/usable_cpus.h"
 #include "engine/graph/model.h"
 #include "engine/inference/graphed_forward.h"
 #include "engine/inference/inference_plan.h"
@@ -378,6 +379,7 @@ nlohmann::json bench_environment(const std::string& source_dir, int64_t threads)
   const CpuPeak cpu = estimate_cpu_peak(cpuinfo, threads);
   env["cpu_model"] = cpu.model_name.empty() ? nlohmann::json(nullptr) : nlohmann::json(cpu.model_name);
   env["cpu_logical_processors"] = std::thread::hardware_concurrency();
+  env["cpu_usable"] = usable_cpus();  // the affinity mask and any cgroup CPU quota
   env["threads"] = threads > 0 ? threads : omp_get_max_threads();
   // Other work on the machine skews CPU figures: record the load when the run began.
   const std::string loadavg = read_text_file("/proc/loadavg");
