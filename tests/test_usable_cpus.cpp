@@ -44,6 +44,10 @@ TEST_F(UsableCpus, CgroupV2TakesTheSmallestLimitOnTheWayToTheRoot) {
   // In a container the path is often the host's, and the mount the container's own cgroup.
   put(r / "cpu.max", "150000 100000");
   EXPECT_DOUBLE_EQ(cgroup_cpu_quota("0::/docker/0123abcd\n", r).value(), 1.5);
+  // Outside the cgroup namespace the path climbs above its root: the mount's root counts.
+  put(r / "ns/cpu.max", "300000 100000");
+  put(r / "x/cpu.max", "100000 100000");  // beside the mount: never read
+  EXPECT_DOUBLE_EQ(cgroup_cpu_quota("0::/../x\n", r / "ns").value(), 3.0);
 }
 
 TEST_F(UsableCpus, CgroupV1AndHybridSystems) {

@@ -62,7 +62,9 @@ std::optional<double> smallest_up_to(const fs::path& mount, const std::string& c
   std::error_code ec;
   if (!fs::is_directory(mount, ec)) return std::nullopt;
   const fs::path relative = fs::path(cgroup_path).relative_path();
-  fs::path dir = relative.empty() ? mount : mount / relative;
+  // A path outside this cgroup namespace ("/../..") or not mounted here: the mount's root.
+  const bool outside = std::find(relative.begin(), relative.end(), fs::path("..")) != relative.end();
+  fs::path dir = relative.empty() || outside ? mount : mount / relative;
   if (!fs::is_directory(dir, ec)) dir = mount;
   std::optional<double> smallest;
   for (;;) {
