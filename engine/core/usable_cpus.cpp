@@ -15,6 +15,11 @@ namespace fs = std::filesystem;
 
 namespace {
 
+// Keeps the smaller of two limits, where either is there.
+void keep_smaller(std::optional<double>& smallest, std::optional<double> limit) {
+  if (limit && (!smallest || *limit < *smallest)) smallest = limit;
+}
+
 std::optional<std::string> first_line(const fs::path& path) {
   std::ifstream in(path);
   std::string line;
@@ -68,7 +73,7 @@ std::optional<double> smallest_up_to(const fs::path& mount, const std::string& c
   if (!fs::is_directory(dir, ec)) dir = mount;
   std::optional<double> smallest;
   for (;;) {
-    if (const auto l = limit(dir); l && (!smallest || *l < *smallest)) smallest = l;
+    keep_smaller(smallest, limit(dir));
     if (dir == mount || !dir.has_parent_path() || dir.parent_path() == dir) break;
     dir = dir.parent_path();
   }
@@ -84,9 +89,6 @@ int CpuBudget::usable() const {
 
 std::optional<double> cgroup_cpu_quota(std::string_view proc_self_cgroup, const fs::path& cgroup_root) {
   std::optional<double> smallest;
-  auto take = [&](std::optional<double> l) {
-    if (l && (!smallest || *l < *smallest)) smallest = l;
-  };
   std::istringstream lines{std::string(proc_self_cgroup)};
   for (std::string line; std::getline(lines, line);) {
     // "ID:CONTROLLERS:PATH"; v2's is "0::PATH".
@@ -94,16 +96,16 @@ std::optional<double> cgroup_cpu_quota(std::string_view proc_self_cgroup, const 
     if (b == std::string::npos) continue;
     const std::string controllers = line.substr(a + 1, b - a - 1), path = line.substr(b + 1);
     if (controllers.empty()) {
-      take(smallest_up_to(cgroup_root, path, v2_limit));  // the unified hierarchy
-      take(smallest_up_to(cgroup_root / "unified", path, v2_limit));  // hybrid systems mount it here
+      keep_smaller(smallest, smallest_up_to(cgroup_root, path, v2_limit));  // the unified hierarchy
+      keep_smaller(smallest, smallest_up_to(cgroup_root / "unified", path, v2_limit));  // hybrid systems
       continue;
     }
     std::istringstream list(controllers);
     for (std::string c; std::getline(list, c, ',');)
       if (c == "cpu") {
         // Mounted as "cpu" or "cpu,cpuacct" (with a "cpu" link to it on most systems).
-        take(smallest_up_to(cgroup_root / "cpu", path, v1_limit));
-        take(smallest_up_to(cgroup_root / controllers, path, v1_limit));
+        keep_smaller(smallest, smallest_up_to(cgroup_root / "cpu", path, v1_limit));
+        if (controllers != "cpu") keep_smaller(smallest, smallest_up_to(cgroup_root / controllers, path, v1_limit));
       }
   }
   return smallest;

@@ -40,6 +40,8 @@ class Communicator {
   // Whether `flag` is true on any rank (blocking: a read-back). For decisions every rank must
   // take together: stop on a signal, skip a step.
   bool any(Backend& backend, bool flag);
+  // `value` summed over the ranks (blocking, as any()), for counts every rank reports.
+  int64_t sum(Backend& backend, int32_t value);
 };
 
 // The world of one process: every collective is the identity.

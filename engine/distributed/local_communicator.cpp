@@ -9,15 +9,17 @@
 
 namespace convoy {
 
-bool Communicator::any(Backend& backend, bool flag) {
-  if (world_size() == 1) return flag;
-  Tensor t = backend.upload(Tensor::from_ints({flag ? 1 : 0}, {1}));
+int64_t Communicator::sum(Backend& backend, int32_t value) {
+  if (world_size() == 1) return value;
+  Tensor t = backend.upload(Tensor::from_ints({value}, {1}));
   if (t.device() == Device::cpu()) t = t.clone();  // from_ints' own buffer may be shared
   Tensor one[] = {t};
   all_reduce(one, ReduceOp::sum);
   wait();
-  return t.to_floats()[0] > 0;
+  return t.to_cpu().data<int32_t>()[0];
 }
+
+bool Communicator::any(Backend& backend, bool flag) { return sum(backend, flag ? 1 : 0) > 0; }
 
 std::unique_ptr<Communicator> make_communicator(Backend& backend, const WorldInfo& world,
                                                 const CommunicatorOptions& options) {

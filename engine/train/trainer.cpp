@@ -82,13 +82,8 @@ TrainResult TrainingRun::run_epochs() {
       return stop_with_checkpoint();
     }
     tally.loader = loader.stats();
-    if (comm_->world_size() > 1 && config_.dataset.skip_bad_images) {  // rank 0 reports every rank's
-      Tensor skipped = backend_->upload(Tensor::from_ints({static_cast<int32_t>(tally.loader.skipped)}, {1}));
-      if (skipped.device() == Device::cpu()) skipped = skipped.clone();  // from_ints' buffer may be shared
-      comm_->all_reduce({&skipped, 1}, ReduceOp::sum);
-      comm_->wait();
-      tally.loader.skipped = static_cast<int64_t>(skipped.to_floats()[0]);
-    }
+    if (config_.dataset.skip_bad_images)  // rank 0 reports every rank's
+      tally.loader.skipped = comm_->sum(*backend_, static_cast<int32_t>(tally.loader.skipped));
     tally.loader_images_per_second = loader.images_per_second();
     result_.skipped_steps += tally.skipped;
     end_epoch(tally, metrics);
