@@ -44,7 +44,8 @@ void add_bench_command(CLI::App& app, Action& chosen) {
                   "extra precisions as separate rows beside the suite's (CPU inference: bf16, int8; fp32 stays)");
   cmd->add_flag("--no-plan", options->no_plan, "CPU inference layer by layer, not through the compiled inference plan");
   cmd->add_flag("--no-cuda-graphs", options->no_cuda_graphs,
-                "GPU inference launched op by op, not replayed from a CUDA graph per batch size");
+                "GPU work launched op by op, not replayed from CUDA graphs (inference: one per batch size; "
+                "training: each step's forward and backward)");
   cmd->add_flag("--quick", options->quick, "short timing (a few rounds per case): a smoke test, not a measurement");
   cmd->add_flag("--profile", options->profile,
                  "also time every layer's forward and backward (5 synchronized steps per case) and print the slowest");

@@ -15,7 +15,7 @@ struct BenchOptions {
   std::string peers;              // comma-separated (pytorch, pytorch_compiled, onnxruntime) or "none"; empty = the suite's
   bool profile = false;           // per-layer forward and backward times of every case
   bool no_plan = false;           // CPU inference layer by layer (the training graph's forward), not the plan
-  bool no_cuda_graphs = false;    // GPU inference launched op by op, not replayed from CUDA graphs
+  bool no_cuda_graphs = false;    // GPU inference and training steps launched op by op, not replayed from CUDA graphs
   std::string precisions;         // comma-separated extra precisions (bf16, int8), rows beside the suite's
   int threads = -1;               // CPU threads; -1 = the suite's, 0 = all cores
   bool quick = false;             // a short timing: a smoke test, not a measurement

@@ -232,6 +232,7 @@ nlohmann::json run_bench_case(Backend& backend, const BenchSuite& suite, const B
     if (training) {
       train_step = std::make_unique<TrainStep>(
           backend, model, TrainRecipe{suite.optimizer, augment, suite.label_smoothing, suite.seed});
+      if (!suite.cuda_graphs) train_step->set_recording(false);
       // The trainer's own step, at the suite's constant learning rate.
       step = [&] {
         const size_t i = static_cast<size_t>(iteration) % images.size();
@@ -280,6 +281,7 @@ nlohmann::json run_bench_case(Backend& backend, const BenchSuite& suite, const B
     }
     const TimingResult t = measure_iterations(step, [&] { backend.synchronize(); }, timing);
     if (graphed && !graphed->last_run_replayed()) rec["path"] = "layer by layer (no CUDA graph could be recorded)";
+    if (train_step) rec["path"] = train_step->last_run_replayed() ? "cuda graph" : "layer by layer";
     if (timing.profile_steps > 0) {
       // The plan runs fused layers, so its layers are timed on the layer-by-layer forward.
       const std::function<void()> layer_by_layer = [&] {

@@ -59,7 +59,7 @@ struct BenchSuite {
   double cpu_peak_tflops = 0;      // 0 = estimate from /proc/cpuinfo
   std::vector<std::string> peers = {"pytorch", "onnxruntime"};
   bool cpu_inference_plan = true;  // CPU fp32 inference through engine/inference (--no-plan: layer by layer)
-  bool cuda_graphs = true;         // GPU inference replayed from CUDA graphs (--no-cuda-graphs: op by op)
+  bool cuda_graphs = true;         // GPU inference and training steps replayed from CUDA graphs (--no-cuda-graphs: op by op)
 };
 
 // Reads and validates a suite; unknown keys and bad values name file:line and the key.

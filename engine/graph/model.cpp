@@ -1,5 +1,6 @@
 #include "engine/graph/model.h"
 
+#include <algorithm>
 #include <cstdlib>
 #include <fstream>
 #include <map>
@@ -224,6 +225,21 @@ void Model::fuse_relus() {
     if (src < 0 || readers[src] != 1 || src == output_node_) continue;
     node.fused = nodes_[src].layer->fuse_relu(true);
   }
+}
+
+bool Model::draws_per_step() const {
+  return std::any_of(nodes_.begin(), nodes_.end(), [](const Node& n) { return n.layer->draws_per_step(); });
+}
+
+std::vector<const void*> Model::storage() const {
+  std::vector<const void*> out;
+  for (const Node& node : nodes_) {
+    for (Parameter* p : node.layer->parameters())
+      for (const Tensor* t : {&p->value, &p->grad, &p->compute, &p->compute_grad})
+        out.push_back(t->defined() ? t->raw() : nullptr);
+    for (Buffer* b : node.layer->buffers()) out.push_back(b->value.raw());
+  }
+  return out;
 }
 
 int Model::fused_relus() const {

@@ -121,6 +121,13 @@ class Model {
   std::string summary() const;
   // Calls `observer` (not owned; nullptr for none) around every layer's forward and backward.
   void set_observer(LayerObserver* observer) { observer_ = observer; }
+  bool observed() const { return observer_ != nullptr; }
+  // Whether a training forward draws from the step's seed (a dropout layer): each step is then
+  // different device work, which a recording cannot replay.
+  bool draws_per_step() const;
+  // The device addresses of every parameter, gradient, weight copy and buffer: a recording of a
+  // step is stale once any of them moved (Model::to, a resized classifier).
+  std::vector<const void*> storage() const;
   // Whether to() fuses each ReLU into the layer before it where that layer can take it
   // (Layer::fuse_relu: batch norm, add). On by default; CONVOY_FUSION=0 in the environment
   // turns it off, for comparisons. The results are the same either way.

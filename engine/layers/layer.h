@@ -108,6 +108,10 @@ class Layer {
   // `on` false undoes it.
   virtual bool fuse_relu(bool /*on*/) { return false; }
 
+  // Whether a training forward draws from StepInfo::seed (dropout): such a step is different
+  // work every time, so it cannot be replayed from a recording (TrainStep).
+  virtual bool draws_per_step() const { return false; }
+
   virtual std::vector<Parameter*> parameters() { return {}; }
   virtual std::vector<Buffer*> buffers() { return {}; }
   // Multiply-adds x 2 of one forward pass for one sample, for the benchmark's FLOP count.

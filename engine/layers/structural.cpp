@@ -47,6 +47,7 @@ class Dropout final : public Layer {
     if (p_ < 0 || p_ >= 1) a.fail("p", "must be in [0, 1)");
   }
   std::string_view type() const override { return "dropout"; }
+  bool draws_per_step() const override { return p_ > 0; }
   std::vector<OpKind> ops() const override { return {OpKind::dropout_forward, OpKind::dropout_backward}; }
 
   Shape build(std::span<const Shape> in, std::mt19937_64&) override {

@@ -1,6 +1,11 @@
 #include "engine/train/train_step.h"
 
+#include <cstdlib>
+#include <iostream>
+#include <string_view>
+
 #include "engine/core/counter_rng.h"
+#include "engine/core/error.h"
 
 namespace convoy {
 
@@ -42,24 +47,100 @@ TrainStep::TrainStep(Backend& backend, Model& model, const TrainRecipe& recipe, 
     reducer_ = std::make_unique<GradientReducer>(*comm, backend, parameter_list(model), bucket_bytes);
     if (recipe.sync_batchnorm) sync_bn_ = std::make_unique<CommStatsSync>(*comm, backend);
   }
+  const char* env = std::getenv("CONVOY_CUDA_GRAPHS");
+  record_ = !(env && std::string_view(env) == "0");
 }
 
 TrainStepOutput TrainStep::run(const Tensor& images, const Tensor& labels, int64_t step, double lr) {
-  TrainStepOutput out = forward(images, labels, step);
-  share(out, /*wait=*/false);  // goes out before the gradients; backward() waits for all
-  backward();
+  TrainStepOutput out;
+  if (!replay(images, labels, step, out)) {
+    out = forward(images, labels, step);
+    share(out, /*wait=*/false);  // goes out before the gradients; backward() waits for all
+    backward();
+  }
   apply(lr, &out.grad_stats);  // the gradient check folded into the update's one pass
   return out;
 }
 
-TrainStepOutput TrainStep::forward(const Tensor& images, const Tensor& labels, int64_t step) {
-  uint64_t step_seed = counter_hash(recipe_.seed, static_cast<uint64_t>(step));
+uint64_t TrainStep::step_seed(int64_t step) const {
+  uint64_t seed = counter_hash(recipe_.seed, static_cast<uint64_t>(step));
   // Each rank its own crops, flips and dropout masks, as each GPU of a DDP job draws its own.
-  if (comm_ && comm_->rank() > 0) step_seed = counter_hash(step_seed, static_cast<uint64_t>(comm_->rank()));
+  if (comm_ && comm_->rank() > 0) seed = counter_hash(seed, static_cast<uint64_t>(comm_->rank()));
+  return seed;
+}
+
+void TrainStep::set_recording(bool on) {
+  record_ = on;
+  if (!on) recording_.reset();
+}
+
+bool TrainStep::may_record() const {
+  return record_ && !unsupported_ && !comm_ && !model_.observed() && !model_.draws_per_step();
+}
+
+// run()'s forward, loss and backward from the recording for this batch shape, made now where
+// the shape was also the last step's; false where the step must run op by op.
+bool TrainStep::replay(const Tensor& images, const Tensor& labels, int64_t step, TrainStepOutput& out) {
+  replayed_ = false;
+  if (!may_record()) return false;
+  if (recording_ && (recording_->shape != images.shape() || !recording_->work->valid() ||
+                     recording_->storage != model_.storage()))
+    recording_.reset();
+  if (!recording_) {
+    // A shape's first step runs op by op: it makes the convolution plans (cuDNN's search waits
+    // for the device, which a recording must not) and sizes the scratch buffers; and a shape
+    // met once (an epoch's last, partial batch) is not worth a recording.
+    if (images.shape() != last_eager_shape_) return false;
+    auto r = std::make_unique<Recording>();
+    r->shape = images.shape();
+    r->x = backend_.empty(images.shape(), model_.compute_dtype(), model_.layout());  // (N, C, H, W)
+    r->labels = backend_.empty(labels.shape(), labels.dtype());                      // (N)
+    try {
+      r->work = backend_.record([&] {
+        // StepInfo's seed is unused: a model that draws per step is never recorded.
+        const Tensor logits = model_.forward(backend_, r->x, StepInfo{true, 0, nullptr});  // (N, classes)
+        r->loss = backend_.empty({1}, DType::f32);
+        r->hits = backend_.empty({1}, DType::i32);
+        Tensor dlogits = backend_.empty(logits.shape(), logits.dtype());  // (N, classes)
+        backend_.ops().softmax_cross_entropy(logits, r->labels, static_cast<float>(recipe_.label_smoothing),
+                                             r->loss, dlogits, r->hits);
+        model_.backward(backend_, dlogits);
+      });
+    } catch (const DeviceError& e) {
+      std::cerr << "convoy: " << e.what() << "; training op by op, without CUDA graphs\n";
+      unsupported_ = true;
+      return false;
+    }
+    if (!r->work) {  // the backend records nothing (the CPU)
+      unsupported_ = true;
+      return false;
+    }
+    r->storage = model_.storage();
+    recording_ = std::move(r);
+    ++recordings_;
+  }
+  Recording& r = *recording_;
+  backend_.ops().normalize_augment(images, recipe_.augment, step_seed(step), r.x);
+  r.labels.copy_from(labels);
+  r.work->replay();
+  // The recording's outputs are overwritten by the next replay; the caller reads these later.
+  out.loss = r.loss.clone();
+  out.hits = r.hits.clone();
+  out.grad_stats = backend_.zeros({2}, DType::f32);
+  replayed_ = true;
+  return true;
+}
+
+TrainStepOutput TrainStep::forward(const Tensor& images, const Tensor& labels, int64_t step) {
+  // Op by op: layers keep this step's tensors for backward; a recording's memory is its own,
+  // but it is let go here, so that the two never hold memory at once.
+  recording_.reset();
+  last_eager_shape_ = images.shape();
+  const uint64_t seed = step_seed(step);
   Ops& ops = backend_.ops();
   Tensor x = backend_.empty(images.shape(), model_.compute_dtype(), model_.layout());  // (N, C, H, W)
-  ops.normalize_augment(images, recipe_.augment, step_seed, x);
-  const Tensor logits = model_.forward(backend_, x, StepInfo{true, step_seed, sync_bn_.get()});  // (N, classes)
+  ops.normalize_augment(images, recipe_.augment, seed, x);
+  const Tensor logits = model_.forward(backend_, x, StepInfo{true, seed, sync_bn_.get()});  // (N, classes)
   TrainStepOutput out{backend_.empty({1}, DType::f32), backend_.empty({1}, DType::i32),
                       backend_.zeros({2}, DType::f32)};
   dlogits_ = backend_.empty(logits.shape(), logits.dtype());  // (N, classes)

@@ -48,6 +48,13 @@ class TrainStep {
   // One step on a batch already on the device: images (N, C, H, W) u8, labels (N) i32.
   // `step` counts the run's optimizer steps from 0; it seeds augmentation and dropout, so a
   // resumed run draws what the uninterrupted one would have. `lr`: this step's rate.
+  // Where the backend records device work (CUDA graphs), a batch shape met twice in a row has
+  // its forward, loss and backward recorded once and replayed from then on: one launch instead
+  // of one per op (a ResNet-50 step is ~1,500), so the GPU never waits for the launching thread
+  // (which data loading threads compete with). Normalization, augmentation and the optimizer run
+  // op by op around the replay: they take this step's seed and rate. Not recorded: several ranks
+  // (their collectives), dropout (a draw per step), an observed model (`bench --profile`), or
+  // CONVOY_CUDA_GRAPHS=0 in the environment.
   TrainStepOutput run(const Tensor& images, const Tensor& labels, int64_t step, double lr);
 
   // run() in parts, for a caller that looks at the loss and the gradients before it lets the
@@ -70,6 +77,13 @@ class TrainStep {
   Optimizer& optimizer() { return optimizer_; }
   const GradientReducer* reducer() const { return reducer_.get(); }
 
+  // Turns run()'s recording off (or back on); a recording made is dropped.
+  void set_recording(bool on);
+  // Recordings made so far (tests: one per shape, a new one only when a recording went stale).
+  int recordings() const { return recordings_; }
+  // Whether the last run() replayed a recording.
+  bool last_run_replayed() const { return replayed_; }
+
  private:
   Backend& backend_;
   Model& model_;
@@ -79,6 +93,24 @@ class TrainStep {
   std::unique_ptr<GradientReducer> reducer_;  // likewise
   std::unique_ptr<BatchStatsSync> sync_bn_;   // sync_batchnorm over several ranks
   Tensor dlogits_;  // forward()'s, for update()
+
+  // A recorded forward + loss + backward for one batch shape: it reads `x` (normalized) and
+  // `labels`, writes `loss`, `hits` and the parameters' gradients.
+  struct Recording {
+    Shape shape;  // of the u8 image batch
+    Tensor x, labels, loss, hits;
+    std::unique_ptr<RecordedWork> work;
+    std::vector<const void*> storage;  // Model::storage() when recorded
+  };
+  bool replay(const Tensor& images, const Tensor& labels, int64_t step, TrainStepOutput& out);
+  bool may_record() const;
+  uint64_t step_seed(int64_t step) const;
+  std::unique_ptr<Recording> recording_;
+  Shape last_eager_shape_;  // the batch shape of the last step run op by op
+  bool record_ = true;      // set_recording; CONVOY_CUDA_GRAPHS=0 starts it off
+  bool unsupported_ = false;  // the backend cannot record (the CPU), or recording failed once
+  int recordings_ = 0;
+  bool replayed_ = false;
 };
 
 }  // namespace convoy

@@ -117,7 +117,14 @@ bool TrainingRun::train_epoch(DataLoader& loader, EpochTally& tally) {
   tally.start = Clock::now();
   bool stopped = false;
   Batch batch;
-  while (!stopped && loader.next(batch)) {
+  // A data-bound run shows in the epoch's line as time waited here.
+  auto next = [&] {
+    const auto asked = Clock::now();
+    const bool more = loader.next(batch);
+    tally.data_wait_seconds += seconds_since(asked);
+    return more;
+  };
+  while (!stopped && next()) {
     if (empty_batch(batch)) {
       ++tally.left_out_batches;
       ++pos_.batch;
@@ -294,7 +301,8 @@ void TrainingRun::report_epoch(const EpochTally& tally, const EvalResult& eval, 
        << ": train loss " << std::setprecision(4) << train_loss << ", test loss " << eval.loss
        << std::setprecision(2) << ", test accuracy " << eval.accuracy * 100 << "% ("
        << std::setprecision(1) << epoch_seconds << " s, "
-       << std::setprecision(0) << images_per_second << " img/s, loader " << loader_ips << " img/s)"
+       << std::setprecision(0) << images_per_second << " img/s, loader " << loader_ips << " img/s, "
+       << std::setprecision(1) << tally.data_wait_seconds << " s waiting for data)"
        << (is_best ? " *best" : "") << std::defaultfloat;
   if (tally.skipped)
     log_ << ", skipped " << tally.skipped << " step" << (tally.skipped == 1 ? "" : "s")

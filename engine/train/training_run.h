@@ -72,6 +72,7 @@ struct EpochTally {
   int64_t skipped_images = 0;
   int64_t left_out_batches = 0;  // batches with no readable image (on any rank), not trained on
   double loader_images_per_second = 0;  // what the loader alone could deliver (so far, then the epoch's)
+  double data_wait_seconds = 0;         // the training thread's time waiting for the loader's next batch
   DataLoader::Stats loader;              // the epoch's, once it is done
   // Per-step results stay on the device until they are printed: no sync every step.
   std::vector<PendingStep> pending;

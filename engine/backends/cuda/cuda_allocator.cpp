@@ -52,6 +52,7 @@ void* CudaAllocator::allocate(size_t bytes) {
       p = pit->second.back();
       pit->second.pop_back();
       live_.emplace(p, size);
+      pool_owned_[p] = capture_pool_;
       stats_.bytes_in_use += size;
       ++stats_.cache_hits;
       return p;
@@ -86,6 +87,7 @@ void* CudaAllocator::allocate(size_t bytes) {
     ++stats_.cuda_mallocs;
   }
   live_.emplace(p, size);
+  if (capture_pool_) pool_owned_[p] = capture_pool_;
   stats_.bytes_in_use += size;
   stats_.peak_bytes_in_use = std::max(stats_.peak_bytes_in_use, stats_.bytes_in_use);
   return p;
@@ -99,6 +101,11 @@ void CudaAllocator::deallocate(void* ptr, size_t bytes) {
   const size_t size = it->second;
   live_.erase(it);
   stats_.bytes_in_use -= size;
+  if (auto owner = pool_owned_.find(ptr); owner != pool_owned_.end()) {
+    (*owner->second)[size].push_back(ptr);  // a recorded graph still replays into it
+    pool_owned_.erase(owner);
+    return;
+  }
   if (capture_pool_) {
     (*capture_pool_)[size].push_back(ptr);
     return;
@@ -114,6 +121,8 @@ void CudaAllocator::set_capture_pool(Pool* pool) {
 
 void CudaAllocator::give_back(Pool& pool) {
   std::lock_guard lock(mutex_);
+  // Blocks of the pool still held (a layer's saved tensor) become ordinary ones.
+  std::erase_if(pool_owned_, [&](const auto& entry) { return entry.second == &pool; });
   for (auto& [size, blocks] : pool) {
     for (void* p : blocks) free_[size].push_back(p);
     stats_.bytes_cached += size * blocks.size();

@@ -50,8 +50,10 @@ class CudaAllocator final : public Allocator {
   static size_t bucket_size(size_t bytes);
 
   // CUDA-graph recording: while a pool is set, blocks freed go to it instead of the shared free
-  // lists and allocations draw from it first, so the memory a recorded graph replays into is
-  // never handed to anyone else while the graph lives. give_back() returns a pool's blocks.
+  // lists and allocations draw from it first; a block handed out while recording belongs to the
+  // pool, and goes back to it when freed later (a layer's saved tensor, replaced by a plain
+  // forward between replays). So the memory a recorded graph replays into is never handed to
+  // anyone else while the graph lives. give_back() returns a pool's blocks to the shared lists.
   using Pool = std::map<size_t, std::vector<void*>>;
   void set_capture_pool(Pool* pool);
   void give_back(Pool& pool);
@@ -69,6 +71,7 @@ class CudaAllocator final : public Allocator {
   std::map<size_t, std::vector<void*>> free_;       // bucket size -> blocks
   std::unordered_map<void*, size_t> live_;           // block -> bucket size
   Pool* capture_pool_ = nullptr;                     // set_capture_pool
+  std::unordered_map<void*, Pool*> pool_owned_;      // blocks handed out while recording, by pool
   uint64_t buffers_epoch_ = 0;
   AllocatorStats stats_;
 };
