@@ -52,20 +52,38 @@ std::vector<int64_t> DataLoader::epoch_order(int64_t epoch) const {
   return shard;
 }
 
+DataLoader::EpochPlan DataLoader::plan_for(int64_t epoch) const {
+  // The crops' seed apart from the shuffle's, so they do not repeat the order's random numbers.
+  return {std::make_shared<const std::vector<int64_t>>(epoch_order(epoch)),
+          counter_hash(counter_hash(options_.seed, 0xC0FFEE), static_cast<uint64_t>(epoch))};
+}
+
 void DataLoader::start_epoch(int64_t epoch, int64_t skip_batches) {
   const int64_t total = batches_per_epoch();
   if (skip_batches < 0 || skip_batches > total)
     throw InputError("cannot resume at batch " + std::to_string(skip_batches) + " of an epoch of " +
                      std::to_string(total) + " batches");
+  {
+    std::unique_lock lock(mutex_);
+    if (started_ && skip_batches == 0 && ahead_.epoch == epoch) {
+      // The workers began it ahead: it goes on as the current epoch.
+      current_ = std::move(ahead_);
+      ahead_ = EpochWork{};
+      next_to_serve_ = 0;
+      lock.unlock();
+      space_.notify_all();
+      return;
+    }
+  }
   stop_workers();
   started_ = false;  // until workers exist, so next() can never wait on nothing
-  order_ = epoch_order(epoch);
-  // Apart from the shuffle's seed, so the crops do not repeat the order's random numbers.
-  epoch_seed_ = counter_hash(counter_hash(options_.seed, 0xC0FFEE), static_cast<uint64_t>(epoch));
-  next_to_assemble_ = next_to_serve_ = skip_batches;
-  end_batch_ = total;
-  stats_ = {};
-  const int64_t threads = std::min(options_.workers, std::max<int64_t>(1, total - skip_batches));
+  current_ = EpochWork{};
+  current_.epoch = epoch;
+  current_.plan = plan_for(epoch);
+  current_.next_to_assemble = next_to_serve_ = skip_batches;
+  current_.end = total;
+  const int64_t later = epoch + 1 < options_.epochs ? total : 0;  // batches the workers may begin ahead
+  const int64_t threads = std::min(options_.workers, std::max<int64_t>(1, total - skip_batches + later));
   for (int64_t i = 0; i < threads; ++i) workers_.emplace_back(&DataLoader::worker_main, this);
   started_ = true;
 }
@@ -73,12 +91,12 @@ void DataLoader::start_epoch(int64_t epoch, int64_t skip_batches) {
 bool DataLoader::next(Batch& batch) {
   CONVOY_CHECK(started_, "DataLoader::next called before start_epoch");
   std::unique_lock lock(mutex_);
-  if (next_to_serve_ >= end_batch_) return false;
-  ready_.wait(lock, [&] { return done_.count(next_to_serve_) || error_; });
-  if (error_) std::rethrow_exception(error_);  // stays set: the epoch cannot go on
-  auto it = done_.find(next_to_serve_);
+  if (next_to_serve_ >= current_.end) return false;
+  ready_.wait(lock, [&] { return current_.done.count(next_to_serve_) || current_.error; });
+  if (current_.error) std::rethrow_exception(current_.error);  // stays set: the epoch cannot go on
+  auto it = current_.done.find(next_to_serve_);
   batch = std::move(it->second);
-  done_.erase(it);
+  current_.done.erase(it);
   ++next_to_serve_;
   lock.unlock();
   space_.notify_all();
@@ -95,37 +113,63 @@ void DataLoader::stop_workers() {
   workers_.clear();
   std::lock_guard lock(mutex_);
   stop_ = false;
-  error_ = nullptr;
-  done_.clear();
+  current_ = EpochWork{};
+  ahead_ = EpochWork{};
+}
+
+DataLoader::EpochWork* DataLoader::work_to_start() {
+  // Bounded: never more than `prefetch` batches ahead of the consumer, done or in work, over
+  // both epochs.
+  const int64_t begun_ahead = ahead_.epoch >= 0 ? ahead_.next_to_assemble : 0;
+  if (current_.error || current_.next_to_assemble - next_to_serve_ + begun_ahead >= options_.prefetch) return nullptr;
+  if (current_.next_to_assemble < current_.end) return &current_;
+  if (current_.epoch + 1 >= options_.epochs) return nullptr;
+  if (ahead_.epoch != current_.epoch + 1) {
+    ahead_ = EpochWork{};
+    ahead_.epoch = current_.epoch + 1;
+    ahead_.plan = plan_for(ahead_.epoch);  // once an epoch: milliseconds for a million samples
+    ahead_.end = batches_per_epoch();
+  }
+  if (ahead_.error || ahead_.next_to_assemble >= ahead_.end) return nullptr;
+  return &ahead_;
 }
 
 void DataLoader::worker_main() {
   using Clock = std::chrono::steady_clock;
   for (;;) {
-    int64_t b = 0;
+    int64_t epoch = 0, b = 0;
+    EpochPlan plan;
     {
       std::unique_lock lock(mutex_);
-      // Bounded: never more than `prefetch` batches ahead of the consumer, done or in work.
-      space_.wait(lock, [&] {
-        return stop_ || error_ || next_to_assemble_ >= end_batch_ ||
-               next_to_assemble_ < next_to_serve_ + options_.prefetch;
-      });
-      if (stop_ || error_ || next_to_assemble_ >= end_batch_) return;
-      b = next_to_assemble_++;
+      EpochWork* work = nullptr;
+      space_.wait(lock, [&] { return stop_ || (work = work_to_start()) != nullptr; });
+      if (stop_) return;
+      epoch = work->epoch;
+      plan = work->plan;
+      b = work->next_to_assemble++;
     }
     Stats stats;
+    Batch batch;
+    std::exception_ptr error;
     const auto start = Clock::now();
     try {
-      Batch batch = assemble(b, stats);  // outside the lock: the other workers and the consumer go on
+      batch = assemble(plan, b, stats);  // outside the lock: the other workers and the consumer go on
       stats.busy_seconds = std::chrono::duration<double>(Clock::now() - start).count();
-      std::lock_guard lock(mutex_);
-      done_.emplace(b, std::move(batch));
-      stats_.samples += stats.samples;
-      stats_.skipped += stats.skipped;
-      stats_.busy_seconds += stats.busy_seconds;
     } catch (...) {
+      error = std::current_exception();
+    }
+    {
       std::lock_guard lock(mutex_);
-      if (!error_) error_ = std::current_exception();
+      // The epoch may have been left meanwhile (a restart, or another epoch than the one ahead).
+      EpochWork* work = current_.epoch == epoch ? &current_ : ahead_.epoch == epoch ? &ahead_ : nullptr;
+      if (work && error) {
+        if (!work->error) work->error = error;
+      } else if (work) {
+        work->done.emplace(b, std::move(batch));
+        work->stats.samples += stats.samples;
+        work->stats.skipped += stats.skipped;
+        work->stats.busy_seconds += stats.busy_seconds;
+      }
     }
     ready_.notify_all();
     space_.notify_all();  // a failure wakes the other workers so they stop too
@@ -134,7 +178,7 @@ void DataLoader::worker_main() {
 
 DataLoader::Stats DataLoader::stats() const {
   std::lock_guard lock(mutex_);
-  return stats_;
+  return current_.stats;
 }
 
 double DataLoader::images_per_second() const {
@@ -143,17 +187,18 @@ double DataLoader::images_per_second() const {
   return static_cast<double>(s.samples) / s.busy_seconds * static_cast<double>(workers_.size());
 }
 
-Batch DataLoader::assemble(int64_t batch_index, Stats& stats) const {
+Batch DataLoader::assemble(const EpochPlan& plan, int64_t batch_index, Stats& stats) const {
   if (options_.batch_decoder)
     if (const auto* files = dynamic_cast<const FileDataset*>(&dataset_)) {
-      if (options_.batch_decoder_slots <= 0) return assemble_encoded(batch_index, *files, stats);
+      if (options_.batch_decoder_slots <= 0) return assemble_encoded(plan, batch_index, *files, stats);
       struct Leave {
         std::atomic<int64_t>& busy;
         ~Leave() { --busy; }
       } leave{decoder_busy_};
-      if (decoder_busy_++ < options_.batch_decoder_slots) return assemble_encoded(batch_index, *files, stats);
+      if (decoder_busy_++ < options_.batch_decoder_slots) return assemble_encoded(plan, batch_index, *files, stats);
     }
-  const auto n = static_cast<int64_t>(order_.size());
+  const std::vector<int64_t>& order = *plan.order;
+  const auto n = static_cast<int64_t>(order.size());
   const int64_t begin = batch_index * options_.batch_size;
   const int64_t count = std::min(options_.batch_size, n - begin);
   const Preprocess& p = options_.preprocess;
@@ -165,9 +210,9 @@ Batch DataLoader::assemble(int64_t batch_index, Stats& stats) const {
   labels.reserve(static_cast<size_t>(count));
   uint8_t* dst = batch.images.data<uint8_t>();
   for (int64_t i = 0; i < count; ++i) {
-    const int64_t s = order_[static_cast<size_t>(begin + i)];
+    const int64_t s = order[static_cast<size_t>(begin + i)];
     try {
-      dataset_.load(s, p, options_.mode, counter_hash(epoch_seed_, static_cast<uint64_t>(s)),
+      dataset_.load(s, p, options_.mode, counter_hash(plan.seed, static_cast<uint64_t>(s)),
                     dst + static_cast<int64_t>(labels.size()) * row);
     } catch (const BadSampleError&) {
       if (!options_.skip_bad_samples) throw;

@@ -34,6 +34,11 @@ struct LoaderOptions {
   Preprocess preprocess;  // the model's input and the crops to reach it
   int64_t workers = 1;    // threads assembling batches
   int64_t prefetch = 0;   // batches ready or in work ahead of the consumer; 0 = 2 per worker
+  // The run's epochs: while epoch e ends (its last batches, then the evaluation after it), the
+  // workers go on with epoch e + 1 < epochs, which start_epoch(e + 1) then takes as it is, so
+  // a new epoch does not begin with the consumer waiting for its first batch (one worker
+  // decodes a whole batch: ~0.5 s of 256 photos). 0: no look-ahead.
+  int64_t epochs = 0;
   bool skip_bad_samples = false;  // leave unreadable samples out (counted) instead of failing
   // Data-parallel training (PyTorch's DistributedSampler with drop_last): every epoch's order
   // is cut to a multiple of shard_count samples and this loader serves every shard_count-th
@@ -68,7 +73,8 @@ class DataLoader {
 
   // Starts (or restarts, abandoning the current one) epoch `epoch`, beginning at batch
   // `skip_batches` (0 <= skip_batches <= batches_per_epoch()) so a resumed run can start
-  // mid-epoch.
+  // mid-epoch. The epoch after the current one from its first batch continues what the
+  // workers began ahead (LoaderOptions::epochs).
   void start_epoch(int64_t epoch, int64_t skip_batches = 0);
   // The next batch of the epoch, in order; false once the epoch is done. Rethrows a worker's
   // error (a bad sample without skip_bad_samples).
@@ -91,29 +97,45 @@ class DataLoader {
   double images_per_second() const;
 
  private:
+  // What assembling a batch of an epoch needs: its order and the seed of its crops, fixed once
+  // made (workers share them).
+  struct EpochPlan {
+    std::shared_ptr<const std::vector<int64_t>> order;
+    uint64_t seed = 0;  // the epoch's sample seeds derive from it
+  };
+  // One epoch's work: the batches finished and waiting for their turn, and where assembling
+  // stands. An error stays with its epoch: one met ahead surfaces only once that epoch is served.
+  struct EpochWork {
+    int64_t epoch = -1;  // -1: none
+    EpochPlan plan;
+    std::map<int64_t, Batch> done;
+    int64_t next_to_assemble = 0;
+    int64_t end = 0;
+    Stats stats;
+    std::exception_ptr error;
+  };
+  EpochPlan plan_for(int64_t epoch) const;
   void stop_workers();
   void worker_main();
-  Batch assemble(int64_t batch_index, Stats& stats) const;
+  // The epoch a worker starts its next batch from (mutex_ held): the current one, else the one
+  // ahead; nullptr when no batch may be started now.
+  EpochWork* work_to_start();
+  Batch assemble(const EpochPlan& plan, int64_t batch_index, Stats& stats) const;
   // assemble() through options_.batch_decoder (datasets/loader_decoder.cpp).
-  Batch assemble_encoded(int64_t batch_index, const FileDataset& files, Stats& stats) const;
+  Batch assemble_encoded(const EpochPlan& plan, int64_t batch_index, const FileDataset& files, Stats& stats) const;
 
   const Dataset& dataset_;
   LoaderOptions options_;
-  uint64_t epoch_seed_ = 0;     // the current epoch's sample seeds derive from it
-  std::vector<int64_t> order_;  // the current epoch's order; fixed while the workers run
   bool started_ = false;
 
   std::vector<std::thread> workers_;
   mutable std::mutex mutex_;
   std::condition_variable ready_;  // a batch was finished, or a worker failed
-  std::condition_variable space_;  // the consumer took a batch, or stop_ was set
-  std::map<int64_t, Batch> done_;  // finished batches by index, waiting for their turn
-  int64_t next_to_assemble_ = 0;
-  int64_t next_to_serve_ = 0;
-  int64_t end_batch_ = 0;
+  std::condition_variable space_;  // the consumer took a batch, an epoch began, or stop_ was set
+  EpochWork current_;              // the epoch being served
+  EpochWork ahead_;                // the next one, begun while the current one ends
+  int64_t next_to_serve_ = 0;      // in current_
   bool stop_ = false;
-  std::exception_ptr error_;
-  Stats stats_;
   mutable std::atomic<int64_t> decoder_busy_{0};  // workers in batch_decoder now
 };
 

@@ -9,8 +9,10 @@
 
 namespace convoy {
 
-Batch DataLoader::assemble_encoded(int64_t batch_index, const FileDataset& files, Stats& stats) const {
-  const auto n = static_cast<int64_t>(order_.size());
+Batch DataLoader::assemble_encoded(const EpochPlan& plan, int64_t batch_index, const FileDataset& files,
+                                   Stats& stats) const {
+  const std::vector<int64_t>& order = *plan.order;
+  const auto n = static_cast<int64_t>(order.size());
   const int64_t begin = batch_index * options_.batch_size;
   const int64_t count = std::min(options_.batch_size, n - begin);
   // One set of file buffers per worker thread, grown to its largest files: no allocation per batch.
@@ -22,7 +24,7 @@ Batch DataLoader::assemble_encoded(int64_t batch_index, const FileDataset& files
   std::vector<int64_t> ids;  // the dataset index of each of `samples`
   samples.reserve(static_cast<size_t>(count));
   for (int64_t i = 0; i < count; ++i) {
-    const int64_t s = order_[static_cast<size_t>(begin + i)];
+    const int64_t s = order[static_cast<size_t>(begin + i)];
     std::vector<uint8_t>& bytes = buffers[static_cast<size_t>(i)];
     try {
       files.read_bytes(s, bytes);
@@ -34,7 +36,7 @@ Batch DataLoader::assemble_encoded(int64_t batch_index, const FileDataset& files
     // The seed of the sample's crop, as assemble() gives it to Dataset::load.
     samples.push_back({std::span<const uint8_t>(bytes.data(), bytes.size()),
                        files.samples()[static_cast<size_t>(s)].path.string(),
-                       counter_hash(epoch_seed_, static_cast<uint64_t>(s))});
+                       counter_hash(plan.seed, static_cast<uint64_t>(s))});
     ids.push_back(s);
   }
   BatchDecoder::Result decoded =

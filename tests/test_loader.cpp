@@ -325,3 +325,76 @@ TEST(Loader, BatchesComeFromTheGivenHostAllocator) {
   EXPECT_EQ(epoch_batches(loader, *ds_owner, 0).size(), 4u);
   EXPECT_EQ(calls.load(), 4);
 }
+
+// With the run's epoch count the workers begin the next epoch while the current one ends; what
+// they serve is what a loader that starts each epoch afresh serves, whatever the workers.
+TEST(Loader, TheNextEpochBegunAheadIsTheEpochItself) {
+  const SeededDataset ds(150);
+  LoaderOptions o = options(ds, 16, true, true, 21, 3);
+  o.preprocess = {1, 2, 3};
+  DataLoader fresh(ds, o);
+  std::vector<decltype(whole_epoch(fresh, 0))> reference;
+  for (int64_t e = 0; e < 3; ++e) reference.push_back(whole_epoch(fresh, e));
+  for (int64_t workers : {1, 3, 8}) {
+    o.workers = workers;
+    o.epochs = 3;
+    DataLoader ahead(ds, o);
+    for (int64_t e = 0; e < 3; ++e) EXPECT_EQ(whole_epoch(ahead, e), reference[e]) << workers << " workers, epoch " << e;
+  }
+}
+
+TEST(Loader, WhileAnEpochEndsTheNextOneIsLoadedWithinThePrefetchBound) {
+  const SeededDataset ds(64);
+  LoaderOptions o = options(ds, 4, true, true, 5, 2);
+  o.preprocess = {1, 2, 3};
+  o.prefetch = 6;
+  o.epochs = 2;
+  DataLoader loader(ds, o);
+  loader.start_epoch(0);
+  Batch b;
+  while (loader.next(b)) {
+  }
+  std::this_thread::sleep_for(std::chrono::milliseconds(100));  // far longer than 6 batches take
+  // Epoch 0's 64 samples, then up to `prefetch` batches of epoch 1 (evaluation would run now).
+  EXPECT_EQ(ds.loads_.load(), 64 + 6 * 4);
+  EXPECT_EQ(loader.stats().samples, 64) << "the epoch's figures are its own";
+  loader.start_epoch(1);
+  int64_t served = 0;
+  while (loader.next(b)) ++served;
+  EXPECT_EQ(served, 16);
+  EXPECT_EQ(loader.stats().samples, 64);
+  std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  EXPECT_EQ(ds.loads_.load(), 128) << "nothing is loaded past the run's last epoch";
+}
+
+TEST(Loader, ABadSampleMetAheadSurfacesInItsOwnEpoch) {
+  // 34 samples in batches of 4 (drop_last): each epoch leaves 2 out. The bad one is left out of
+  // epoch 0 and read early in epoch 1, while the workers run ahead of epoch 0's end.
+  const SeededDataset probe(34);
+  LoaderOptions o = options(probe, 4, true, true, 3, 2);
+  o.preprocess = {1, 2, 3};
+  o.epochs = 2;
+  o.prefetch = 8;
+  const std::vector<int64_t> first = DataLoader(probe, o).epoch_order(0), second = DataLoader(probe, o).epoch_order(1);
+  const int64_t bad = first[32];
+  const auto at = std::find(second.begin(), second.end(), bad) - second.begin();
+  ASSERT_LT(at, 32) << "seed 3 was picked for an order that reads it in epoch 1";
+  const SeededDataset ds(34, {bad});
+  DataLoader loader(ds, o);
+  loader.start_epoch(0);
+  Batch b;
+  int64_t served = 0;
+  while (loader.next(b)) ++served;
+  EXPECT_EQ(served, 8) << "epoch 0 is served whole";
+  std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  loader.start_epoch(1);
+  std::string message;
+  served = 0;
+  try {
+    while (loader.next(b)) ++served;
+  } catch (const BadSampleError& e) {
+    message = e.what();
+  }
+  EXPECT_NE(message.find("sample" + std::to_string(bad) + ".jpg"), std::string::npos) << message;
+  EXPECT_LE(served, at / 4);
+}

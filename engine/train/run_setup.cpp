@@ -113,6 +113,7 @@ LoaderOptions train_loader_options(const RunConfig& config, const Dataset& data,
   o.preprocess = preprocess;
   o.workers = loader_workers(config, data);
   o.skip_bad_samples = config.dataset.skip_bad_images;
+  o.epochs = config.epochs;  // the workers begin each next epoch while one ends
   return o;
 }
 
