@@ -57,5 +57,23 @@ TEST(DecoderChoice, CpuRunsDecodeOnTheWorkers) {
   EXPECT_EQ(training_batch_decoder(c, *synthetic, *cpu, log), nullptr);
 }
 
+// auto on a host with many cores: the CPU workers decode (they feed a GPU alone and take none of
+// its time), said in the log on a CUDA run; with fewer workers a CUDA run takes nvJPEG where it
+// is there (tests/nvjpeg/).
+TEST(DecoderChoice, AutoKeepsTheCpuDecodersWhereTheLoaderHasManyWorkers) {
+  const FileDataset files("files", {"a"}, {{"x.jpg", 0}});
+  RunConfig c = parse("model: lenet5.yaml\n");
+  c.dataset.workers = kCpuDecodersEnough;
+  EXPECT_EQ(loader_workers(c, files), kCpuDecodersEnough);
+  std::ostringstream log;
+  const std::unique_ptr<Backend> cpu = make_cpu_backend({});
+  EXPECT_EQ(training_batch_decoder(c, files, *cpu, log), nullptr);
+  if (cuda_unavailable_reason().empty()) {
+    const std::unique_ptr<Backend> gpu = make_cuda_backend(0, {});
+    EXPECT_EQ(training_batch_decoder(c, files, *gpu, log), nullptr);
+    EXPECT_NE(log.str().find("decoding training images on the CPU (12 workers"), std::string::npos) << log.str();
+  }
+}
+
 }  // namespace
 }  // namespace convoy

@@ -71,6 +71,8 @@ r50=(--config configs/resnet50.yaml --set output.dir="$out/runs" --set epochs=3 
 if want r50; then
   step "ResNet-50 from synthetic data" r50_synthetic.log "$convoy" train "${r50[@]}" --set name=r50_synthetic \
     --set dataset.kind=synthetic --set dataset.synthetic.size=12000
+  step "ResNet-50 from the JPEG folder, the default decoder (auto)" r50_folder_auto.log "$convoy" train "${r50[@]}" \
+    --set name=r50_folder_auto --set dataset.path="$work/imagenet-like"
   step "ResNet-50 from the JPEG folder, CPU decoders" r50_folder.log "$convoy" train "${r50[@]}" \
     --set name=r50_folder --set dataset.path="$work/imagenet-like" --set dataset.decoder=cpu
   step "ResNet-50 from the JPEG folder, nvJPEG" r50_folder_nvjpeg.log "$convoy" train "${r50[@]}" \
@@ -93,7 +95,7 @@ want r18 && step "ResNet-18 on the Fashion-MNIST folder" r18_fmnist.log "$convoy
     printf '%-22s %s  %s  %s\n' "$l:" "$(grep '^loader:' "$out/$l.log" || echo '(no figure)')" \
       "$(grep '^decoder:' "$out/$l.log" || true)" "$(grep -o 'decoding training images.*' "$out/$l.log" | head -1 || true)"
   done
-  for r in r50_synthetic r50_folder r50_folder_nvjpeg r50_folder_hybrid r18_fmnist; do
+  for r in r50_synthetic r50_folder_auto r50_folder r50_folder_nvjpeg r50_folder_hybrid r18_fmnist; do
     [ -f "$out/$r.log" ] || continue
     echo "$r: $(grep -E '^done:|error' "$out/$r.log" | tail -1 || true)"
     grep -E '^epoch [0-9]+/[0-9]+:' "$out/$r.log" | sed 's/^/    /' || true

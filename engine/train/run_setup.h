@@ -28,7 +28,8 @@ int64_t loader_workers(const RunConfig& config, const Dataset& data);
 LoaderOptions train_loader_options(const RunConfig& config, const Dataset& data, const Preprocess& preprocess);
 // The training loader's batch decoder for dataset.decoder (null: the CPU workers decode), with
 // a line on `log` saying which. "nvjpeg" without nvJPEG or a CUDA device is an error; "auto"
-// then takes the CPU.
+// then takes the CPU, and also where the loader has kCpuDecodersEnough workers or more.
+constexpr int64_t kCpuDecodersEnough = 12;
 std::shared_ptr<BatchDecoder> training_batch_decoder(const RunConfig& config, const Dataset& data,
                                                      const Backend& backend, std::ostream& log);
 // The config's model file, with its classifier resized when the config says num_classes.
