@@ -79,6 +79,9 @@ class TrainStep {
 
   // Turns run()'s recording off (or back on); a recording made is dropped.
   void set_recording(bool on);
+  // Lets the recording and the memory it replays into go (evaluation between epochs needs that
+  // memory); the next step records anew.
+  void drop_recording() { recording_.reset(); }
   // Recordings made so far (tests: one per shape, a new one only when a recording went stale).
   int recordings() const { return recordings_; }
   // Whether the last run() replayed a recording.

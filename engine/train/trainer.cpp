@@ -171,6 +171,7 @@ bool TrainingRun::train_epoch(DataLoader& loader, EpochTally& tally) {
   }
   read_pending(tally);
   progress_.end_epoch();
+  step_.drop_recording();  // its activations' memory, for the evaluation
   backend_->synchronize();
   return !stopped;
 }
