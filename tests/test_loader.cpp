@@ -375,7 +375,8 @@ TEST(Loader, ABadSampleMetAheadSurfacesInItsOwnEpoch) {
   o.preprocess = {1, 2, 3};
   o.epochs = 2;
   o.prefetch = 8;
-  const std::vector<int64_t> first = DataLoader(probe, o).epoch_order(0), second = DataLoader(probe, o).epoch_order(1);
+  const DataLoader orders(probe, o);
+  const std::vector<int64_t> first = orders.epoch_order(0), second = orders.epoch_order(1);
   const int64_t bad = first[32];
   const auto at = std::find(second.begin(), second.end(), bad) - second.begin();
   ASSERT_LT(at, 32) << "seed 3 was picked for an order that reads it in epoch 1";
