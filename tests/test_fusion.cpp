@@ -1,5 +1,6 @@
 // ReLU fusion (Model::fuse_relus, Layer::fuse_relu): a ReLU after a batch norm or an add is
-// done by that layer, and the step it computes is the unfused step's.
+// done by that layer, and residual joins' gradient sums are done by a convolution
+// (Layer::backward_adding); the step computed is the unfused step's.
 #include <gtest/gtest.h>
 
 #include <cstdlib>
@@ -61,6 +62,23 @@ TEST(ReluFusion, EnvironmentSwitchTurnsItOff) {
   m.to(*cpu, DType::f32);
   ::unsetenv("CONVOY_FUSION");
   EXPECT_EQ(m.fused_relus(), 0);
+}
+
+// Each residual join's gradient sum is done by the convolution reading the block's input
+// (cuDNN's data gradient with beta = 1; on the CPU into a temporary, then added): resnet20's 9
+// blocks, 7 with an identity shortcut and 2 with a 1x1 convolution. Off with the fusion.
+TEST(GradientSumsInOp, EveryResidualJoinOfResnet20IsSummedByItsConvolution) {
+  auto cpu = make_cpu_backend({});
+  for (const bool fusion : {true, false}) {
+    Model m = Model::from_file(model_path("resnet20.yaml"), 1);
+    m.set_fusion(fusion);
+    m.to(*cpu, DType::f32);
+    const Shape xs{2, 3, 32, 32};
+    Tensor x = Tensor::zeros(xs);
+    const Tensor logits = m.forward(*cpu, x, StepInfo{true, 3});
+    m.backward(*cpu, Tensor::from_floats(std::vector<float>(logits.numel(), 0.1f), logits.shape()));
+    EXPECT_EQ(m.gradient_sums_in_op(), fusion ? 9 : 0) << "fusion " << fusion;
+  }
 }
 
 // The fused ops compute the unfused ones' values (the ReLU's mask recomputed from x in the batch

@@ -87,6 +87,8 @@ class Tensor {
   static Tensor from_ints(const std::vector<int32_t>& values, Shape shape);  // on the CPU
 
   bool defined() const { return storage_ != nullptr; }
+  // No other Tensor (copy or view) holds this storage: writing into it changes nothing else.
+  bool sole_owner() const { return storage_ && storage_.use_count() == 1; }
   const Shape& shape() const { return shape_; }
   int ndim() const { return static_cast<int>(shape_.size()); }
   int64_t dim(int i) const;  // negative i counts from the end

@@ -216,7 +216,8 @@ void Model::fuse_relus() {
       if (src >= 0) ++readers[src];
   }
   const char* env = std::getenv("CONVOY_FUSION");
-  if (!fusion_ || (env && std::string_view(env) == "0")) return;
+  add_input_grads_ = fusion_ && !(env && std::string_view(env) == "0");
+  if (!add_input_grads_) return;
   // A ReLU fuses into the layer it reads when nothing else reads that layer's output (which
   // then holds relu(output)) and that output is not the model's.
   for (Node& node : nodes_) {
@@ -279,9 +280,23 @@ Tensor Model::forward(Backend& backend, const Tensor& x, const StepInfo& step) {
   return logits;
 }
 
+Tensor* Model::gradient_sum_to_add_into(const Node& node, std::vector<Tensor>& grads) const {
+  if (!add_input_grads_ || node.inputs.size() != 1 || node.inputs[0] < 0 || !node.layer->adds_input_grad())
+    return nullptr;
+  Tensor& sum = grads[node.inputs[0]];
+  const Tensor& input = activations_[node.inputs[0]];
+  // Only a sum no one else holds (Add hands one gradient to both its inputs) and that has
+  // the input's own shape, dtype and layout.
+  if (!sum.defined() || !sum.sole_owner() || sum.shape() != input.shape() || sum.dtype() != input.dtype() ||
+      sum.layout() != input.layout())
+    return nullptr;
+  return &sum;
+}
+
 void Model::backward(Backend& backend, const Tensor& grad_logits, const GradsReady& on_ready) {
   CONVOY_CHECK(activations_.size() == nodes_.size(), "backward without a training forward");
   std::vector<Tensor> grads(nodes_.size());  // d(loss)/d(output of node i)
+  gradient_sums_in_op_ = 0;
   grads[output_node_] = grad_logits;
   std::vector<Tensor> inputs;
   // The f32 gradients of a layer's parameters, from the compute-dtype ones it wrote.
@@ -306,9 +321,16 @@ void Model::backward(Backend& backend, const Tensor& grad_logits, const GradsRea
       needs[k] = src >= 0;
     }
     if (observer_) observer_->before(i, true);
-    std::vector<Tensor> dx = node.fused ? std::vector<Tensor>{grads[i]}  // the layer below takes it
-                                        : node.layer->backward(backend, inputs, activations_[i], grads[i],
-                                                               std::span<const bool>(needs.get(), n));
+    std::vector<Tensor> dx;
+    if (node.fused) {
+      dx = {grads[i]};  // the layer below takes it
+    } else if (Tensor* sum = gradient_sum_to_add_into(node, grads)) {
+      node.layer->backward_adding(backend, inputs, activations_[i], grads[i], *sum);
+      ++gradient_sums_in_op_;
+      dx.resize(1);  // added: nothing left to sum
+    } else {
+      dx = node.layer->backward(backend, inputs, activations_[i], grads[i], std::span<const bool>(needs.get(), n));
+    }
     if (observer_) observer_->after(i, true);
     for (size_t k = 0; k < node.inputs.size(); ++k) {
       const int src = node.inputs[k];

@@ -129,11 +129,15 @@ class Model {
   // step is stale once any of them moved (Model::to, a resized classifier).
   std::vector<const void*> storage() const;
   // Whether to() fuses each ReLU into the layer before it where that layer can take it
-  // (Layer::fuse_relu: batch norm, add). On by default; CONVOY_FUSION=0 in the environment
-  // turns it off, for comparisons. The results are the same either way.
+  // (Layer::fuse_relu: batch norm, add), and backward lets a convolution add its input gradient
+  // into a residual join's sum (Layer::adds_input_grad). On by default; CONVOY_FUSION=0 in the
+  // environment turns both off, for comparisons. The results are the same either way.
   void set_fusion(bool on) { fusion_ = on; }
   // ReLUs fused into the layer before them by the last to().
   int fused_relus() const;
+  // Gradient sums at residual joins the last backward left to a convolution's own op
+  // (Layer::backward_adding) instead of a separate add.
+  int gradient_sums_in_op() const { return gradient_sums_in_op_; }
 
  private:
   struct Node {
@@ -144,6 +148,9 @@ class Model {
   };
   Model() = default;
   void fuse_relus();
+  // The gradient sum of `node`'s input, for node's layer to add into (Layer::backward_adding);
+  // null where it is not to (not such a layer, no sum yet, a sum someone else holds).
+  Tensor* gradient_sum_to_add_into(const Node& node, std::vector<Tensor>& grads) const;
   static std::string with_classes_or_throw(const std::string& yaml_text, const std::string& source, int64_t classes);
 
   std::string name_;
@@ -156,6 +163,8 @@ class Model {
   int output_node_ = -1;
   uint64_t weights_version_ = 0;
   bool fusion_ = true;
+  bool add_input_grads_ = false;  // set by fuse_relus (the same switch)
+  int gradient_sums_in_op_ = 0;
   // From the last training forward: the input and every node's output.
   Tensor saved_input_;
   std::vector<Tensor> activations_;

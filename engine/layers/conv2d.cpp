@@ -75,10 +75,15 @@ class Conv2d final : public Layer {
       dx = be.empty(x.shape(), x.dtype(), x.layout());
       be.ops().conv2d_backward_data(params_, dy, weight_.weight(), dx);
     }
-    Tensor no_bias;
-    be.ops().conv2d_backward_weights(params_, x, dy, weight_.weight_grad(),
-                                     has_bias_ ? bias_.weight_grad() : no_bias);
+    weight_grads(be, x, dy);
     return {dx};
+  }
+
+  bool adds_input_grad() const override { return true; }
+  void backward_adding(Backend& be, std::span<const Tensor> in, const Tensor&, const Tensor& dy,
+                       Tensor& input_grad) override {
+    be.ops().conv2d_backward_data(params_, dy, weight_.weight(), input_grad, /*accumulate=*/true);
+    weight_grads(be, in[0], dy);
   }
 
   LayerSpec spec() const override {
@@ -97,6 +102,12 @@ class Conv2d final : public Layer {
   }
 
  private:
+  void weight_grads(Backend& be, const Tensor& x, const Tensor& dy) {
+    Tensor no_bias;
+    be.ops().conv2d_backward_weights(params_, x, dy, weight_.weight_grad(),
+                                     has_bias_ ? bias_.weight_grad() : no_bias);
+  }
+
   Shape output_shape(const Tensor& x) const {
     return conv2d_output_shape(params_, x.shape(),
                                {out_channels_, x.dim(1) / params_.groups, kernel_h_, kernel_w_});

@@ -3,6 +3,7 @@
 #include <cstdint>
 #include <random>
 #include <span>
+#include <stdexcept>
 #include <string>
 #include <vector>
 
@@ -94,6 +95,18 @@ class Layer {
   virtual std::vector<Tensor> backward(Backend& backend, std::span<const Tensor> inputs,
                                        const Tensor& output, const Tensor& grad_output,
                                        std::span<const bool> needs_input_grad) = 0;
+
+  // Where a layer's one input is also read by other layers (a residual join), Model sums their
+  // gradients. A layer that can add its input gradient into that sum inside its own op (a
+  // convolution: cuDNN's data gradient with beta = 1) says so here, and Model then calls
+  // backward_adding, which does backward's work but adds d(loss)/d(input) into `input_grad`
+  // (the other readers' sum, held by no one else) instead of returning it: the separate sum's
+  // write and two reads of a whole activation are saved.
+  virtual bool adds_input_grad() const { return false; }
+  virtual void backward_adding(Backend& /*backend*/, std::span<const Tensor> /*inputs*/,
+                               const Tensor& /*output*/, const Tensor& /*grad_output*/, Tensor& /*input_grad*/) {
+    throw std::logic_error("backward_adding on a layer that does not add its input gradient");
+  }
 
   // The ops forward and backward call, so that a model can ask a backend whether it runs
   // them (Model::unsupported_ops) before the first step instead of failing inside it.

@@ -66,9 +66,10 @@ class Ops {
   // x (N, C, H, W), w (K, C/groups, R, S), b (K) or undefined, y (N, K, P, Q).
   virtual void conv2d_forward(const Conv2dParams& p, const Tensor& x, const Tensor& w,
                               const Tensor& b, Tensor& y) = 0;
-  // dy (N, K, P, Q), w (K, C/groups, R, S) -> dx (N, C, H, W).
+  // dy (N, K, P, Q), w (K, C/groups, R, S) -> dx (N, C, H, W); with `accumulate`, dx += the
+  // data gradient (a residual join's sum, done in cuDNN's epilogue with beta = 1).
   virtual void conv2d_backward_data(const Conv2dParams& p, const Tensor& dy, const Tensor& w,
-                                    Tensor& dx) = 0;
+                                    Tensor& dx, bool accumulate = false) = 0;
   // x (N, C, H, W), dy (N, K, P, Q) -> dw (K, C/groups, R, S), db (K) unless undefined.
   virtual void conv2d_backward_weights(const Conv2dParams& p, const Tensor& x, const Tensor& dy,
                                        Tensor& dw, Tensor& db) = 0;

@@ -2,6 +2,7 @@
 // The shapes are the union of the former CPU (test_cpu_ops.cpp) and GPU (test_cuda_ops.cpp)
 // tables; "basic3x3_pad1_bias" was in both.
 #include <memory>
+#include <string_view>
 
 #include "tests/ops/op_cases.h"
 
@@ -111,6 +112,30 @@ OpCase backward_data_case(const ConvShape& c) {
   return oc;
 }
 
+// dx += the data gradient (a residual join's sum, Layer::backward_adding): dx starts with
+// values of its own, which the result must keep.
+OpCase backward_data_accumulate_case(const ConvShape& c) {
+  OpCase oc = base("conv2d_backward_data_accumulate", OpKind::conv2d_backward_data, c);
+  oc.prepare = [c](Backend& be, const Variant& v, DType values) {
+    const ConvData d(c, values);
+    struct State { Tensor dy, w, dx; };
+    auto s = std::make_shared<State>();
+    s->dy = device_tensor(be, d.dy, d.ys, v.dtype, v.layout);
+    s->w = device_tensor(be, d.w, d.ws, v.dtype, v.layout);
+    s->dx = device_tensor(be, random_values(d.xs, 5, values), d.xs, v.dtype, v.layout);
+    return Prepared{[&be, s, p = c.p] { be.ops().conv2d_backward_data(p, s->dy, s->w, s->dx, true); },
+                    [s] { return Outputs{{"dx", read(s->dx)}}; }};
+  };
+  oc.reference = [c](const Variant&, DType values) {
+    const ConvData d(c, values);
+    Vec dx = ref::conv2d_backward_data(c.p, d.dy, d.ys, d.w, d.ws, d.xs);
+    const Vec before = random_values(d.xs, 5, values);
+    for (size_t i = 0; i < dx.size(); ++i) dx[i] += before[i];
+    return Outputs{{"dx", dx}};
+  };
+  return oc;
+}
+
 OpCase backward_weights_case(const ConvShape& c) {
   OpCase oc = base("conv2d_backward_weights", OpKind::conv2d_backward_weights, c);
   oc.prepare = [c](Backend& be, const Variant& v, DType values) {
@@ -144,6 +169,9 @@ std::vector<OpCase> conv_cases() {
   for (const ConvShape& c : kShapes) cases.push_back(forward_case(c));
   for (const ConvShape& c : kShapes) cases.push_back(backward_data_case(c));
   for (const ConvShape& c : kShapes) cases.push_back(backward_weights_case(c));
+  for (const ConvShape& c : kShapes)
+    for (const char* name : {"stride2_pad1_nonsquare", "groups2", "pointwise_stride2_odd", "resnet_like_3x3"})
+      if (std::string_view(c.name) == name) cases.push_back(backward_data_accumulate_case(c));
   return cases;
 }
 

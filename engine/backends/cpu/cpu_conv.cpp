@@ -101,9 +101,15 @@ void CpuOps::conv2d_forward(const Conv2dParams& p, const Tensor& x, const Tensor
 }
 
 void CpuOps::conv2d_backward_data(const Conv2dParams& p, const Tensor& dy, const Tensor& w,
-                                  Tensor& dx) {
+                                  Tensor& dx, bool accumulate) {
   constexpr const char* op = "conv2d_backward_data";
   check_conv2d_backward_data(p, dy, w, dx, Device::cpu());
+  if (accumulate) {  // oneDNN's data gradient has no sum post-op: into a temporary, then added
+    Tensor part(dx.shape(), dx.dtype(), cpu_allocator(), dx.layout());
+    conv2d_backward_data(p, dy, w, part);
+    add_inplace(dx, part);
+    return;
+  }
   require_supported(OpKind::conv2d_backward_data, {{dy, "dy"}, {w, "w"}, {dx, "dx"}});
   const ConvGeom g = conv_geom(op, p, dx, w, dy);
   const ConvDescs d = conv_descs(g, p);

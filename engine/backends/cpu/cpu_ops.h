@@ -36,7 +36,7 @@ class CpuOps final : public Ops {
   void conv2d_forward(const Conv2dParams& p, const Tensor& x, const Tensor& w, const Tensor& b,
                       Tensor& y) override;
   void conv2d_backward_data(const Conv2dParams& p, const Tensor& dy, const Tensor& w,
-                            Tensor& dx) override;
+                            Tensor& dx, bool accumulate = false) override;
   void conv2d_backward_weights(const Conv2dParams& p, const Tensor& x, const Tensor& dy,
                                Tensor& dw, Tensor& db) override;
 

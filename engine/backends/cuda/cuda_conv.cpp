@@ -152,7 +152,7 @@ bool choose_algorithm(cudnnHandle_t hd, ConvPlan& plan, const ConvBuffers& buffe
 }  // namespace
 
 ConvPlan& CudaOps::conv_plan(ConvKind kind, const Conv2dParams& p, const Tensor& x, const Tensor& w,
-                             const Tensor& y) {
+                             const Tensor& y, bool keep_written) {
   // The op checked the geometry (check_conv2d_*): y is conv2d_output_shape(x, w).
   const int64_t n = x.dim(0), c = x.dim(1), h = x.dim(2), wd = x.dim(3);
   const int64_t k = w.dim(0), cg = w.dim(1), r = w.dim(2), s = w.dim(3);
@@ -186,8 +186,14 @@ ConvPlan& CudaOps::conv_plan(ConvKind kind, const Conv2dParams& p, const Tensor&
     size_t free_b = 0, total_b = 0;
     if (cudaMemGetInfo(&free_b, &total_b) == cudaSuccess) limit = std::min(limit, free_b / 2);
   }
-  const ConvBuffers buffers{x.raw(), w.raw(), y.raw()};
   const bool det = ctx_.deterministic, bench = ctx_.benchmark;
+  ConvBuffers buffers{x.raw(), w.raw(), y.raw()};
+  Tensor stand_in;  // what the benchmark writes instead of a tensor that must keep its values
+  if (keep_written && bench) {
+    const Tensor& written = kind == ConvKind::forward ? y : kind == ConvKind::backward_data ? x : w;
+    stand_in = Tensor(written.shape(), written.dtype(), ctx_.tensors, written.layout());
+    (kind == ConvKind::forward ? buffers.y : kind == ConvKind::backward_data ? buffers.x : buffers.w) = stand_in.raw();
+  }
   bool chosen = false;
   switch (kind) {
     case ConvKind::forward:
@@ -255,15 +261,15 @@ void CudaOps::conv2d_forward(const Conv2dParams& p, const Tensor& x, const Tenso
 }
 
 void CudaOps::conv2d_backward_data(const Conv2dParams& p, const Tensor& dy, const Tensor& w,
-                                   Tensor& dx) {
+                                   Tensor& dx, bool accumulate) {
   check_conv2d_backward_data(p, dy, w, dx, device());
   require_supported(OpKind::conv2d_backward_data, dy);
-  ConvPlan& plan = conv_plan(ConvKind::backward_data, p, dx, w, dy);
+  ConvPlan& plan = conv_plan(ConvKind::backward_data, p, dx, w, dy, accumulate);
   void* ws = conv_workspace_.get(plan.workspace);
   CONVOY_CUDNN_CHECK(cudnnConvolutionBackwardData(
       ctx_.cudnn, &kOne, plan.w.d, w.raw(), plan.y.d, dy.raw(), plan.conv.d,
-      static_cast<cudnnConvolutionBwdDataAlgo_t>(plan.algo), ws, plan.workspace, &kZero, plan.x.d,
-      dx.raw()));
+      static_cast<cudnnConvolutionBwdDataAlgo_t>(plan.algo), ws, plan.workspace,
+      accumulate ? &kOne : &kZero, plan.x.d, dx.raw()));
 }
 
 void CudaOps::conv2d_backward_weights(const Conv2dParams& p, const Tensor& x, const Tensor& dy,

@@ -30,7 +30,7 @@ class CudaOps final : public Ops {
   void conv2d_forward(const Conv2dParams& p, const Tensor& x, const Tensor& w, const Tensor& b,
                       Tensor& y) override;
   void conv2d_backward_data(const Conv2dParams& p, const Tensor& dy, const Tensor& w,
-                            Tensor& dx) override;
+                            Tensor& dx, bool accumulate = false) override;
   void conv2d_backward_weights(const Conv2dParams& p, const Tensor& x, const Tensor& dy,
                                Tensor& dw, Tensor& db) override;
 
@@ -85,8 +85,10 @@ class CudaOps final : public Ops {
  private:
   // The plan for this shape, made on first use: descriptors, and the algorithm benchmarked
   // on these very tensors (x the input or dx, w the weights or dw, y the output or dy).
+  // The benchmark overwrites the tensor the convolution writes, unless `keep_written` (an
+  // accumulating data gradient): then it writes into a scratch tensor of that shape.
   ConvPlan& conv_plan(ConvKind kind, const Conv2dParams& p, const Tensor& x, const Tensor& w,
-                      const Tensor& y);
+                      const Tensor& y, bool keep_written = false);
   // cuDNN for nchw batch norm until it refuses a dtype; Convoy's kernels for nhwc. cuDNN's
   // plain entry points run generic kernels on nhwc (fmnet bf16 on the H200: 34k img/s against
   // 161k with ours), and its persistent Ex kernels drifted from nchw at fmnet's sizes (13%
