@@ -37,7 +37,8 @@ tot = collections.defaultdict(float); cnt = collections.Counter()
 for r in rows:
     name = re.sub(r'\(.*', '', r['Kernel Name'])[:90]
     tot[name] += float(r['gpu__time_duration.sum'].replace(',', '')); cnt[name] += 1
-opt = [n for n in cnt if re.search('sgd|adamw|optim', n, re.I)]
+# One optimizer launch per step (not 'optim': cuDNN's '..._optimized_...' kernels would match).
+opt = [n for n in cnt if re.search(r'\b(sgd|adamw)_kernel\b', n)]
 steps = max(1, sum(cnt[n] for n in opt))
 total = sum(tot.values())
 print(f'{len(rows)} kernels profiled, {steps} steps (optimizer launches): GPU time per step {total / steps / 1e6:.3f} ms, '
