@@ -94,7 +94,9 @@ TEST(Bench, QuickSuiteWritesTableJsonAndReportsTheGpuCase) {
                        static_cast<double>(flops) * 8 * (mode == "training" ? 3 : 1));
       // The CPU records nothing: its training steps run layer by layer (lenet5's dropout would
       // keep them there anyway).
-      if (mode == "training") EXPECT_EQ(rec.value("path", ""), "layer by layer") << rec.dump(2);
+      if (mode == "training") {
+        EXPECT_EQ(rec.value("path", ""), "layer by layer") << rec.dump(2);
+      }
       // TFLOP/s is the FLOPs over the median iteration time.
       EXPECT_NEAR(rec.at("tflops").get<double>(),
                   rec.at("flops_per_iteration").get<double>() / (rec.at("ms_per_iteration").get<double>() * 1e-3) / 1e12,
