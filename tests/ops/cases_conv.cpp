@@ -93,44 +93,29 @@ OpCase forward_case(const ConvShape& c) {
   return oc;
 }
 
-OpCase backward_data_case(const ConvShape& c) {
-  OpCase oc = base("conv2d_backward_data", OpKind::conv2d_backward_data, c);
-  oc.prepare = [c](Backend& be, const Variant& v, DType values) {
+// With `accumulate`, dx += the data gradient (a residual join's sum, Layer::backward_adding):
+// dx then starts with values of its own, which the result must keep.
+OpCase backward_data_case(const ConvShape& c, bool accumulate = false) {
+  OpCase oc = base(accumulate ? "conv2d_backward_data_accumulate" : "conv2d_backward_data",
+                   OpKind::conv2d_backward_data, c);
+  oc.prepare = [c, accumulate](Backend& be, const Variant& v, DType values) {
     const ConvData d(c, values);
     struct State { Tensor dy, w, dx; };
     auto s = std::make_shared<State>();
     s->dy = device_tensor(be, d.dy, d.ys, v.dtype, v.layout);
     s->w = device_tensor(be, d.w, d.ws, v.dtype, v.layout);
-    s->dx = poisoned(be, d.xs, v.dtype, v.layout);
-    return Prepared{[&be, s, p = c.p] { be.ops().conv2d_backward_data(p, s->dy, s->w, s->dx); },
+    s->dx = accumulate ? device_tensor(be, random_values(d.xs, 5, values), d.xs, v.dtype, v.layout)
+                       : poisoned(be, d.xs, v.dtype, v.layout);
+    return Prepared{[&be, s, p = c.p, accumulate] { be.ops().conv2d_backward_data(p, s->dy, s->w, s->dx, accumulate); },
                     [s] { return Outputs{{"dx", read(s->dx)}}; }};
   };
-  oc.reference = [c](const Variant&, DType values) {
-    const ConvData d(c, values);
-    return Outputs{{"dx", ref::conv2d_backward_data(c.p, d.dy, d.ys, d.w, d.ws, d.xs)}};
-  };
-  return oc;
-}
-
-// dx += the data gradient (a residual join's sum, Layer::backward_adding): dx starts with
-// values of its own, which the result must keep.
-OpCase backward_data_accumulate_case(const ConvShape& c) {
-  OpCase oc = base("conv2d_backward_data_accumulate", OpKind::conv2d_backward_data, c);
-  oc.prepare = [c](Backend& be, const Variant& v, DType values) {
-    const ConvData d(c, values);
-    struct State { Tensor dy, w, dx; };
-    auto s = std::make_shared<State>();
-    s->dy = device_tensor(be, d.dy, d.ys, v.dtype, v.layout);
-    s->w = device_tensor(be, d.w, d.ws, v.dtype, v.layout);
-    s->dx = device_tensor(be, random_values(d.xs, 5, values), d.xs, v.dtype, v.layout);
-    return Prepared{[&be, s, p = c.p] { be.ops().conv2d_backward_data(p, s->dy, s->w, s->dx, true); },
-                    [s] { return Outputs{{"dx", read(s->dx)}}; }};
-  };
-  oc.reference = [c](const Variant&, DType values) {
+  oc.reference = [c, accumulate](const Variant&, DType values) {
     const ConvData d(c, values);
     Vec dx = ref::conv2d_backward_data(c.p, d.dy, d.ys, d.w, d.ws, d.xs);
-    const Vec before = random_values(d.xs, 5, values);
-    for (size_t i = 0; i < dx.size(); ++i) dx[i] += before[i];
+    if (accumulate) {
+      const Vec before = random_values(d.xs, 5, values);
+      for (size_t i = 0; i < dx.size(); ++i) dx[i] += before[i];
+    }
     return Outputs{{"dx", dx}};
   };
   return oc;
@@ -171,7 +156,7 @@ std::vector<OpCase> conv_cases() {
   for (const ConvShape& c : kShapes) cases.push_back(backward_weights_case(c));
   for (const ConvShape& c : kShapes)
     for (const char* name : {"stride2_pad1_nonsquare", "groups2", "pointwise_stride2_odd", "resnet_like_3x3"})
-      if (std::string_view(c.name) == name) cases.push_back(backward_data_accumulate_case(c));
+      if (std::string_view(c.name) == name) cases.push_back(backward_data_case(c, /*accumulate=*/true));
   return cases;
 }
 
