@@ -88,7 +88,9 @@ int run_train(const TrainArgs& args) {
     return stop_requested.load() ? 128 + SIGTERM : 0;
   }
   std::cout << "done: " << r.epochs_done << " epochs on " << r.device << " in " << std::setprecision(1)
-            << r.train_seconds << " s of training; test accuracy " << std::setprecision(2)
+            << r.train_seconds << " s of training";
+  if (r.setup_seconds > 0) std::cout << " (+" << std::setprecision(2) << r.setup_seconds << " s of set-up)";
+  std::cout << "; test accuracy " << std::setprecision(2)
             << r.test_accuracy * 100 << "% (best " << r.best_accuracy * 100 << "%); checkpoints in "
             << r.run_dir << "/";
   if (r.skipped_steps) std::cout << "; skipped " << r.skipped_steps << " steps with a non-finite loss or gradients";

@@ -273,6 +273,35 @@ TEST(SimulatedWorld, RankZerosWeightsWinAtTheStart) {
   EXPECT_EQ(got[0], reference.parameters()[0].second->value.to_floats());
 }
 
+// TrainStep::prepare runs a GPU step ahead of the clock; on the CPU, and with several ranks
+// (whose collectives it would start alone), it does nothing.
+TEST(SimulatedWorld, NoStepIsPreparedOnTheCpuOrWithSeveralRanks) {
+  auto world = make_thread_world(2);
+  bool prepared[2] = {true, true};
+  std::vector<float> before, after;
+  auto run = [&](int r) {
+    std::unique_ptr<Backend> backend = make_cpu_backend({});
+    Model model = Model::from_yaml(kNet, "tiny.yaml", 5);
+    model.to(*backend, DType::f32);
+    TrainStep step(*backend, model, recipe(), world[r].get());
+    prepared[r] = step.prepare(4);
+  };
+  std::thread t1(run, 1);
+  run(0);
+  t1.join();
+  EXPECT_FALSE(prepared[0]);
+  EXPECT_FALSE(prepared[1]);
+  std::unique_ptr<Backend> backend = make_cpu_backend({});
+  Model model = Model::from_yaml(kNet, "tiny.yaml", 5);
+  model.to(*backend, DType::f32);
+  TrainStep alone(*backend, model, recipe());
+  for (const NamedTensor& t : model.state()) for (float v : t.tensor.to_floats()) before.push_back(v);
+  EXPECT_FALSE(alone.prepare(4));
+  for (const NamedTensor& t : model.state()) for (float v : t.tensor.to_floats()) after.push_back(v);
+  EXPECT_EQ(before, after);
+  EXPECT_EQ(alone.recordings(), 0);
+}
+
 TEST(SimulatedWorld, AnyIsTrueWhenOneRankSaysSo) {
   auto world = make_thread_world(3);
   bool answers[3][2];

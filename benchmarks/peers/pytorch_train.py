@@ -142,6 +142,19 @@ def main():
     log(f"pytorch_train.py: torch {torch.__version__}, {net.name} on {device}"
         f"{' (' + torch.cuda.get_device_name(device) + ')' if cuda else ''}, {'bf16 autocast' if bf16 else 'fp32'}, "
         f"{n} training images, batch {batch}, {epochs} epochs, {steps_per_epoch} steps/epoch")
+    if cuda:
+        # Set-up before the clock, as `convoy train` does it (TrainStep::prepare): one step's
+        # forward and backward on a batch of zeros (cuDNN's plans, the kernels' loading,
+        # torch.compile's compilation), then the running statistics put back and no update.
+        kept = {k: v.clone() for k, v in net.state_dict().items()}
+        x0 = torch.zeros((batch,) + tuple(train_x.shape[1:]), device=device).contiguous(memory_format=fmt)
+        with torch.autocast(device_type="cuda", dtype=torch.bfloat16, enabled=bf16):
+            logits = model(x0)
+        F.cross_entropy(logits.float(), torch.zeros(batch, dtype=torch.int64, device=device),
+                        label_smoothing=smoothing).backward()
+        opt.zero_grad(set_to_none=True)
+        net.load_state_dict(kept)
+        torch.cuda.synchronize()
     rows = []
     step = 0
     total_train = 0.0

@@ -62,6 +62,25 @@ TrainStepOutput TrainStep::run(const Tensor& images, const Tensor& labels, int64
   return out;
 }
 
+bool TrainStep::prepare(int64_t batch_size) {
+  if (backend_.device().is_cpu() || comm_) return false;
+  Shape shape{batch_size};
+  for (int64_t d : model_.input_shape()) shape.push_back(d);
+  const Tensor images = backend_.zeros(shape, DType::u8);        // (N, C, H, W)
+  const Tensor labels = backend_.zeros({batch_size}, DType::i32);  // (N)
+  std::vector<Tensor> kept;  // parameters and running statistics, as they were
+  for (const NamedTensor& t : model_.state()) kept.push_back(t.tensor.clone());
+  forward(images, labels, 0);
+  backward();
+  TrainStepOutput replayed;
+  replay(images, labels, 0, replayed);  // records (a model that is never recorded: nothing)
+  std::vector<NamedTensor> state = model_.state();
+  for (size_t i = 0; i < state.size(); ++i) state[i].tensor.copy_from(kept[i]);
+  for (auto& [name, p] : model_.parameters()) backend_.ops().fill(p->grad, 0.0f);
+  backend_.synchronize();
+  return true;
+}
+
 uint64_t TrainStep::step_seed(int64_t step) const {
   uint64_t seed = counter_hash(recipe_.seed, static_cast<uint64_t>(step));
   // Each rank its own crops, flips and dropout masks, as each GPU of a DDP job draws its own.

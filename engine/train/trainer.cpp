@@ -74,6 +74,7 @@ TrainResult TrainingRun::run_epochs() {
   result_.run_dir = run_dir_.string();
   result_.device = backend_->device().str();
   result_.best_accuracy = pos_.best_accuracy;
+  prepare_step(loader.batch_size());
   run_start_ = Clock::now();
   for (; pos_.epoch < config_.epochs; ++pos_.epoch, pos_.batch = 0) {
     EpochTally tally;
@@ -90,6 +91,18 @@ TrainResult TrainingRun::run_epochs() {
   }
   comm_->finish();
   return result_so_far(/*interrupted=*/false);
+}
+
+// The first step's one-time work (cuDNN's plans, the kernels' loading, the step's CUDA
+// graph), done before the clock starts as MLPerf's rules time a run: it is set-up, reported as
+// such, and the figures compare like with like (the PyTorch peer warms up the same way).
+void TrainingRun::prepare_step(int64_t batch_size) {
+  if (pos_.epoch >= config_.epochs) return;
+  const auto start = Clock::now();
+  if (!step_.prepare(batch_size)) return;
+  result_.setup_seconds = seconds_since(start);
+  log_ << "step prepared (convolution plans, kernels, CUDA graph) in " << std::fixed << std::setprecision(2)
+       << result_.setup_seconds << " s, before the training clock" << std::defaultfloat << std::endl;
 }
 
 void TrainingRun::log_start() const {

@@ -43,6 +43,7 @@ struct TrainResult {
   double test_accuracy = 0;  // after the last complete epoch
   double best_accuracy = 0;
   double train_seconds = 0;  // this process's training time, evaluation excluded
+  double setup_seconds = 0;  // the first step's one-time work, done before the clock (TrainStep::prepare)
   bool interrupted = false;  // stopped early by a signal or max_steps
   int64_t skipped_steps = 0;  // nan_policy: skip_step, in this process
 };

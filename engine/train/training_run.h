@@ -146,6 +146,7 @@ class TrainingRun {
   TrainResult run_epochs();
   void resume();
   void read_checkpoint();
+  void prepare_step(int64_t batch_size);
   void log_start() const;
   std::ofstream open_metrics() const;
   bool stop_requested(bool agree);

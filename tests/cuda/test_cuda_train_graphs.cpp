@@ -198,3 +198,36 @@ TEST_F(CudaTrainGraphs, CudaGraphsOffInTheEnvironmentRunsOpByOp) {
 }
 
 }  // namespace
+
+// TrainStep::prepare (the trainer calls it before its clock): it makes the plans and the
+// recording on a batch of zeros and leaves every tensor a step carries over as it was, so a
+// run that prepared takes the same steps, bit for bit, as one that did not, replaying from its
+// first step on.
+TEST_F(CudaTrainGraphs, APreparedStepChangesNothingAndReplaysFromTheFirstStep) {
+  BackendOptions options;
+  options.deterministic = true;
+  auto gpu = make_cuda_backend(0, options);
+  Model a = resnet20(), b = resnet20();
+  a.to(*gpu, DType::bf16, Layout::nhwc);
+  b.to(*gpu, DType::bf16, Layout::nhwc);
+  TrainStep plain(*gpu, a, recipe()), prepared(*gpu, b, recipe());
+  ASSERT_TRUE(prepared.prepare(16));
+  EXPECT_EQ(prepared.recordings(), 1);
+  const std::vector<NamedTensor> sa = a.state(), sb = b.state();
+  ASSERT_EQ(sa.size(), sb.size());
+  for (size_t i = 0; i < sa.size(); ++i)
+    ASSERT_EQ(sb[i].tensor.to_floats(), sa[i].tensor.to_floats()) << sa[i].name << " moved in prepare()";
+  for (auto& [name, p] : b.parameters())
+    for (float v : p->grad.to_floats()) ASSERT_EQ(v, 0.0f) << "the gradient of " << name << " is left behind";
+  for (int64_t s = 0; s < 3; ++s) {
+    const HostBatch batch = host_batch(16, static_cast<uint32_t>(s));
+    const Tensor images = gpu->upload(batch.images), labels = gpu->upload(batch.labels);
+    const float la = plain.run(images, labels, s, 0.05).loss.to_floats()[0];
+    const float lb = prepared.run(images, labels, s, 0.05).loss.to_floats()[0];
+    EXPECT_TRUE(prepared.last_run_replayed()) << "step " << s;
+    EXPECT_EQ(la, lb) << "step " << s;
+  }
+  EXPECT_EQ(prepared.recordings(), 1);
+  const std::vector<NamedTensor> ta = a.state(), tb = b.state();
+  for (size_t i = 0; i < ta.size(); ++i) EXPECT_EQ(tb[i].tensor.to_floats(), ta[i].tensor.to_floats()) << ta[i].name;
+}
