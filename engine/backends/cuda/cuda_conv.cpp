@@ -162,7 +162,9 @@ ConvPlan& CudaOps::conv_plan(ConvKind kind, const Conv2dParams& p, const Tensor&
   const std::array<int64_t, 24> key = {
       static_cast<int64_t>(kind), static_cast<int64_t>(x.dtype()), static_cast<int64_t>(x.layout()),
       static_cast<int64_t>(w.layout()), static_cast<int64_t>(y.layout()), n, c, h, wd, k, cg, r, s,
-      pp, qq, p.stride_h, p.stride_w, p.pad_h, p.pad_w, p.dilation_h, p.dilation_w, g, 0, 0};
+      pp, qq, p.stride_h, p.stride_w, p.pad_h, p.pad_w, p.dilation_h, p.dilation_w, g,
+      // The graph API bakes beta into the plan: an accumulating data gradient is a plan of its own.
+      kind == ConvKind::backward_data && keep_written, 0};
   if (auto it = conv_plans_.find(key); it != conv_plans_.end()) return *it->second;
 
   auto plan = std::make_unique<ConvPlan>();
@@ -195,7 +197,30 @@ ConvPlan& CudaOps::conv_plan(ConvKind kind, const Conv2dParams& p, const Tensor&
     (kind == ConvKind::forward ? buffers.y : kind == ConvKind::backward_data ? buffers.x : buffers.w) = stand_in.raw();
   }
   bool chosen = false;
-  switch (kind) {
+  // f32 stays on the legacy calls: their algorithm list is what the exactness rules above
+  // (transform_based) are written for; grouped convolutions too.
+  if (conv_graph_api_ && !plan->f32 && g == 1) {
+    GraphConvSpec spec;
+    spec.kind = kind;
+    spec.dtype = dtype;
+    spec.x = {n, c, h, wd};
+    spec.w = {k, cg, r, s};
+    spec.y = {n, k, pp, qq};
+    spec.x_layout = x.layout();
+    spec.w_layout = w.layout();
+    spec.y_layout = y.layout();
+    spec.pad = {p.pad_h, p.pad_w};
+    spec.stride = {p.stride_h, p.stride_w};
+    spec.dilation = {p.dilation_h, p.dilation_w};
+    spec.accumulate = kind == ConvKind::backward_data && keep_written;
+    plan->graph = GraphConvPlan::build(ctx_.cudnn, spec, GraphConvChoice{bench, det, limit}, buffers.x, buffers.w,
+                                       buffers.y, [this](size_t bytes) { return conv_workspace_.get(bytes); });
+    if (plan->graph) {
+      plan->workspace = plan->graph->workspace();
+      chosen = true;
+    }
+  }
+  if (!chosen) switch (kind) {
     case ConvKind::forward:
       chosen = choose_algorithm<ForwardCalls>(ctx_.cudnn, *plan, buffers, conv_workspace_, bench, det, limit);
       break;
@@ -250,7 +275,8 @@ void CudaOps::conv2d_forward(const Conv2dParams& p, const Tensor& x, const Tenso
   const Tensor wc = c ? padded_channels(w, c) : w;
   ConvPlan& plan = conv_plan(ConvKind::forward, p, xc, wc, y);
   void* ws = conv_workspace_.get(plan.workspace);
-  CONVOY_CUDNN_CHECK(cudnnConvolutionForward(ctx_.cudnn, &kOne, plan.x.d, xc.raw(), plan.w.d, wc.raw(),
+  if (plan.graph) plan.graph->run(ctx_.cudnn, xc.raw(), wc.raw(), y.raw(), ws);
+  else CONVOY_CUDNN_CHECK(cudnnConvolutionForward(ctx_.cudnn, &kOne, plan.x.d, xc.raw(), plan.w.d, wc.raw(),
                                              plan.conv.d, static_cast<cudnnConvolutionFwdAlgo_t>(plan.algo),
                                              ws, plan.workspace, &kZero, plan.y.d, y.raw()));
   if (b.defined()) {
@@ -266,7 +292,8 @@ void CudaOps::conv2d_backward_data(const Conv2dParams& p, const Tensor& dy, cons
   require_supported(OpKind::conv2d_backward_data, dy);
   ConvPlan& plan = conv_plan(ConvKind::backward_data, p, dx, w, dy, accumulate);
   void* ws = conv_workspace_.get(plan.workspace);
-  CONVOY_CUDNN_CHECK(cudnnConvolutionBackwardData(
+  if (plan.graph) plan.graph->run(ctx_.cudnn, dx.raw(), w.raw(), dy.raw(), ws);
+  else CONVOY_CUDNN_CHECK(cudnnConvolutionBackwardData(
       ctx_.cudnn, &kOne, plan.w.d, w.raw(), plan.y.d, dy.raw(), plan.conv.d,
       static_cast<cudnnConvolutionBwdDataAlgo_t>(plan.algo), ws, plan.workspace,
       accumulate ? &kOne : &kZero, plan.x.d, dx.raw()));
@@ -282,7 +309,8 @@ void CudaOps::conv2d_backward_weights(const Conv2dParams& p, const Tensor& x, co
   Tensor dwc = c ? Tensor(Shape{dw.dim(0), c, dw.dim(2), dw.dim(3)}, dw.dtype(), ctx_.tensors, Layout::nhwc) : dw;
   ConvPlan& plan = conv_plan(ConvKind::backward_filter, p, xc, dwc, dy);
   void* ws = conv_workspace_.get(plan.workspace);
-  CONVOY_CUDNN_CHECK(cudnnConvolutionBackwardFilter(
+  if (plan.graph) plan.graph->run(ctx_.cudnn, xc.raw(), dwc.raw(), dy.raw(), ws);
+  else CONVOY_CUDNN_CHECK(cudnnConvolutionBackwardFilter(
       ctx_.cudnn, &kOne, plan.x.d, xc.raw(), plan.y.d, dy.raw(), plan.conv.d,
       static_cast<cudnnConvolutionBwdFilterAlgo_t>(plan.algo), ws, plan.workspace, &kZero, plan.w.d,
       dwc.raw()));

@@ -15,6 +15,7 @@ CudaOps::CudaOps(const CudaContext& ctx) : ctx_(ctx) {
   // For tests and debugging: batch norm through Convoy's kernels instead of cuDNN.
   if (const char* e = std::getenv("CONVOY_CUDA_BN_KERNELS"); e && std::strcmp(e, "1") == 0)
     bn_kernels_only_.fill(true);
+  if (const char* e = std::getenv("CONVOY_CUDNN_GRAPH"); e && std::strcmp(e, "0") == 0) conv_graph_api_ = false;
 }
 
 CudaOps::~CudaOps() = default;

@@ -113,6 +113,9 @@ class CudaOps final : public Ops {
   std::vector<unsigned char> slots_host_;  // what slots_ holds
   std::map<std::array<int64_t, 24>, std::unique_ptr<ConvPlan>> conv_plans_;
   std::array<bool, 5> bn_kernels_only_{};  // per DType
+  // Reduced-precision convolutions through cuDNN's graph API (GraphConvPlan) unless
+  // CONVOY_CUDNN_GRAPH=0 (A/B and debugging: the legacy calls throughout).
+  bool conv_graph_api_ = true;
 };
 
 }  // namespace convoy::cuda

@@ -7,9 +7,11 @@
 
 #include <climits>
 #include <cstdint>
+#include <memory>
 #include <string>
 
 #include "engine/backends/cuda/cuda_check.h"
+#include "engine/backends/cuda/cudnn_graph_conv.h"
 #include "engine/core/tensor.h"
 #include "kernels/dt.cuh"
 
@@ -119,6 +121,8 @@ struct ConvPlan {
   int algo = 0;
   size_t workspace = 0;
   bool f32 = false;  // FMA math, never TF32
+  // The graph API's plan where there is one (reduced precision), else the legacy `algo` runs.
+  std::unique_ptr<GraphConvPlan> graph;
 };
 
 // The alpha and beta of cuDNN and cuBLAS calls: overwrite the output.

@@ -1,0 +1,255 @@
+#include "engine/backends/cuda/cudnn_graph_conv.h"
+
+#include <algorithm>
+#include <string>
+
+#include "engine/backends/cuda/cuda_check.h"
+#include "engine/backends/cuda/cuda_ops_internal.h"
+
+namespace convoy::cuda {
+
+namespace {
+
+// One backend descriptor, destroyed with its owner.
+class Desc {
+ public:
+  explicit Desc(cudnnBackendDescriptorType_t type) { CONVOY_CUDNN_CHECK(cudnnBackendCreateDescriptor(type, &d_)); }
+  ~Desc() { if (d_) cudnnBackendDestroyDescriptor(d_); }
+  Desc(const Desc&) = delete;
+  Desc& operator=(const Desc&) = delete;
+  cudnnBackendDescriptor_t get() const { return d_; }
+  Desc& set(cudnnBackendAttributeName_t name, cudnnBackendAttributeType_t type, int64_t count, const void* values) {
+    CONVOY_CUDNN_CHECK(cudnnBackendSetAttribute(d_, name, type, count, values));
+    return *this;
+  }
+  Desc& set(cudnnBackendAttributeName_t name, const Desc& other) {
+    cudnnBackendDescriptor_t o = other.get();
+    return set(name, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &o);
+  }
+  cudnnStatus_t finalize() { return cudnnBackendFinalize(d_); }
+
+ private:
+  cudnnBackendDescriptor_t d_ = nullptr;
+};
+
+constexpr int64_t kX = 1, kW = 2, kY = 3;  // the tensors' unique ids in the graph
+
+std::unique_ptr<Desc> tensor(int64_t uid, DType dtype, const std::array<int64_t, 4>& d, Layout layout) {
+  const int64_t c = d[1], h = d[2], w = d[3];
+  const std::array<int64_t, 4> strides = layout == Layout::nhwc ? std::array<int64_t, 4>{c * h * w, 1, w * c, c}
+                                                                : std::array<int64_t, 4>{c * h * w, h * w, w, 1};
+  const cudnnDataType_t type = cudnn_type(dtype);
+  const int64_t alignment = 16;
+  auto t = std::make_unique<Desc>(CUDNN_BACKEND_TENSOR_DESCRIPTOR);
+  t->set(CUDNN_ATTR_TENSOR_DATA_TYPE, CUDNN_TYPE_DATA_TYPE, 1, &type)
+      .set(CUDNN_ATTR_TENSOR_DIMENSIONS, CUDNN_TYPE_INT64, 4, d.data())
+      .set(CUDNN_ATTR_TENSOR_STRIDES, CUDNN_TYPE_INT64, 4, strides.data())
+      .set(CUDNN_ATTR_TENSOR_UNIQUE_ID, CUDNN_TYPE_INT64, 1, &uid)
+      .set(CUDNN_ATTR_TENSOR_BYTE_ALIGNMENT, CUDNN_TYPE_INT64, 1, &alignment);
+  CONVOY_CUDNN_CHECK(t->finalize());
+  return t;
+}
+
+// Whether an engine configuration's engine carries `note` among its behaviour or numerical notes.
+template <class Note>
+bool has_note(const Desc& engine, cudnnBackendAttributeName_t attr, cudnnBackendAttributeType_t type, Note note) {
+  Note notes[32];
+  int64_t count = 0;
+  if (cudnnBackendGetAttribute(engine.get(), attr, type, 32, &count, notes) != CUDNN_STATUS_SUCCESS) return false;
+  return std::find(notes, notes + std::min<int64_t>(count, 32), note) != notes + std::min<int64_t>(count, 32);
+}
+
+}  // namespace
+
+struct GraphConvPlan::Descriptors {
+  std::vector<std::unique_ptr<Desc>> kept;  // everything the plan was built from
+  std::unique_ptr<Desc> plan;
+  // The variant pack of the last run: rebuilt only when a pointer changes (a replayed or
+  // steady loop hands the same buffers every time).
+  std::unique_ptr<Desc> pack;
+  std::array<const void*, 4> pack_ptrs{};
+};
+
+GraphConvPlan::GraphConvPlan() : desc_(std::make_unique<Descriptors>()) {}
+GraphConvPlan::~GraphConvPlan() = default;
+
+std::unique_ptr<GraphConvPlan> GraphConvPlan::build(cudnnHandle_t handle, const GraphConvSpec& spec,
+                                                    const GraphConvChoice& choice, const void* x, const void* w,
+                                                    const void* y, const std::function<void*(size_t)>& workspace) {
+  std::vector<std::unique_ptr<Desc>> kept;
+  auto keep = [&](std::unique_ptr<Desc> d) -> Desc& {
+    kept.push_back(std::move(d));
+    return *kept.back();
+  };
+  Desc& tx = keep(tensor(kX, spec.dtype, spec.x, spec.x_layout));
+  Desc& tw = keep(tensor(kW, spec.dtype, spec.w, spec.w_layout));
+  Desc& ty = keep(tensor(kY, spec.dtype, spec.y, spec.y_layout));
+
+  Desc& conv = keep(std::make_unique<Desc>(CUDNN_BACKEND_CONVOLUTION_DESCRIPTOR));
+  const cudnnDataType_t compute = CUDNN_DATA_FLOAT;
+  const cudnnConvolutionMode_t mode = CUDNN_CROSS_CORRELATION;
+  const int64_t dims = 2;
+  conv.set(CUDNN_ATTR_CONVOLUTION_COMP_TYPE, CUDNN_TYPE_DATA_TYPE, 1, &compute)
+      .set(CUDNN_ATTR_CONVOLUTION_CONV_MODE, CUDNN_TYPE_CONVOLUTION_MODE, 1, &mode)
+      .set(CUDNN_ATTR_CONVOLUTION_SPATIAL_DIMS, CUDNN_TYPE_INT64, 1, &dims)
+      .set(CUDNN_ATTR_CONVOLUTION_DILATIONS, CUDNN_TYPE_INT64, 2, spec.dilation.data())
+      .set(CUDNN_ATTR_CONVOLUTION_FILTER_STRIDES, CUDNN_TYPE_INT64, 2, spec.stride.data())
+      .set(CUDNN_ATTR_CONVOLUTION_PRE_PADDINGS, CUDNN_TYPE_INT64, 2, spec.pad.data())
+      .set(CUDNN_ATTR_CONVOLUTION_POST_PADDINGS, CUDNN_TYPE_INT64, 2, spec.pad.data());
+  if (conv.finalize() != CUDNN_STATUS_SUCCESS) return nullptr;
+
+  const float alpha = 1.f, beta = spec.accumulate ? 1.f : 0.f;
+  Desc* op = nullptr;
+  switch (spec.kind) {
+    case ConvKind::forward:
+      op = &keep(std::make_unique<Desc>(CUDNN_BACKEND_OPERATION_CONVOLUTION_FORWARD_DESCRIPTOR));
+      op->set(CUDNN_ATTR_OPERATION_CONVOLUTION_FORWARD_X, tx)
+          .set(CUDNN_ATTR_OPERATION_CONVOLUTION_FORWARD_W, tw)
+          .set(CUDNN_ATTR_OPERATION_CONVOLUTION_FORWARD_Y, ty)
+          .set(CUDNN_ATTR_OPERATION_CONVOLUTION_FORWARD_CONV_DESC, conv)
+          .set(CUDNN_ATTR_OPERATION_CONVOLUTION_FORWARD_ALPHA, CUDNN_TYPE_FLOAT, 1, &alpha)
+          .set(CUDNN_ATTR_OPERATION_CONVOLUTION_FORWARD_BETA, CUDNN_TYPE_FLOAT, 1, &beta);
+      break;
+    case ConvKind::backward_data:
+      op = &keep(std::make_unique<Desc>(CUDNN_BACKEND_OPERATION_CONVOLUTION_BACKWARD_DATA_DESCRIPTOR));
+      op->set(CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_DATA_DX, tx)
+          .set(CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_DATA_W, tw)
+          .set(CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_DATA_DY, ty)
+          .set(CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_DATA_CONV_DESC, conv)
+          .set(CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_DATA_ALPHA, CUDNN_TYPE_FLOAT, 1, &alpha)
+          .set(CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_DATA_BETA, CUDNN_TYPE_FLOAT, 1, &beta);
+      break;
+    case ConvKind::backward_filter:
+      op = &keep(std::make_unique<Desc>(CUDNN_BACKEND_OPERATION_CONVOLUTION_BACKWARD_FILTER_DESCRIPTOR));
+      op->set(CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_FILTER_X, tx)
+          .set(CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_FILTER_DW, tw)
+          .set(CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_FILTER_DY, ty)
+          .set(CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_FILTER_CONV_DESC, conv)
+          .set(CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_FILTER_ALPHA, CUDNN_TYPE_FLOAT, 1, &alpha)
+          .set(CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_FILTER_BETA, CUDNN_TYPE_FLOAT, 1, &beta);
+      break;
+  }
+  if (op->finalize() != CUDNN_STATUS_SUCCESS) return nullptr;
+
+  Desc& graph = keep(std::make_unique<Desc>(CUDNN_BACKEND_OPERATIONGRAPH_DESCRIPTOR));
+  cudnnBackendDescriptor_t ops[] = {op->get()};
+  graph.set(CUDNN_ATTR_OPERATIONGRAPH_OPS, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, ops)
+      .set(CUDNN_ATTR_OPERATIONGRAPH_HANDLE, CUDNN_TYPE_HANDLE, 1, &handle);
+  if (graph.finalize() != CUDNN_STATUS_SUCCESS) return nullptr;
+
+  // The candidates, best first: heuristics mode A's list, then the fallback list.
+  struct Candidate {
+    std::unique_ptr<Desc> plan;
+    size_t workspace;
+  };
+  std::vector<Candidate> candidates;
+  const size_t wanted = choice.benchmark ? 6 : 1;
+  for (const cudnnBackendHeurMode_t heur_mode : {CUDNN_HEUR_MODE_A, CUDNN_HEUR_MODE_FALLBACK}) {
+    if (candidates.size() >= wanted) break;
+    Desc& heur = keep(std::make_unique<Desc>(CUDNN_BACKEND_ENGINEHEUR_DESCRIPTOR));
+    heur.set(CUDNN_ATTR_ENGINEHEUR_OPERATION_GRAPH, graph).set(CUDNN_ATTR_ENGINEHEUR_MODE, CUDNN_TYPE_HEUR_MODE, 1, &heur_mode);
+    if (heur.finalize() != CUDNN_STATUS_SUCCESS) continue;
+    int64_t count = 0;
+    if (cudnnBackendGetAttribute(heur.get(), CUDNN_ATTR_ENGINEHEUR_RESULTS, CUDNN_TYPE_BACKEND_DESCRIPTOR, 0, &count,
+                                 nullptr) != CUDNN_STATUS_SUCCESS)
+      continue;
+    count = std::min<int64_t>(count, 16);
+    std::vector<std::unique_ptr<Desc>> configs;
+    std::vector<cudnnBackendDescriptor_t> raw;
+    for (int64_t i = 0; i < count; ++i) {
+      configs.push_back(std::make_unique<Desc>(CUDNN_BACKEND_ENGINECFG_DESCRIPTOR));
+      raw.push_back(configs.back()->get());
+    }
+    int64_t got = 0;
+    if (cudnnBackendGetAttribute(heur.get(), CUDNN_ATTR_ENGINEHEUR_RESULTS, CUDNN_TYPE_BACKEND_DESCRIPTOR, count, &got,
+                                 raw.data()) != CUDNN_STATUS_SUCCESS)
+      continue;
+    for (int64_t i = 0; i < got && candidates.size() < wanted; ++i) {
+      Desc engine(CUDNN_BACKEND_ENGINE_DESCRIPTOR);
+      int64_t n = 0;
+      cudnnBackendDescriptor_t e = engine.get();
+      if (cudnnBackendGetAttribute(raw[i], CUDNN_ATTR_ENGINECFG_ENGINE, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &n, &e) !=
+          CUDNN_STATUS_SUCCESS)
+        continue;
+      if (has_note(engine, CUDNN_ATTR_ENGINE_BEHAVIOR_NOTE, CUDNN_TYPE_BEHAVIOR_NOTE,
+                   CUDNN_BEHAVIOR_NOTE_RUNTIME_COMPILATION))
+        continue;
+      if (choice.deterministic && has_note(engine, CUDNN_ATTR_ENGINE_NUMERICAL_NOTE, CUDNN_TYPE_NUMERICAL_NOTE,
+                                           CUDNN_NUMERICAL_NOTE_NONDETERMINISTIC))
+        continue;
+      auto plan = std::make_unique<Desc>(CUDNN_BACKEND_EXECUTION_PLAN_DESCRIPTOR);
+      plan->set(CUDNN_ATTR_EXECUTION_PLAN_HANDLE, CUDNN_TYPE_HANDLE, 1, &handle);
+      plan->set(CUDNN_ATTR_EXECUTION_PLAN_ENGINE_CONFIG, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &raw[i]);
+      if (plan->finalize() != CUDNN_STATUS_SUCCESS) continue;
+      int64_t bytes = 0;
+      if (cudnnBackendGetAttribute(plan->get(), CUDNN_ATTR_EXECUTION_PLAN_WORKSPACE_SIZE, CUDNN_TYPE_INT64, 1, &n,
+                                   &bytes) != CUDNN_STATUS_SUCCESS ||
+          bytes < 0 || static_cast<size_t>(bytes) > choice.workspace_limit)
+        continue;
+      candidates.push_back({std::move(plan), static_cast<size_t>(bytes)});
+    }
+    for (auto& c : configs) kept.push_back(std::move(c));
+  }
+  if (candidates.empty()) return nullptr;
+
+  std::unique_ptr<GraphConvPlan> out(new GraphConvPlan());
+  size_t best = 0;
+  if (candidates.size() > 1) {
+    // Time each on the live buffers: one warm-up run, then three.
+    cudaStream_t stream = nullptr;
+    CONVOY_CUDNN_CHECK(cudnnGetStream(handle, &stream));
+    cudaEvent_t start, stop;
+    CONVOY_CUDA_CHECK(cudaEventCreate(&start));
+    CONVOY_CUDA_CHECK(cudaEventCreate(&stop));
+    float best_ms = 0;
+    for (size_t i = 0; i < candidates.size(); ++i) {
+      out->desc_->plan = std::move(candidates[i].plan);
+      out->workspace_ = candidates[i].workspace;
+      void* ws = workspace(out->workspace_);
+      bool ok = true;
+      float ms = 0;
+      try {
+        out->run(handle, x, w, y, ws);
+        CONVOY_CUDA_CHECK(cudaEventRecord(start, stream));
+        for (int r = 0; r < 3; ++r) out->run(handle, x, w, y, ws);
+        CONVOY_CUDA_CHECK(cudaEventRecord(stop, stream));
+        CONVOY_CUDA_CHECK(cudaEventSynchronize(stop));
+        CONVOY_CUDA_CHECK(cudaEventElapsedTime(&ms, start, stop));
+      } catch (const DeviceError&) {
+        ok = false;  // an engine that builds and then refuses to run: not a candidate
+      }
+      if (ok && (best_ms == 0 || ms < best_ms)) {
+        best_ms = ms;
+        best = i;
+      }
+      candidates[i].plan = std::move(out->desc_->plan);
+      out->desc_->pack.reset();
+    }
+    cudaEventDestroy(start);
+    cudaEventDestroy(stop);
+    if (best_ms == 0) return nullptr;
+  }
+  out->desc_->plan = std::move(candidates[best].plan);
+  out->workspace_ = candidates[best].workspace;
+  out->desc_->kept = std::move(kept);
+  return out;
+}
+
+void GraphConvPlan::run(cudnnHandle_t handle, const void* x, const void* w, const void* y, void* workspace) {
+  Descriptors& d = *desc_;
+  const std::array<const void*, 4> ptrs{x, w, y, workspace};
+  if (!d.pack || d.pack_ptrs != ptrs) {
+    auto pack = std::make_unique<Desc>(CUDNN_BACKEND_VARIANT_PACK_DESCRIPTOR);
+    const int64_t uids[] = {kX, kW, kY};
+    void* data[] = {const_cast<void*>(x), const_cast<void*>(w), const_cast<void*>(y)};
+    pack->set(CUDNN_ATTR_VARIANT_PACK_UNIQUE_IDS, CUDNN_TYPE_INT64, 3, uids)
+        .set(CUDNN_ATTR_VARIANT_PACK_DATA_POINTERS, CUDNN_TYPE_VOID_PTR, 3, data)
+        .set(CUDNN_ATTR_VARIANT_PACK_WORKSPACE, CUDNN_TYPE_VOID_PTR, 1, &workspace);
+    CONVOY_CUDNN_CHECK(pack->finalize());
+    d.pack = std::move(pack);
+    d.pack_ptrs = ptrs;
+  }
+  CONVOY_CUDNN_CHECK(cudnnBackendExecute(handle, d.plan->get(), d.pack->get()));
+}
+
+}  // namespace convoy::cuda
