@@ -62,21 +62,37 @@ __device__ __forceinline__ float maybe_relu(float v) {
   return v;
 }
 
+// The residual added before the ReLU, where a join's add is fused in (null: none).
+template <class T>
+__device__ __forceinline__ float residual_at(const T* residual, int64_t i) {
+  return residual ? to_f32(residual[i]) : 0.f;
+}
+
 template <class T, bool Relu>
-__global__ void bn_apply(const T* x, T* y, const float* coef,
+__global__ void bn_apply(const T* x, const T* residual, T* y, const float* coef,
                          int64_t channels, int64_t inner, int64_t n) {
   for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < n;
        i += int64_t(gridDim.x) * blockDim.x) {
     const int64_t c = (i / inner) % channels;
-    y[i] = from_f32<T>(maybe_relu<Relu>(to_f32(x[i]) * coef[c] + coef[channels + c]));
+    y[i] = from_f32<T>(maybe_relu<Relu>(to_f32(x[i]) * coef[c] + coef[channels + c] + residual_at(residual, i)));
   }
+}
+
+// f += the residual's row r (its channels c0..), where there is one.
+template <class T>
+__device__ __forceinline__ void add_residual_vec(const T* residual, int64_t offset, float (&f)[kVec<T>]) {
+  if (!residual) return;
+  float z[kVec<T>];
+  load_vec(residual + offset, z);
+#pragma unroll
+  for (int k = 0; k < kVec<T>; ++k) f[k] += z[k];
 }
 
 // bn_apply over a (rows, C) tensor in 16-byte vectors (RowTiling): each thread keeps its
 // channels' coefficients in registers.
 template <class T, bool Relu>
-__global__ void bn_apply_rows_vec(const T* x, T* y, const float* __restrict__ coef, int64_t channels,
-                                  int64_t rows, RowTiling tiling) {
+__global__ void bn_apply_rows_vec(const T* x, const T* residual, T* y, const float* __restrict__ coef,
+                                  int64_t channels, int64_t rows, RowTiling tiling) {
   constexpr int V = kVec<T>;
   const int t = threadIdx.x;
   const int cv = static_cast<int>(blockIdx.x) * tiling.lanes + t % tiling.lanes;
@@ -95,13 +111,16 @@ __global__ void bn_apply_rows_vec(const T* x, T* y, const float* __restrict__ co
     float f[V];
     load_vec(x + r * channels + c0, f);
 #pragma unroll
-    for (int k = 0; k < V; ++k) f[k] = maybe_relu<Relu>(f[k] * scale[k] + shift[k]);
+    for (int k = 0; k < V; ++k) f[k] = f[k] * scale[k] + shift[k];
+    add_residual_vec(residual, r * channels + c0, f);
+#pragma unroll
+    for (int k = 0; k < V; ++k) f[k] = maybe_relu<Relu>(f[k]);
     store_vec(y + r * channels + c0, f);
   }
 }
 
 template <class T, bool Relu>
-__global__ void bn_eval_kernel(const T* x, T* y,
+__global__ void bn_eval_kernel(const T* x, const T* residual, T* y,
                                const float* gamma, const float* beta,
                                const float* mean, const float* var,
                                float eps, int64_t channels, int64_t inner, int64_t n) {
@@ -109,7 +128,8 @@ __global__ void bn_eval_kernel(const T* x, T* y,
        i += int64_t(gridDim.x) * blockDim.x) {
     const int64_t c = (i / inner) % channels;
     const float invstd = 1.f / sqrtf(var[c] + eps);
-    y[i] = from_f32<T>(maybe_relu<Relu>((to_f32(x[i]) - mean[c]) * invstd * gamma[c] + beta[c]));
+    y[i] = from_f32<T>(
+        maybe_relu<Relu>((to_f32(x[i]) - mean[c]) * invstd * gamma[c] + beta[c] + residual_at(residual, i)));
   }
 }
 
@@ -144,7 +164,7 @@ __global__ void bn_relu_coef(const float* __restrict__ gamma, const float* __res
 // bn_eval_kernel over a (rows, C) tensor in 16-byte vectors (RowTiling): each thread folds its
 // channels' statistics into a scale and shift once.
 template <class T, bool Relu>
-__global__ void bn_eval_rows_vec(const T* x, T* y, const float* __restrict__ gamma, const float* __restrict__ beta,
+__global__ void bn_eval_rows_vec(const T* x, const T* residual, T* y, const float* __restrict__ gamma, const float* __restrict__ beta,
                                  const float* __restrict__ mean, const float* __restrict__ var, float eps,
                                  int64_t channels, int64_t rows, RowTiling tiling) {
   constexpr int V = kVec<T>;
@@ -165,7 +185,10 @@ __global__ void bn_eval_rows_vec(const T* x, T* y, const float* __restrict__ gam
     float f[V];
     load_vec(x + r * channels + c0, f);
 #pragma unroll
-    for (int k = 0; k < V; ++k) f[k] = maybe_relu<Relu>((f[k] - mu[k]) * scale[k] + shift[k]);
+    for (int k = 0; k < V; ++k) f[k] = (f[k] - mu[k]) * scale[k] + shift[k];
+    add_residual_vec(residual, r * channels + c0, f);
+#pragma unroll
+    for (int k = 0; k < V; ++k) f[k] = maybe_relu<Relu>(f[k]);
     store_vec(y + r * channels + c0, f);
   }
 }
@@ -232,7 +255,7 @@ void batchnorm_forward_train(Dt dt, const void* x, const float* gamma, const flo
                              float momentum, float eps, float* running_mean, float* running_var,
                              void* y, float* saved_mean, float* saved_invstd, int64_t outer,
                              int64_t channels, int64_t inner, void* scratch, cudaStream_t stream,
-                             bool relu) {
+                             bool relu, const void* residual) {
   const int64_t n = outer * channels * inner;
   if (n == 0) return;
   auto* part = static_cast<double*>(scratch);
@@ -247,15 +270,16 @@ void batchnorm_forward_train(Dt dt, const void* x, const float* gamma, const flo
     CONVOY_LAUNCH_CHECK(bn_train_finalize);
     with_relu(relu, [&](auto r) {
       constexpr bool R = decltype(r)::value;
-      if (rows_vectorizable<T>(inner, channels, {x, y})) {
+      const auto* z = static_cast<const T*>(residual);
+      if (rows_vectorizable<T>(inner, channels, {x, y, residual})) {
         const RowTiling tiling = row_tiling(channels, kVec<T>);
         const dim3 grid(tiling.blocks_x, row_blocks(tiling, outer));
-        bn_apply_rows_vec<T, R><<<grid, kThreads, 0, stream>>>(static_cast<const T*>(x), static_cast<T*>(y),
+        bn_apply_rows_vec<T, R><<<grid, kThreads, 0, stream>>>(static_cast<const T*>(x), z, static_cast<T*>(y),
                                                                 coef, channels, outer, tiling);
         CONVOY_LAUNCH_CHECK(bn_apply_rows_vec);
         return;
       }
-      bn_apply<T, R><<<grid_for(n), kThreads, 0, stream>>>(static_cast<const T*>(x), static_cast<T*>(y),
+      bn_apply<T, R><<<grid_for(n), kThreads, 0, stream>>>(static_cast<const T*>(x), z, static_cast<T*>(y),
                                                            coef, channels, inner, n);
       CONVOY_LAUNCH_CHECK(bn_apply);
     });
@@ -265,24 +289,25 @@ void batchnorm_forward_train(Dt dt, const void* x, const float* gamma, const flo
 void batchnorm_forward_eval(Dt dt, const void* x, const float* gamma, const float* beta,
                             const float* running_mean, const float* running_var, float eps,
                             void* y, int64_t outer, int64_t channels, int64_t inner,
-                            cudaStream_t stream, bool relu) {
+                            cudaStream_t stream, bool relu, const void* residual) {
   const int64_t n = outer * channels * inner;
   if (n == 0) return;
   dispatch_float(dt, "batchnorm_forward_eval", [&](auto t) {
     using T = decltype(t);
     with_relu(relu, [&](auto r) {
       constexpr bool R = decltype(r)::value;
-      if (rows_vectorizable<T>(inner, channels, {x, y})) {
+      const auto* z = static_cast<const T*>(residual);
+      if (rows_vectorizable<T>(inner, channels, {x, y, residual})) {
         const RowTiling tiling = row_tiling(channels, kVec<T>);
         const dim3 grid(tiling.blocks_x, row_blocks(tiling, outer));
-        bn_eval_rows_vec<T, R><<<grid, kThreads, 0, stream>>>(static_cast<const T*>(x), static_cast<T*>(y), gamma,
+        bn_eval_rows_vec<T, R><<<grid, kThreads, 0, stream>>>(static_cast<const T*>(x), z, static_cast<T*>(y), gamma,
                                                                beta, running_mean, running_var, eps, channels, outer,
                                                                tiling);
         CONVOY_LAUNCH_CHECK(bn_eval_rows_vec);
         return;
       }
       bn_eval_kernel<T, R><<<grid_for(n), kThreads, 0, stream>>>(
-          static_cast<const T*>(x), static_cast<T*>(y), gamma, beta, running_mean, running_var, eps,
+          static_cast<const T*>(x), z, static_cast<T*>(y), gamma, beta, running_mean, running_var, eps,
           channels, inner, n);
       CONVOY_LAUNCH_CHECK(bn_eval_kernel);
     });

@@ -1,6 +1,7 @@
 // ReLU fusion (Model::fuse_relus, Layer::fuse_relu): a ReLU after a batch norm or an add is
-// done by that layer, and residual joins' gradient sums are done by a convolution
-// (Layer::backward_adding); the step computed is the unfused step's.
+// done by that layer, residual joins' adds by a batch norm they read (Layer::forward_adding),
+// and their gradient sums by a convolution (Layer::backward_adding); the step computed is the
+// unfused step's.
 #include <gtest/gtest.h>
 
 #include <cstdlib>
@@ -79,6 +80,37 @@ TEST(GradientSumsInOp, EveryResidualJoinOfResnet20IsSummedByItsConvolution) {
     m.backward(*cpu, Tensor::from_floats(std::vector<float>(logits.numel(), 0.1f), logits.shape()));
     EXPECT_EQ(m.gradient_sums_in_op(), fusion ? 9 : 0) << "fusion " << fusion;
   }
+}
+
+// Each residual join's add (with its ReLU) is done by a batch norm it reads, in that batch
+// norm's pass (Layer::forward_adding): resnet20's 9 joins, the 2 downsampling ones included
+// (one of their two batch norms takes it). Off with the fusion.
+TEST(AddFusion, EveryResidualJoinOfResnet20IsAddedByABatchNorm) {
+  auto cpu = make_cpu_backend({});
+  Model m = Model::from_file(model_path("resnet20.yaml"), 1);
+  m.to(*cpu, DType::f32);
+  EXPECT_EQ(m.fused_adds(), 9);
+  m.set_fusion(false);
+  m.to(*cpu, DType::f32);
+  EXPECT_EQ(m.fused_adds(), 0);
+}
+
+// A batch norm whose output another layer also reads must write it: the add stays an add
+// (here its other input is a ReLU, which cannot add either).
+TEST(AddFusion, AJoinOnlyFusesIntoABatchNormNothingElseReads) {
+  const std::string yaml = R"(name: shared
+input: [2, 4, 4]
+layers:
+  - {name: bn, type: batchnorm2d}
+  - {name: act, type: relu, inputs: [bn]}
+  - {name: sum, type: add, inputs: [bn, act]}
+  - {name: flat, type: flatten}
+  - {name: fc, type: linear, out_features: 3}
+)";
+  auto cpu = make_cpu_backend({});
+  Model m = Model::from_yaml(yaml, "shared.yaml", 1);
+  m.to(*cpu, DType::f32);
+  EXPECT_EQ(m.fused_adds(), 0);
 }
 
 // The fused ops compute the unfused ones' values (the ReLU's mask recomputed from x in the batch

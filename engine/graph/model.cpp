@@ -210,7 +210,8 @@ void Model::to(Backend& backend, DType compute, Layout layout) {
 void Model::fuse_relus() {
   std::vector<int> readers(nodes_.size(), 0);
   for (Node& node : nodes_) {
-    node.fused = false;
+    node.fused = node.relu_after = node.runs_at_join = false;
+    node.adds_from = -1;
     node.layer->fuse_relu(false);
     for (int src : node.inputs)
       if (src >= 0) ++readers[src];
@@ -225,7 +226,29 @@ void Model::fuse_relus() {
     const int src = node.inputs[0];
     if (src < 0 || readers[src] != 1 || src == output_node_) continue;
     node.fused = nodes_[src].layer->fuse_relu(true);
+    nodes_[src].relu_after = node.fused;
   }
+  // A residual join's add (and its fused ReLU) goes into a layer it reads that can add in its
+  // own pass, where nothing else reads that layer's output: relu(bn(x) + other) in one pass
+  // instead of bn(x) written, then read back with the other input.
+  for (Node& node : nodes_) {
+    if (node.layer->type() != "add" || node.inputs.size() != 2) continue;
+    for (size_t side = 0; side < 2; ++side) {
+      const int src = node.inputs[side], other = node.inputs[1 - side];
+      if (src < 0 || src == other || readers[src] != 1 || src == output_node_ || nodes_[src].runs_at_join ||
+          !nodes_[src].layer->adds_residual())
+        continue;
+      nodes_[src].runs_at_join = true;
+      node.adds_from = src;
+      break;
+    }
+  }
+}
+
+int Model::fused_adds() const {
+  int n = 0;
+  for (const Node& node : nodes_) n += node.adds_from >= 0 ? 1 : 0;
+  return n;
 }
 
 bool Model::draws_per_step() const {
@@ -262,11 +285,24 @@ Tensor Model::forward(Backend& backend, const Tensor& x, const StepInfo& step) {
   const Tensor input = in_layout(backend, x, layout_);
   std::vector<Tensor> outputs(nodes_.size());
   std::vector<Tensor> inputs;
-  for (size_t i = 0; i < nodes_.size(); ++i) {
+  auto inputs_of = [&](const Node& node) {
     inputs.clear();
-    for (int src : nodes_[i].inputs) inputs.push_back(src < 0 ? input : outputs[src]);
+    for (int src : node.inputs) inputs.push_back(src < 0 ? input : outputs[src]);
+  };
+  for (size_t i = 0; i < nodes_.size(); ++i) {
+    const Node& node = nodes_[i];
+    if (node.runs_at_join) continue;  // its add runs it, below
     if (observer_) observer_->before(static_cast<int>(i), false);
-    outputs[i] = nodes_[i].fused ? inputs[0] : nodes_[i].layer->forward(backend, inputs, step);
+    if (node.adds_from >= 0) {
+      const int other = node.inputs[0] == node.adds_from ? node.inputs[1] : node.inputs[0];
+      const Tensor residual = other < 0 ? input : outputs[other];
+      inputs_of(nodes_[node.adds_from]);
+      outputs[i] = nodes_[node.adds_from].layer->forward_adding(backend, inputs, residual, node.relu_after, step);
+      outputs[node.adds_from] = outputs[i];  // never read: its one reader is this add
+    } else {
+      inputs_of(node);
+      outputs[i] = node.fused ? inputs[0] : node.layer->forward(backend, inputs, step);
+    }
     if (observer_) observer_->after(static_cast<int>(i), false);
   }
   Tensor logits = outputs[output_node_];

@@ -129,12 +129,15 @@ class Model {
   // step is stale once any of them moved (Model::to, a resized classifier).
   std::vector<const void*> storage() const;
   // Whether to() fuses each ReLU into the layer before it where that layer can take it
-  // (Layer::fuse_relu: batch norm, add), and backward lets a convolution add its input gradient
-  // into a residual join's sum (Layer::adds_input_grad). On by default; CONVOY_FUSION=0 in the
-  // environment turns both off, for comparisons. The results are the same either way.
+  // (Layer::fuse_relu: batch norm, add) and each residual join's add into a batch norm it reads
+  // (Layer::adds_residual), and backward lets a convolution add its input gradient into a
+  // residual join's sum (Layer::adds_input_grad). On by default; CONVOY_FUSION=0 in the
+  // environment turns all three off, for comparisons. The results are the same either way.
   void set_fusion(bool on) { fusion_ = on; }
   // ReLUs fused into the layer before them by the last to().
   int fused_relus() const;
+  // Residual joins whose add a layer it reads does (Layer::adds_residual).
+  int fused_adds() const;
   // Gradient sums at residual joins the last backward left to a convolution's own op
   // (Layer::backward_adding) instead of a separate add.
   int gradient_sums_in_op() const { return gradient_sums_in_op_; }
@@ -145,6 +148,9 @@ class Model {
     std::vector<int> inputs;  // node indices; -1 is the model input
     Shape shape;              // per-sample output shape
     bool fused = false;       // a ReLU whose work its input layer does (fuse_relus)
+    bool relu_after = false;  // a ReLU reading it was fused into it
+    int adds_from = -1;       // an add whose work this input node's layer does (forward_adding)
+    bool runs_at_join = false;  // that input node: its forward runs at the add
   };
   Model() = default;
   void fuse_relus();

@@ -50,23 +50,13 @@ class BatchNorm2d final : public Layer {
   }
 
   Tensor forward(Backend& be, std::span<const Tensor> in, const StepInfo& step) override {
-    const Tensor& x = in[0];  // (N, C, H, W)
-    Tensor y = be.empty(x.shape(), x.dtype(), x.layout());
-    sync_ = step.training ? step.sync_bn : nullptr;
-    if (sync_ && sync_->ranks() > 1) {
-      forward_synced(be, x, y);
-    } else if (step.training) {
-      const Shape c{x.dim(1)};
-      saved_mean_ = be.empty(c, DType::f32);    // (C)
-      saved_invstd_ = be.empty(c, DType::f32);  // (C)
-      be.ops().batchnorm_forward_train(x, gamma_.value, beta_.value, momentum_, eps_,
-                                       running_mean_.value, running_var_.value, y, saved_mean_,
-                                       saved_invstd_, relu_);
-    } else {
-      be.ops().batchnorm_forward_eval(x, gamma_.value, beta_.value, running_mean_.value,
-                                      running_var_.value, eps_, y, relu_);
-    }
-    return y;
+    return run(be, in[0], nullptr, relu_, step);
+  }
+
+  bool adds_residual() const override { return true; }
+  Tensor forward_adding(Backend& be, std::span<const Tensor> in, const Tensor& residual, bool relu,
+                        const StepInfo& step) override {
+    return run(be, in[0], &residual, relu, step);
   }
 
   std::vector<Tensor> backward(Backend& be, std::span<const Tensor> in, const Tensor&,
@@ -98,6 +88,26 @@ class BatchNorm2d final : public Layer {
   std::vector<double> mean_, invstd_;    // (C) its global statistics, when synchronized
 
   static int64_t per_channel(const Tensor& x) { return x.numel() / x.dim(1); }
+
+  // y = bn(x) (+ residual), then a ReLU where `relu`.
+  Tensor run(Backend& be, const Tensor& x, const Tensor* residual, bool relu, const StepInfo& step) {
+    Tensor y = be.empty(x.shape(), x.dtype(), x.layout());  // (N, C, H, W)
+    sync_ = step.training ? step.sync_bn : nullptr;
+    if (sync_ && sync_->ranks() > 1) {
+      forward_synced(be, x, y);  // relu_ included
+      if (residual) be.ops().add(y, *residual, y, relu);
+    } else if (step.training) {
+      const Shape c{x.dim(1)};
+      saved_mean_ = be.empty(c, DType::f32);    // (C)
+      saved_invstd_ = be.empty(c, DType::f32);  // (C)
+      be.ops().batchnorm_forward_train(x, gamma_.value, beta_.value, momentum_, eps_, running_mean_.value,
+                                       running_var_.value, y, saved_mean_, saved_invstd_, relu, residual);
+    } else {
+      be.ops().batchnorm_forward_eval(x, gamma_.value, beta_.value, running_mean_.value, running_var_.value, eps_, y,
+                                      relu, residual);
+    }
+    return y;
+  }
 
   // The batch's statistics over every rank: each rank's mean and biased variance (from the
   // ordinary training op, whose running update momentum 0 leaves alone) are combined over the

@@ -121,6 +121,17 @@ class Layer {
   // `on` false undoes it.
   virtual bool fuse_relu(bool /*on*/) { return false; }
 
+  // Residual joins: a layer that can add a tensor of its output's shape to its output in its
+  // own pass (batch norm: relu(bn(x) + residual)) says so here. Model then runs it where an
+  // add reads it and one other input, as forward_adding with that input and the add's fused
+  // ReLU, and the add does no work of its own: the layer's output is never written and read
+  // back. Its backward is unchanged (the add's backward applies the ReLU's mask).
+  virtual bool adds_residual() const { return false; }
+  virtual Tensor forward_adding(Backend& /*backend*/, std::span<const Tensor> /*inputs*/,
+                                const Tensor& /*residual*/, bool /*relu*/, const StepInfo& /*step*/) {
+    throw std::logic_error("forward_adding on a layer that does not add a residual");
+  }
+
   // Whether a training forward draws from StepInfo::seed (dropout): such a step is different
   // work every time, so it cannot be replayed from a recording (TrainStep).
   virtual bool draws_per_step() const { return false; }

@@ -13,9 +13,11 @@ int64_t batchnorm_channels(const Tensor& x, const char* op) {
 
 void check_batchnorm_forward_train(const Tensor& x, const Tensor& gamma, const Tensor& beta, float eps,
                                    const Tensor& running_mean, const Tensor& running_var, const Tensor& y,
-                                   const Tensor& saved_mean, const Tensor& saved_invstd, Device device) {
+                                   const Tensor& saved_mean, const Tensor& saved_invstd, Device device,
+                                   const Tensor* residual) {
   const OpCheck c("batchnorm_forward_train", device);
   c.floating(x, "x").floating(y, "y").like(x, "x", y, "y");
+  if (residual) c.here(*residual, "residual").like(x, "x", *residual, "residual");
   c.per_channel(batchnorm_channels(x, c.op()), {{gamma, "gamma"}, {beta, "beta"}, {running_mean, "running_mean"},
                                                {running_var, "running_var"}, {saved_mean, "saved_mean"},
                                                {saved_invstd, "saved_invstd"}});
@@ -24,9 +26,10 @@ void check_batchnorm_forward_train(const Tensor& x, const Tensor& gamma, const T
 
 void check_batchnorm_forward_eval(const Tensor& x, const Tensor& gamma, const Tensor& beta,
                                   const Tensor& running_mean, const Tensor& running_var, float eps,
-                                  const Tensor& y, Device device) {
+                                  const Tensor& y, Device device, const Tensor* residual) {
   const OpCheck c("batchnorm_forward_eval", device);
   c.floating(x, "x").floating(y, "y").like(x, "x", y, "y");
+  if (residual) c.here(*residual, "residual").like(x, "x", *residual, "residual");
   c.per_channel(batchnorm_channels(x, c.op()), {{gamma, "gamma"}, {beta, "beta"}, {running_mean, "running_mean"},
                                                {running_var, "running_var"}});
   c.that(eps > 0.f, "eps must be positive");

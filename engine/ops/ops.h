@@ -78,14 +78,18 @@ class Ops {
   // Training: normalizes with the batch statistics, saves mean and 1/sqrt(var + eps)
   // (biased var), and updates running_mean/var in place with the unbiased var:
   // running = (1 - momentum) * running + momentum * batch.
-  // With `relu`, y = relu(bn(x)) (a ReLU fused after the batch norm, Layer::fuse_relu).
+  // With `relu`, y = relu(bn(x)) (a ReLU fused after the batch norm, Layer::fuse_relu). With
+  // a `residual` (x's shape, dtype and layout: a residual join's other input, Layer::
+  // forward_adding), y = bn(x) + residual, before the ReLU: the join's add in the same pass.
   virtual void batchnorm_forward_train(const Tensor& x, const Tensor& gamma, const Tensor& beta,
                                        float momentum, float eps, Tensor& running_mean,
                                        Tensor& running_var, Tensor& y, Tensor& saved_mean,
-                                       Tensor& saved_invstd, bool relu = false) = 0;
+                                       Tensor& saved_invstd, bool relu = false,
+                                       const Tensor* residual = nullptr) = 0;
   virtual void batchnorm_forward_eval(const Tensor& x, const Tensor& gamma, const Tensor& beta,
                                       const Tensor& running_mean, const Tensor& running_var,
-                                      float eps, Tensor& y, bool relu = false) = 0;
+                                      float eps, Tensor& y, bool relu = false,
+                                      const Tensor* residual = nullptr) = 0;
   // With `relu_beta` (the forward's beta), dy is the gradient of relu(bn(x)): the ReLU's mask
   // is recomputed from x and the saved statistics, so bn(x) itself is never stored.
   virtual void batchnorm_backward(const Tensor& x, const Tensor& dy, const Tensor& gamma,

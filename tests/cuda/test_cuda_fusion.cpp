@@ -27,7 +27,8 @@ class CudaFusion : public ::testing::Test {
 // has no fused ReLU backward) and between the convolution algorithms cuDNN's timing picks in
 // each run: measured on the H200 2e-3 typical, up to 1.3e-2 on a batch-norm weight of resnet20
 // (as test_cuda_layout's 5e-2 for f32 layouts). A wrong mask would be off by tenths.
-void expect_fused_matches(DType dtype, Layout layout, double logits_tol, double grad_tol) {
+// cpu_floor: the gradients' distance from the CPU's that passes whatever the unfused one's.
+void expect_fused_matches(DType dtype, Layout layout, double logits_tol, double grad_tol, double cpu_floor) {
   auto gpu = make_cuda_backend(0, BackendOptions{});
   auto cpu = make_cpu_backend({});
   const auto ref = model_step(*cpu, "resnet20.yaml", DType::f32, Layout::nchw, false, 16);
@@ -44,13 +45,19 @@ void expect_fused_matches(DType dtype, Layout layout, double logits_tol, double 
   EXPECT_LE(relative_difference(fused.logits, ref.logits),
             std::max(2 * relative_difference(plain.logits, ref.logits), logits_tol));
   for (size_t i = 0; i < ref.grads.size(); ++i)
-    EXPECT_LE(fused_cpu[i], std::max(2 * plain_cpu[i], grad_tol)) << ref.grads[i].first;
+    EXPECT_LE(fused_cpu[i], std::max(2 * plain_cpu[i], cpu_floor)) << ref.grads[i].first;
 }
 
-TEST_F(CudaFusion, F32NchwFusedStepMatchesUnfusedAndCpu) { expect_fused_matches(DType::f32, Layout::nchw, 1e-4, 5e-2); }
+TEST_F(CudaFusion, F32NchwFusedStepMatchesUnfusedAndCpu) { expect_fused_matches(DType::f32, Layout::nchw, 1e-4, 5e-2, 5e-2); }
 
+// In bf16 the fused residual join rounds once (bn(x) + z in f32) where the unfused one rounds
+// twice (bn(x) stored in bf16, then the sum), which flips ReLU masks next to zero; resnet20's
+// gradients at initialization on batch 16 amplify that through nine blocks of batch-norm
+// backward: fused against unfused measured up to 0.51 on the H200 (2026-12-02), while both stay
+// as close to the CPU's f32 step (the second check, which keeps its power) as each other. The
+// op itself is checked against float64 in the op cases (batchnorm_forward_*_residual).
 TEST_F(CudaFusion, Bf16ChannelsLastFusedStepMatchesUnfusedAndCpu) {
-  expect_fused_matches(DType::bf16, Layout::nhwc, 2e-2, 2e-1);
+  expect_fused_matches(DType::bf16, Layout::nhwc, 2e-2, 0.75, 0.2);
 }
 
 }  // namespace

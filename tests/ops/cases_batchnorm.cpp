@@ -45,14 +45,19 @@ const BnShape kShapes[] = {
 
 constexpr float kMomentum = 0.1f;
 
-std::string case_name(const char* op, const BnShape& b, bool relu) {
+std::string case_name(const char* op, const BnShape& b, bool relu, bool residual) {
   std::string eps = b.eps == 1e-5f ? "" : b.eps == 1e-3f ? "_eps1e3" : b.eps == 1e-2f ? "_eps1e2" : "_eps1e1";
-  return std::string(op) + "/" + shape_name(b.x) + eps + (relu ? "_relu" : "");
+  return std::string(op) + "/" + shape_name(b.x) + eps + (residual ? "_residual" : "") + (relu ? "_relu" : "");
 }
 
 // The fused ReLU of the reference: max(y, 0), and dy zeroed where the pre-activation y <= 0.
 Vec relu_of(Vec y) {
   for (double& v : y) v = v > 0 ? v : 0;
+  return y;
+}
+// A residual join's add fused in: y + z, before the ReLU.
+Vec plus(Vec y, const Vec& z) {
+  for (size_t i = 0; i < y.size(); ++i) y[i] += z[i];
   return y;
 }
 Vec relu_masked(Vec dy, const Vec& pre) {
@@ -63,7 +68,7 @@ Vec relu_masked(Vec dy, const Vec& pre) {
 
 struct BnData {
   int64_t c;
-  Vec x1, x2, gamma, beta, rmean, rvar, dy;
+  Vec x1, x2, gamma, beta, rmean, rvar, dy, z;
   BnData(const BnShape& b, DType values)
       : c(b.x[1]),
         x1(random_values(b.x, 21, values, b.lo, b.hi)),
@@ -72,15 +77,16 @@ struct BnData {
         beta(random_values({c}, 23, DType::f32, -0.5, 0.5)),
         rmean(random_values({c}, 24, DType::f32, -0.2, 0.2)),
         rvar(random_values({c}, 25, DType::f32, 0.5, 2.0)),
-        dy(random_values(b.x, 27, values)) {}
+        dy(random_values(b.x, 27, values)),
+        z(random_values(b.x, 28, values)) {}
 };
 
 // The f32 results of a bf16 or f16 run (statistics of exactly rounded inputs, summed in f32).
 constexpr Tolerance kStatsTol = uniform_tolerance(1e-5);
 
-OpCase base(const char* op_prefix, OpKind op, const BnShape& b, bool relu) {
+OpCase base(const char* op_prefix, OpKind op, const BnShape& b, bool relu, bool residual = false) {
   OpCase oc;
-  oc.name = case_name(op_prefix, b, relu);
+  oc.name = case_name(op_prefix, b, relu, residual);
   oc.op = op;
   oc.layouts = b.x.size() == 4 ? std::vector<Layout>{Layout::nchw, Layout::nhwc} : std::vector<Layout>{Layout::nchw};
   return oc;
@@ -89,6 +95,7 @@ OpCase base(const char* op_prefix, OpKind op, const BnShape& b, bool relu) {
 // Tensors of one training forward on a backend.
 struct TrainState {
   Tensor x, gamma, beta, rmean, rvar, y, mean, invstd;
+  Tensor z;  // the residual, where the case adds one
 };
 
 std::shared_ptr<TrainState> train_state(Backend& be, const BnShape& b, const BnData& d, const Vec& x,
@@ -107,16 +114,17 @@ std::shared_ptr<TrainState> train_state(Backend& be, const BnShape& b, const BnD
 
 void run_train(Backend& be, const BnShape& b, TrainState& s, bool relu) {
   be.ops().batchnorm_forward_train(s.x, s.gamma, s.beta, kMomentum, b.eps, s.rmean, s.rvar, s.y, s.mean,
-                                   s.invstd, relu);
+                                   s.invstd, relu, s.z.defined() ? &s.z : nullptr);
 }
 
-OpCase train_case(const BnShape& b, bool relu) {
-  OpCase oc = base("batchnorm_forward_train", OpKind::batchnorm_forward_train, b, relu);
-  oc.prepare = [b, relu](Backend& be, const Variant& v, DType values) {
+OpCase train_case(const BnShape& b, bool relu, bool residual = false) {
+  OpCase oc = base("batchnorm_forward_train", OpKind::batchnorm_forward_train, b, relu, residual);
+  oc.prepare = [b, relu, residual](Backend& be, const Variant& v, DType values) {
     const BnData d(b, values);
     // Two steps on two batches; the second starts from the first's running statistics.
     auto s1 = train_state(be, b, d, d.x1, v);
     auto s2 = train_state(be, b, d, d.x2, v);
+    if (residual) s1->z = s2->z = device_tensor(be, d.z, b.x, v.dtype, v.layout);
     s2->rmean = s1->rmean, s2->rvar = s1->rvar;
     return Prepared{[&be, b, s1, s2, relu] {
                       run_train(be, b, *s1, relu);
@@ -135,12 +143,13 @@ OpCase train_case(const BnShape& b, bool relu) {
                     },
                     2};
   };
-  oc.reference = [b, relu](const Variant&, DType values) {
+  oc.reference = [b, relu, residual](const Variant&, DType values) {
     const BnData d(b, values);
-    const ref::BatchNormTrain r1 = ref::batchnorm_forward_train(d.x1, b.x, d.gamma, d.beta, kMomentum, b.eps,
-                                                                d.rmean, d.rvar);
-    const ref::BatchNormTrain r2 = ref::batchnorm_forward_train(d.x2, b.x, d.gamma, d.beta, kMomentum, b.eps,
-                                                                r1.running_mean, r1.running_var);
+    ref::BatchNormTrain r1 = ref::batchnorm_forward_train(d.x1, b.x, d.gamma, d.beta, kMomentum, b.eps, d.rmean,
+                                                          d.rvar);
+    ref::BatchNormTrain r2 = ref::batchnorm_forward_train(d.x2, b.x, d.gamma, d.beta, kMomentum, b.eps,
+                                                          r1.running_mean, r1.running_var);
+    if (residual) r1.y = plus(r1.y, d.z), r2.y = plus(r2.y, d.z);
     return Outputs{{"y (step 1)", relu ? relu_of(r1.y) : r1.y},
                    {"saved_mean (step 1)", r1.saved_mean},
                    {"saved_invstd (step 1)", r1.saved_invstd},
@@ -153,20 +162,22 @@ OpCase train_case(const BnShape& b, bool relu) {
   return oc;
 }
 
-OpCase eval_case(const BnShape& b, bool relu) {
-  OpCase oc = base("batchnorm_forward_eval", OpKind::batchnorm_forward_eval, b, relu);
-  oc.prepare = [b, relu](Backend& be, const Variant& v, DType values) {
+OpCase eval_case(const BnShape& b, bool relu, bool residual = false) {
+  OpCase oc = base("batchnorm_forward_eval", OpKind::batchnorm_forward_eval, b, relu, residual);
+  oc.prepare = [b, relu, residual](Backend& be, const Variant& v, DType values) {
     const BnData d(b, values);
     auto s = train_state(be, b, d, d.x2, v);
+    if (residual) s->z = device_tensor(be, d.z, b.x, v.dtype, v.layout);
     return Prepared{[&be, b, s, relu] {
                       be.ops().batchnorm_forward_eval(s->x, s->gamma, s->beta, s->rmean, s->rvar, b.eps, s->y,
-                                                      relu);
+                                                      relu, s->z.defined() ? &s->z : nullptr);
                     },
                     [s] { return Outputs{{"y", read(s->y)}}; }};
   };
-  oc.reference = [b, relu](const Variant&, DType values) {
+  oc.reference = [b, relu, residual](const Variant&, DType values) {
     const BnData d(b, values);
-    const Vec y = ref::batchnorm_forward_eval(d.x2, b.x, d.gamma, d.beta, d.rmean, d.rvar, b.eps);
+    Vec y = ref::batchnorm_forward_eval(d.x2, b.x, d.gamma, d.beta, d.rmean, d.rvar, b.eps);
+    if (residual) y = plus(y, d.z);
     return Outputs{{"y", relu ? relu_of(y) : y}};
   };
   return oc;
@@ -221,6 +232,9 @@ std::vector<OpCase> batchnorm_cases() {
     for (const BnShape& b : kShapes) cases.push_back(train_case(b, relu));
     for (const BnShape& b : kShapes) cases.push_back(eval_case(b, relu));
     for (const BnShape& b : kShapes) cases.push_back(backward_case(b, relu));
+    // A residual join's add fused in (Layer::forward_adding).
+    for (const BnShape& b : kShapes) cases.push_back(train_case(b, relu, /*residual=*/true));
+    for (const BnShape& b : kShapes) cases.push_back(eval_case(b, relu, /*residual=*/true));
   }
   return cases;
 }

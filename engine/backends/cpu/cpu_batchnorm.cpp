@@ -28,12 +28,18 @@ std::string bn_key(const char* op, const Shape& s, float eps) {
                      static_cast<int64_t>(s.size()), float_bits(eps)});
 }
 
-// The fused ReLU after the batch norm, in place on y (nchw or nc: channel-major within a sample).
-void relu_inplace(Tensor& y, int threads) {
+// What follows the batch norm, in place on y: the residual added where there is one (a join's
+// add, fused in), then the fused ReLU.
+void finish_bn(Tensor& y, bool relu, const Tensor* residual, int threads) {
+  if (!relu && !residual) return;
   float* p = y.data<float>();
+  const float* z = residual ? residual->data<float>() : nullptr;
   const int64_t n = y.numel();
 #pragma omp parallel for num_threads(team(threads)) if (n >= kParallelMin) schedule(static)
-  for (int64_t i = 0; i < n; ++i) p[i] = p[i] > 0.f ? p[i] : 0.f;
+  for (int64_t i = 0; i < n; ++i) {
+    const float v = z ? p[i] + z[i] : p[i];
+    p[i] = relu && !(v > 0.f) ? 0.f : v;
+  }
 }
 
 // dy of relu(bn(x)) -> dy of bn(x): zero where bn(x) = x scale + shift <= 0, with the scale and
@@ -61,10 +67,10 @@ Tensor relu_masked(const Tensor& x, const Tensor& dy, const Tensor& gamma, const
 void CpuOps::batchnorm_forward_train(const Tensor& x, const Tensor& gamma, const Tensor& beta,
                                      float momentum, float eps, Tensor& running_mean,
                                      Tensor& running_var, Tensor& y, Tensor& saved_mean,
-                                     Tensor& saved_invstd, bool relu) {
+                                     Tensor& saved_invstd, bool relu, const Tensor* residual) {
   constexpr const char* op = "batchnorm_forward_train";
   check_batchnorm_forward_train(x, gamma, beta, eps, running_mean, running_var, y, saved_mean,
-                                saved_invstd, Device::cpu());
+                                saved_invstd, Device::cpu(), residual);
   require_supported(OpKind::batchnorm_forward_train, {{x, "x"}, {y, "y"}});
   const Md md = bn_data_md(op, x);
   const int64_t c = x.dim(1);
@@ -100,14 +106,14 @@ void CpuOps::batchnorm_forward_train(const Tensor& x, const Tensor& gamma, const
     rv[i] = static_cast<float>((1.0 - momentum) * rv[i] + momentum * var * unbias);
     invstd[i] = static_cast<float>(1.0 / std::sqrt(var + static_cast<double>(eps)));
   }
-  if (relu) relu_inplace(y, threads_);
+  finish_bn(y, relu, residual, threads_);
 }
 
 void CpuOps::batchnorm_forward_eval(const Tensor& x, const Tensor& gamma, const Tensor& beta,
                                     const Tensor& running_mean, const Tensor& running_var,
-                                    float eps, Tensor& y, bool relu) {
+                                    float eps, Tensor& y, bool relu, const Tensor* residual) {
   constexpr const char* op = "batchnorm_forward_eval";
-  check_batchnorm_forward_eval(x, gamma, beta, running_mean, running_var, eps, y, Device::cpu());
+  check_batchnorm_forward_eval(x, gamma, beta, running_mean, running_var, eps, y, Device::cpu(), residual);
   require_supported(OpKind::batchnorm_forward_eval, {{x, "x"}, {y, "y"}});
   const Md md = bn_data_md(op, x);
   const int64_t c = x.dim(1);
@@ -128,7 +134,7 @@ void CpuOps::batchnorm_forward_eval(const Tensor& x, const Tensor& gamma, const 
                      {DNNL_ARG_MEAN, wrap(cmd, running_mean)},
                      {DNNL_ARG_VARIANCE, wrap(cmd, running_var)}});
       });
-  if (relu) relu_inplace(y, threads_);
+  finish_bn(y, relu, residual, threads_);
 }
 
 void CpuOps::batchnorm_backward(const Tensor& x, const Tensor& dy, const Tensor& gamma,

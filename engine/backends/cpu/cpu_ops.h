@@ -43,10 +43,10 @@ class CpuOps final : public Ops {
   void batchnorm_forward_train(const Tensor& x, const Tensor& gamma, const Tensor& beta,
                                float momentum, float eps, Tensor& running_mean,
                                Tensor& running_var, Tensor& y, Tensor& saved_mean,
-                               Tensor& saved_invstd, bool relu) override;
+                               Tensor& saved_invstd, bool relu, const Tensor* residual) override;
   void batchnorm_forward_eval(const Tensor& x, const Tensor& gamma, const Tensor& beta,
                               const Tensor& running_mean, const Tensor& running_var, float eps,
-                              Tensor& y, bool relu) override;
+                              Tensor& y, bool relu, const Tensor* residual) override;
   void batchnorm_backward(const Tensor& x, const Tensor& dy, const Tensor& gamma,
                           const Tensor& saved_mean, const Tensor& saved_invstd, Tensor& dx,
                           Tensor& dgamma, Tensor& dbeta, const Tensor* relu_beta) override;

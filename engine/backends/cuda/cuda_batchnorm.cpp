@@ -52,15 +52,15 @@ bool run_cudnn_batchnorm(const char* op, const Tensor& x, bool& kernels_only, Ca
 void CudaOps::batchnorm_forward_train(const Tensor& x, const Tensor& gamma, const Tensor& beta,
                                       float momentum, float eps, Tensor& running_mean,
                                       Tensor& running_var, Tensor& y, Tensor& saved_mean,
-                                      Tensor& saved_invstd, bool relu) {
+                                      Tensor& saved_invstd, bool relu, const Tensor* residual) {
   const char* op = "batchnorm_forward_train";
   check_batchnorm_forward_train(x, gamma, beta, eps, running_mean, running_var, y, saved_mean, saved_invstd,
-                                device());
+                                device(), residual);
   require_supported(OpKind::batchnorm_forward_train, x);
   // cuDNN's running update is running = (1 - f) running + f batch with the unbiased
   // variance, f = exponentialAverageFactor: PyTorch's momentum exactly. A fused ReLU takes
-  // Convoy's kernels, whose backward recomputes the mask the same way.
-  if (!relu && use_cudnn_bn(x) &&
+  // Convoy's kernels, whose backward recomputes the mask the same way; so does a residual.
+  if (!relu && !residual && use_cudnn_bn(x) &&
       run_cudnn_batchnorm(op, x, bn_kernels_only_[static_cast<int>(x.dtype())],
                           [&](cudnnTensorDescriptor_t xd, cudnnTensorDescriptor_t bd) {
                             return cudnnBatchNormalizationForwardTraining(
@@ -75,16 +75,16 @@ void CudaOps::batchnorm_forward_train(const Tensor& x, const Tensor& gamma, cons
                                    momentum, eps, running_mean.data<float>(),
                                    running_var.data<float>(), y.raw(), saved_mean.data<float>(),
                                    saved_invstd.data<float>(), v.outer, v.channels, v.inner,
-                                   scratch, ctx_.stream, relu);
+                                   scratch, ctx_.stream, relu, residual ? residual->raw() : nullptr);
 }
 
 void CudaOps::batchnorm_forward_eval(const Tensor& x, const Tensor& gamma, const Tensor& beta,
                                      const Tensor& running_mean, const Tensor& running_var,
-                                     float eps, Tensor& y, bool relu) {
+                                     float eps, Tensor& y, bool relu, const Tensor* residual) {
   const char* op = "batchnorm_forward_eval";
-  check_batchnorm_forward_eval(x, gamma, beta, running_mean, running_var, eps, y, device());
+  check_batchnorm_forward_eval(x, gamma, beta, running_mean, running_var, eps, y, device(), residual);
   require_supported(OpKind::batchnorm_forward_eval, x);
-  if (!relu && use_cudnn_bn(x) &&
+  if (!relu && !residual && use_cudnn_bn(x) &&
       run_cudnn_batchnorm(op, x, bn_kernels_only_[static_cast<int>(x.dtype())],
                           [&](cudnnTensorDescriptor_t xd, cudnnTensorDescriptor_t bd) {
                             return cudnnBatchNormalizationForwardInference(
@@ -95,7 +95,8 @@ void CudaOps::batchnorm_forward_eval(const Tensor& x, const Tensor& gamma, const
   const ChannelView v = channel_view(x);
   kernels::batchnorm_forward_eval(dt_of(x.dtype()), x.raw(), gamma.data<float>(), beta.data<float>(),
                                   running_mean.data<float>(), running_var.data<float>(), eps,
-                                  y.raw(), v.outer, v.channels, v.inner, ctx_.stream, relu);
+                                  y.raw(), v.outer, v.channels, v.inner, ctx_.stream, relu,
+                                  residual ? residual->raw() : nullptr);
 }
 
 void CudaOps::batchnorm_backward(const Tensor& x, const Tensor& dy, const Tensor& gamma,
