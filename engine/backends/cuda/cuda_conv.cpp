@@ -158,13 +158,14 @@ ConvPlan& CudaOps::conv_plan(ConvKind kind, const Conv2dParams& p, const Tensor&
   const int64_t k = w.dim(0), cg = w.dim(1), r = w.dim(2), s = w.dim(3);
   const int64_t pp = y.dim(2), qq = y.dim(3);
   const int64_t g = p.groups;
+  // An accumulating data gradient (beta = 1): the graph API bakes beta into the plan, so it is
+  // a plan of its own.
+  const bool accumulate = kind == ConvKind::backward_data && keep_written;
 
   const std::array<int64_t, 24> key = {
       static_cast<int64_t>(kind), static_cast<int64_t>(x.dtype()), static_cast<int64_t>(x.layout()),
       static_cast<int64_t>(w.layout()), static_cast<int64_t>(y.layout()), n, c, h, wd, k, cg, r, s,
-      pp, qq, p.stride_h, p.stride_w, p.pad_h, p.pad_w, p.dilation_h, p.dilation_w, g,
-      // The graph API bakes beta into the plan: an accumulating data gradient is a plan of its own.
-      kind == ConvKind::backward_data && keep_written, 0};
+      pp, qq, p.stride_h, p.stride_w, p.pad_h, p.pad_w, p.dilation_h, p.dilation_w, g, accumulate, 0};
   if (auto it = conv_plans_.find(key); it != conv_plans_.end()) return *it->second;
 
   auto plan = std::make_unique<ConvPlan>();
@@ -212,7 +213,7 @@ ConvPlan& CudaOps::conv_plan(ConvKind kind, const Conv2dParams& p, const Tensor&
     spec.pad = {p.pad_h, p.pad_w};
     spec.stride = {p.stride_h, p.stride_w};
     spec.dilation = {p.dilation_h, p.dilation_w};
-    spec.accumulate = kind == ConvKind::backward_data && keep_written;
+    spec.accumulate = accumulate;
     plan->graph = GraphConvPlan::build(ctx_.cudnn, spec, GraphConvChoice{bench, det, limit}, buffers.x, buffers.w,
                                        buffers.y, [this](size_t bytes) { return conv_workspace_.get(bytes); });
     if (plan->graph) {

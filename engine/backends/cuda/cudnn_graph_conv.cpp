@@ -1,7 +1,7 @@
 #include "engine/backends/cuda/cudnn_graph_conv.h"
 
 #include <algorithm>
-#include <string>
+#include <vector>
 
 #include "engine/backends/cuda/cuda_check.h"
 #include "engine/backends/cuda/cuda_ops_internal.h"

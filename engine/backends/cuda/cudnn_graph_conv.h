@@ -11,7 +11,6 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
-#include <vector>
 
 #include "engine/backends/cuda/cuda_ops.h"
 #include "engine/core/tensor.h"
