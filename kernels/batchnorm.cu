@@ -99,11 +99,8 @@ __global__ void bn_apply_rows_vec(const T* x, const T* residual, T* y, const flo
   if (t >= tiling.lanes * tiling.row_threads || cv >= tiling.cvecs) return;
   const int64_t c0 = int64_t(cv) * V;
   float scale[V], shift[V];
-#pragma unroll
-  for (int k = 0; k < V; ++k) {
-    scale[k] = coef[c0 + k];
-    shift[k] = coef[channels + c0 + k];
-  }
+  load_floats(coef + c0, scale);
+  load_floats(coef + channels + c0, shift);
   // Unrolled so that several rows' loads are in flight per thread: these kernels wait on memory.
 #pragma unroll 4
   for (int64_t r = int64_t(blockIdx.y) * tiling.row_threads + t / tiling.lanes; r < rows;
@@ -203,15 +200,14 @@ __global__ void bn_backward_apply_rows_vec(const T* x, const T* dy, T* dx, const
   const int cv = static_cast<int>(blockIdx.x) * tiling.lanes + t % tiling.lanes;
   if (t >= tiling.lanes * tiling.row_threads || cv >= tiling.cvecs) return;
   const int64_t c0 = int64_t(cv) * V;
-  float k1[V], k2[V], k3[V], mu[V], rs[V], rt[V];
-#pragma unroll
-  for (int k = 0; k < V; ++k) {
-    k1[k] = coef[c0 + k];
-    k2[k] = coef[channels + c0 + k];
-    k3[k] = coef[2 * channels + c0 + k];
-    mu[k] = mean[c0 + k];
-    rs[k] = relu ? relu[c0 + k] : 0.f;
-    rt[k] = relu ? relu[channels + c0 + k] : 0.f;
+  float k1[V], k2[V], k3[V], mu[V], rs[V] = {}, rt[V] = {};
+  load_floats(coef + c0, k1);
+  load_floats(coef + channels + c0, k2);
+  load_floats(coef + 2 * channels + c0, k3);
+  load_floats(mean + c0, mu);
+  if (relu) {
+    load_floats(relu + c0, rs);
+    load_floats(relu + channels + c0, rt);
   }
 #pragma unroll 4
   for (int64_t r = int64_t(blockIdx.y) * tiling.row_threads + t / tiling.lanes; r < rows;

@@ -231,12 +231,12 @@ template <class T>
 __global__ void pool_forward_nhwc_vec(Dims<int32_t> d, const T* __restrict__ x, T* __restrict__ y,
                                       uint8_t* __restrict__ argmax, int32_t total_vec) {
   constexpr int V = kVec<T>;
-  const int32_t cvecs = d.c / V;
   for (int32_t i = blockIdx.x * blockDim.x + threadIdx.x; i < total_vec; i += gridDim.x * blockDim.x) {
-    const int32_t cv = i % cvecs, pix = i / cvecs;
-    const int32_t col = pix % d.q, r = (pix / d.q) % d.p, n = pix / (d.p * d.q);
-    const T* xp = x + n * d.x_plane + cv * V;
-    const int32_t h0 = r * d.sh - d.ph, w0 = col * d.sw - d.pw;
+    // Through the dividers, not `/` and `%` by runtime sizes (emulated, tens of instructions
+    // each); y and the argmax are nhwc, so this thread's vector is at element i * V of both.
+    const Pixel<int32_t> px = locate<false>(d, i * V);
+    const T* xp = x + px.x_off;
+    const int32_t h0 = px.r * d.sh - d.ph, w0 = px.col * d.sw - d.pw;
     float out[V];
     if (d.max) {
       int32_t arg[V];
@@ -251,7 +251,7 @@ __global__ void pool_forward_nhwc_vec(Dims<int32_t> d, const T* __restrict__ x, 
           const int32_t h = d.div_w(max(arg[k], 0));
           at.k[k] = arg[k] < 0 ? kNoIndex : uint8_t((h - h0) * d.kw + (arg[k] - h * d.w - w0));
         }
-        *reinterpret_cast<WindowIndex<V>*>(argmax + int64_t(pix) * d.c + cv * V) = at;
+        *reinterpret_cast<WindowIndex<V>*>(argmax + int64_t(i) * V) = at;
       }
     } else {
       const int32_t h1 = min(h0 + d.kh, d.h), w1 = min(w0 + d.kw, d.w);
@@ -268,7 +268,7 @@ __global__ void pool_forward_nhwc_vec(Dims<int32_t> d, const T* __restrict__ x, 
 #pragma unroll
       for (int k = 0; k < V; ++k) out[k] = count > 0 ? out[k] / static_cast<float>(count) : 0.f;
     }
-    store_vec(y + int64_t(pix) * d.c + cv * V, out);
+    store_vec(y + int64_t(i) * V, out);
   }
 }
 
@@ -343,10 +343,9 @@ template <class T>
 __global__ void pool_backward_nhwc_argmax(Dims<int32_t> d, const uint8_t* __restrict__ argmax,
                                           const T* __restrict__ dy, T* __restrict__ dx, int32_t total_vec) {
   constexpr int V = kVec<T>;
-  const int32_t cvecs = d.c / V;
   for (int32_t i = blockIdx.x * blockDim.x + threadIdx.x; i < total_vec; i += gridDim.x * blockDim.x) {
-    const int32_t cv = i % cvecs, pix = i / cvecs;
-    const int32_t col = pix % d.w, r = (pix / d.w) % d.h, n = pix / (d.h * d.w);
+    const Pixel<int32_t> px = locate<true>(d, i * V);  // as in pool_forward_nhwc_vec
+    const int32_t r = px.r, col = px.col;
     int32_t p0, p1, q0, q1;
     covering(r + d.ph, d.kh, d.sh, d.div_sh, d.p, p0, p1);
     covering(col + d.pw, d.kw, d.sw, d.div_sw, d.q, q0, q1);
@@ -356,7 +355,7 @@ __global__ void pool_backward_nhwc_argmax(Dims<int32_t> d, const uint8_t* __rest
     for (int32_t p = p0; p < p1; ++p)
       for (int32_t q = q0; q < q1; ++q) {
         const int32_t self = (r - (p * d.sh - d.ph)) * d.kw + (col - (q * d.sw - d.pw));
-        const int64_t o = int64_t(n) * d.y_plane + (p * d.q + q) * d.c + cv * V;
+        const int64_t o = int64_t(px.y_off) + (p * d.q + q) * d.c;
         const WindowIndex<V> at = *reinterpret_cast<const WindowIndex<V>*>(argmax + o);
         bool any = false;
 #pragma unroll
@@ -368,7 +367,7 @@ __global__ void pool_backward_nhwc_argmax(Dims<int32_t> d, const uint8_t* __rest
         for (int k = 0; k < V; ++k)
           if (at.k[k] == self) g[k] += gy[k];
       }
-    store_vec(dx + int64_t(pix) * d.c + cv * V, g);
+    store_vec(dx + int64_t(i) * V, g);
   }
 }
 

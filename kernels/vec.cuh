@@ -52,22 +52,47 @@ struct RowTiling {
   unsigned blocks_x;
 };
 
-inline RowTiling row_tiling(int64_t channels, int vec) {
+// max_lanes < kThreads puts more of a block's threads on rows (the reductions: more blocks
+// side by side over wide layers).
+inline RowTiling row_tiling(int64_t channels, int vec, int max_lanes = kThreads) {
   RowTiling t;
   t.cvecs = static_cast<int>(channels / vec);
-  t.lanes = t.cvecs < kThreads ? t.cvecs : kThreads;
+  t.lanes = t.cvecs < max_lanes ? t.cvecs : max_lanes;
   t.row_threads = kThreads / t.lanes;
   t.blocks_x = static_cast<unsigned>((t.cvecs + t.lanes - 1) / t.lanes);
   return t;
 }
 
-// Row blocks for a pass over `rows` rows: enough to fill the chip several times.
+// Row blocks for a pass over `rows` rows: each thread at least kRowsPerThread rows (its
+// channels' coefficients, loaded once, are as many bytes as a few rows: one row per thread had
+// run a 7x7 layer's backward at a fifth of the bandwidth), at most 4,096 blocks in all.
 inline unsigned row_blocks(const RowTiling& t, int64_t rows) {
-  int64_t want = (rows + t.row_threads - 1) / t.row_threads;
+  constexpr int64_t kRowsPerThread = 4;
+  int64_t want = (rows + t.row_threads * kRowsPerThread - 1) / (t.row_threads * kRowsPerThread);
   const int64_t cap = 4096 / static_cast<int64_t>(t.blocks_x) > 0 ? 4096 / static_cast<int64_t>(t.blocks_x) : 1;
   if (want > cap) want = cap;
   if (want < 1) want = 1;
   return static_cast<unsigned>(want);
+}
+
+// f = p[0..V), in 16-byte loads where p is aligned (per-channel coefficients).
+template <int V>
+__device__ __forceinline__ void load_floats(const float* __restrict__ p, float (&f)[V]) {
+  if constexpr (V % 4 == 0) {
+    if ((reinterpret_cast<uintptr_t>(p) & 15u) == 0) {
+#pragma unroll
+      for (int k = 0; k < V; k += 4) {
+        const float4 q = __ldg(reinterpret_cast<const float4*>(p + k));
+        f[k] = q.x;
+        f[k + 1] = q.y;
+        f[k + 2] = q.z;
+        f[k + 3] = q.w;
+      }
+      return;
+    }
+  }
+#pragma unroll
+  for (int k = 0; k < V; ++k) f[k] = __ldg(p + k);
 }
 
 // Whether a (rows, C) tensor of T at these pointers can take the tiled 16-byte path.
