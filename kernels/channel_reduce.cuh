@@ -3,8 +3,8 @@
 // the bias gradient (bias.cu), over a tensor viewed as (outer, C, inner): nchw is
 // (N, C, H*W), nhwc and (N, C) matrices are (N*H*W, C, 1). Each channel's elements are
 // split over blocks whose partial sums go to scratch; a finalize kernel adds them in a fixed
-// order, so results are the same run to run. Accumulation is in double (a thread adds a few
-// rows in f32 before each double addition).
+// order, so results are the same run to run. Accumulation is in double (a thread adds short
+// runs of rows in f32 before each double addition).
 // Device code: only .cu files include this.
 #include <algorithm>
 
@@ -35,16 +35,28 @@ inline int64_t multiprocessors() {
 // bf16; the f32 and scalar kernels cover fewer, so they run more blocks than planned here).
 inline int64_t row_channel_tiles(int64_t channels) { return (channels + 255) / 256; }
 
-// How many splits of `outer` each channel's reduction uses. inner == 1: about one wave of
-// blocks over the chip (six per multiprocessor), each split at least 64 rows: the H200 ran
-// these kernels at a third of its bandwidth where 7x7 and 14x14 layers' few rows made 49-196
-// blocks, and where 1,024 splits of a 64-channel layer made 1.1 waves.
+// Blocks of channel_partials_rows_vec resident per multiprocessor (its launch bound: 64
+// registers a thread, or 85 for the backward's two tensors and mask; 32 KiB of shared memory
+// a block).
+constexpr int kPartialsBlocksPerSM = 4;
+constexpr int partials_blocks_per_sm(Stat s) { return s == Stat::backward ? 3 : kPartialsBlocksPerSM; }
+
+// inner == 1: splits for one wave of `blocks_per_sm` blocks a multiprocessor, each split at
+// least 64 rows.
+inline int64_t row_splits(int64_t outer, int64_t channels, int blocks_per_sm) {
+  const int64_t s = std::max<int64_t>(1, blocks_per_sm * multiprocessors() / row_channel_tiles(channels));
+  return std::max<int64_t>(1, std::min<int64_t>({s, outer / 64, 1024}));
+}
+
+// How many splits of `outer` each channel's reduction uses. inner == 1: one wave of blocks
+// over the chip, each split at least 64 rows: the H200 ran these kernels at a third of its
+// bandwidth where 7x7 and 14x14 layers' few rows made 49-196 blocks, and where 1,024 splits
+// of a 64-channel layer made 1.1 waves.
 inline int64_t reduce_splits(int64_t outer, int64_t channels, int64_t inner) {
   const int64_t per_channel = outer * inner;
   int64_t s;
   if (inner == 1) {
-    s = std::max<int64_t>(1, 6 * multiprocessors() / row_channel_tiles(channels));
-    s = std::min<int64_t>(s, std::max<int64_t>(1, outer / 64));
+    s = row_splits(outer, channels, kPartialsBlocksPerSM);
   } else {
     s = std::max<int64_t>(1, 1024 / std::max<int64_t>(1, channels));
     s = std::min<int64_t>(s, std::max<int64_t>(1, per_channel / 2048));
@@ -153,93 +165,97 @@ __global__ void channel_partials_rows(const T* __restrict__ x, const T* __restri
 }
 
 // inner == 1, C a multiple of the vector width, aligned: each thread reads 16-byte vectors of
-// its channels (RowTiling), rows row_threads apart; the block's rows are added in shared
-// memory in a fixed order.
+// its channels (RowTiling), rows row_threads apart. A thread adds a run of rows in f32 (a few
+// roundings of a short sum), then adds the run's sum to its own double slot in shared memory:
+// double accumulators in registers had cost these kernels most of their occupancy (78 and 112
+// registers a thread, 2-3 blocks per multiprocessor). The block's slots are then added in a
+// fixed order, so results are the same run to run.
 template <Stat S, class T>
-__global__ void channel_partials_rows_vec(const T* __restrict__ x, const T* __restrict__ dy,
+__global__ void __launch_bounds__(kThreads, partials_blocks_per_sm(S)) channel_partials_rows_vec(const T* __restrict__ x, const T* __restrict__ dy,
                                           const float* __restrict__ mean, const float* __restrict__ relu,
                                           double* __restrict__ part, int64_t outer, int64_t channels,
                                           int64_t rows_per_split, RowTiling tiling) {
   constexpr int V = kVec<T>;
   constexpr int kStats = S == Stat::sum ? 1 : 2;
-  __shared__ double sums[kStats][kThreads][V];
+  // [stat][k][thread]: a warp's threads touch consecutive doubles (no bank conflicts).
+  __shared__ double slots[kStats][V][kThreads];
   const int t = threadIdx.x;
   const int cv = static_cast<int>(blockIdx.x) * tiling.lanes + t % tiling.lanes;
   const bool active = t < tiling.lanes * tiling.row_threads && cv < tiling.cvecs;
   const int64_t s = blockIdx.y;
   const int64_t o0 = s * rows_per_split, o1 = min(outer, o0 + rows_per_split);
   const int64_t c0 = int64_t(cv) * V;
-  double a[V], b[V];
 #pragma unroll
-  for (int k = 0; k < V; ++k) a[k] = b[k] = 0;
+  for (int k = 0; k < V; ++k) {
+    slots[0][k][t] = 0;
+    if constexpr (kStats == 2) slots[1][k][t] = 0;
+  }
   if (active) {
-    float mu[V], rs[V], rt[V];
-#pragma unroll
-    for (int k = 0; k < V; ++k) {
-      mu[k] = S == Stat::backward ? mean[c0 + k] : 0.f;
-      rs[k] = relu ? relu[c0 + k] : 0.f;
-      rt[k] = relu ? relu[channels + c0 + k] : 0.f;
+    float mu[V] = {}, rs[V] = {}, rt[V] = {};
+    if constexpr (S == Stat::backward) {
+      load_floats(mean + c0, mu);
+      if (relu) {
+        load_floats(relu + c0, rs);
+        load_floats(relu + channels + c0, rt);
+      }
     }
-    // Groups of kGroup rows are summed in f32 (a few roundings of a short sum), each group's sum
-    // then in double: the double arithmetic and conversions, not memory, had bounded this loop
-    // (35% of the H200's bandwidth for the moments); the loads of a group are in flight at once.
-    constexpr int kGroup = 4;
+    // Runs of kRun rows in f32, loaded kGroup at a time (in flight at once).
+    constexpr int kGroup = 4, kRun = 32;
     const int64_t step = tiling.row_threads;
-    for (int64_t o = o0 + t / tiling.lanes; o < o1; o += kGroup * step) {
+#pragma unroll 1
+    for (int64_t run = o0 + t / tiling.lanes; run < o1; run += kRun * step) {
+      const int64_t run_end = min(o1, run + kRun * step);
       float fa[V], fb[V];
 #pragma unroll
       for (int k = 0; k < V; ++k) fa[k] = fb[k] = 0.f;
+#pragma unroll 1
+      for (int64_t o = run; o < run_end; o += kGroup * step) {
 #pragma unroll
-      for (int u = 0; u < kGroup; ++u) {
-        const int64_t row = o + u * step;
-        if (row >= o1) break;
-        float v[V];
-        load_vec(x + row * channels + c0, v);
-        if constexpr (S == Stat::sum) {
+        for (int u = 0; u < kGroup; ++u) {
+          const int64_t row = o + u * step;
+          if (row >= run_end) break;
+          float v[V];
+          load_vec(x + row * channels + c0, v);
+          if constexpr (S == Stat::sum) {
 #pragma unroll
-          for (int k = 0; k < V; ++k) fa[k] += v[k];
-        } else if constexpr (S == Stat::moments) {
+            for (int k = 0; k < V; ++k) fa[k] += v[k];
+          } else if constexpr (S == Stat::moments) {
 #pragma unroll
-          for (int k = 0; k < V; ++k) {
-            fa[k] += v[k];
-            fb[k] = fmaf(v[k], v[k], fb[k]);
-          }
-        } else {
-          static_assert(S == Stat::backward);
-          float g[V];
-          load_vec(dy + row * channels + c0, g);
+            for (int k = 0; k < V; ++k) {
+              fa[k] += v[k];
+              fb[k] = fmaf(v[k], v[k], fb[k]);
+            }
+          } else {
+            static_assert(S == Stat::backward);
+            float g[V];
+            load_vec(dy + row * channels + c0, g);
 #pragma unroll
-          for (int k = 0; k < V; ++k) {
-            if (relu) g[k] = relu_masked(g[k], v[k], rs[k], rt[k]);
-            fa[k] += g[k];
-            fb[k] = fmaf(g[k], v[k] - mu[k], fb[k]);
+            for (int k = 0; k < V; ++k) {
+              if (relu) g[k] = relu_masked(g[k], v[k], rs[k], rt[k]);
+              fa[k] += g[k];
+              fb[k] = fmaf(g[k], v[k] - mu[k], fb[k]);
+            }
           }
         }
       }
 #pragma unroll
       for (int k = 0; k < V; ++k) {
-        a[k] += fa[k];
-        b[k] += fb[k];
+        slots[0][k][t] += fa[k];
+        if constexpr (kStats == 2) slots[1][k][t] += fb[k];
       }
     }
   }
-#pragma unroll
-  for (int k = 0; k < V; ++k) {
-    sums[0][t][k] = a[k];
-    if constexpr (kStats == 2) sums[kStats - 1][t][k] = b[k];
-  }
   __syncthreads();
   if (active && t < tiling.lanes) {
-    for (int r = 1; r < tiling.row_threads; ++r)
-#pragma unroll
-      for (int k = 0; k < V; ++k) {
-        a[k] += sums[0][r * tiling.lanes + t][k];
-        if constexpr (kStats == 2) b[k] += sums[kStats - 1][r * tiling.lanes + t][k];
-      }
 #pragma unroll
     for (int k = 0; k < V; ++k) {
-      part[(s * channels + c0 + k) * 2] = a[k];
-      part[(s * channels + c0 + k) * 2 + 1] = kStats == 2 ? b[k] : 0.0;
+      double a = slots[0][k][t], b = kStats == 2 ? slots[kStats - 1][k][t] : 0.0;
+      for (int r = 1; r < tiling.row_threads; ++r) {
+        a += slots[0][k][r * tiling.lanes + t];
+        if constexpr (kStats == 2) b += slots[kStats - 1][k][r * tiling.lanes + t];
+      }
+      part[(s * channels + c0 + k) * 2] = a;
+      part[(s * channels + c0 + k) * 2 + 1] = b;
     }
   }
 }
@@ -251,9 +267,12 @@ template <Stat S, class T>
 int64_t launch_partials(const T* x, const T* dy, const float* mean, double* part, int64_t outer,
                         int64_t channels, int64_t inner, cudaStream_t stream,
                         const float* relu = nullptr) {
-  const int64_t splits = reduce_splits(outer, channels, inner);
+  const bool vec = rows_vectorizable<T>(inner, channels, {x, dy});
+  // The vector kernel's wave (no more splits than reduce_splits, which sizes the scratch).
+  const int64_t splits = vec ? row_splits(outer, channels, partials_blocks_per_sm(S))
+                             : reduce_splits(outer, channels, inner);
   const int64_t rows = (outer + splits - 1) / splits;
-  if (rows_vectorizable<T>(inner, channels, {x, dy})) {
+  if (vec) {
     const RowTiling tiling = row_tiling(channels, kVec<T>, /*max_lanes=*/32);
     dim3 grid(tiling.blocks_x, static_cast<unsigned>(splits));
     channel_partials_rows_vec<S, T><<<grid, kThreads, 0, stream>>>(x, dy, mean, relu, part, outer,
