@@ -113,6 +113,36 @@ layers:
   EXPECT_EQ(m.fused_adds(), 0);
 }
 
+// An observer (`convoy bench --profile`) sees every layer's forward once, in pairs: a fused
+// join's batch norm with the add and ReLU it does, then the add, doing nothing.
+TEST(AddFusion, AnObserverTimesAJoinsBatchNormAndItsAdd) {
+  struct Calls final : LayerObserver {
+    std::vector<std::pair<int, bool>> seen;  // (node, is before)
+    void before(int node, bool backward) override {
+      if (!backward) seen.emplace_back(node, true);
+    }
+    void after(int node, bool backward) override {
+      if (!backward) seen.emplace_back(node, false);
+    }
+  } calls;
+  auto cpu = make_cpu_backend({});
+  Model m = Model::from_file(model_path("resnet20.yaml"), 1);
+  m.to(*cpu, DType::f32);
+  ASSERT_EQ(m.fused_adds(), 9);
+  m.set_observer(&calls);
+  m.forward(*cpu, cpu->upload(Tensor::zeros({2, 3, 32, 32})), StepInfo{true, 1});
+  m.set_observer(nullptr);
+  const std::vector<LayerInfo> infos = m.layer_infos();
+  std::vector<int> times(infos.size(), 0);
+  ASSERT_EQ(calls.seen.size() % 2, 0u);
+  for (size_t k = 0; k < calls.seen.size(); k += 2) {
+    EXPECT_EQ(calls.seen[k].first, calls.seen[k + 1].first);
+    EXPECT_TRUE(calls.seen[k].second && !calls.seen[k + 1].second);
+    ++times[static_cast<size_t>(calls.seen[k].first)];
+  }
+  for (size_t i = 0; i < infos.size(); ++i) EXPECT_EQ(times[i], 1) << infos[i].name;
+}
+
 // The fused ops compute the unfused ones' values (the ReLU's mask recomputed from x in the batch
 // norm's backward), so on the CPU the two steps agree to f32 rounding.
 TEST(ReluFusion, FusedResnetStepEqualsTheUnfusedStepOnTheCpu) {

@@ -292,7 +292,10 @@ Tensor Model::forward(Backend& backend, const Tensor& x, const StepInfo& step) {
   for (size_t i = 0; i < nodes_.size(); ++i) {
     const Node& node = nodes_[i];
     if (node.runs_at_join) continue;  // its add runs it, below
-    if (observer_) observer_->before(static_cast<int>(i), false);
+    // The node whose layer does the work: a join's batch norm does its add (and ReLU), so an
+    // observer times the batch norm with them and the add as doing nothing, as a fused ReLU.
+    const int worker = node.adds_from >= 0 ? node.adds_from : static_cast<int>(i);
+    if (observer_) observer_->before(worker, false);
     if (node.adds_from >= 0) {
       const int other = node.inputs[0] == node.adds_from ? node.inputs[1] : node.inputs[0];
       const Tensor residual = other < 0 ? input : outputs[other];
@@ -303,7 +306,11 @@ Tensor Model::forward(Backend& backend, const Tensor& x, const StepInfo& step) {
       inputs_of(node);
       outputs[i] = node.fused ? inputs[0] : node.layer->forward(backend, inputs, step);
     }
-    if (observer_) observer_->after(static_cast<int>(i), false);
+    if (observer_) observer_->after(worker, false);
+    if (observer_ && worker != static_cast<int>(i)) {
+      observer_->before(static_cast<int>(i), false);
+      observer_->after(static_cast<int>(i), false);
+    }
   }
   Tensor logits = outputs[output_node_];
   if (step.training) {
