@@ -44,6 +44,8 @@ const ConvShape kShapes[] = {
     {"asymmetric_5x3", {2, 6, 9, 9}, 4, 5, 3, conv(1, 2, 2, 1), true},
     {"resnet_like_3x3", {4, 16, 14, 14}, 32, 3, 3, conv(1, 1, 1, 1), false},
     {"stem_7x7_stride2", {2, 3, 23, 23}, 8, 7, 7, conv(2, 2, 3, 3), false},
+    // a narrow stem with unequal strides and padding and a bias (cuDNN pads its 4 channels to 8)
+    {"stem_5x5_rect_bias", {3, 4, 13, 11}, 5, 5, 5, conv(2, 1, 2, 1), true},
     // one input channel: cuDNN's nhwc bf16 path pads the channels to 8 (and back for dw)
     {"grayscale_stem", {4, 1, 12, 12}, 16, 3, 3, conv(1, 1, 1, 1), true},
 };
