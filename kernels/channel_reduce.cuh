@@ -171,10 +171,10 @@ __global__ void channel_partials_rows(const T* __restrict__ x, const T* __restri
 // registers a thread, 2-3 blocks per multiprocessor). The block's slots are then added in a
 // fixed order, so results are the same run to run.
 template <Stat S, class T>
-__global__ void __launch_bounds__(kThreads, partials_blocks_per_sm(S)) channel_partials_rows_vec(const T* __restrict__ x, const T* __restrict__ dy,
-                                          const float* __restrict__ mean, const float* __restrict__ relu,
-                                          double* __restrict__ part, int64_t outer, int64_t channels,
-                                          int64_t rows_per_split, RowTiling tiling) {
+__global__ void __launch_bounds__(kThreads, partials_blocks_per_sm(S))
+channel_partials_rows_vec(const T* __restrict__ x, const T* __restrict__ dy, const float* __restrict__ mean,
+                          const float* __restrict__ relu, double* __restrict__ part, int64_t outer,
+                          int64_t channels, int64_t rows_per_split, RowTiling tiling) {
   constexpr int V = kVec<T>;
   constexpr int kStats = S == Stat::sum ? 1 : 2;
   // [stat][k][thread]: a warp's threads touch consecutive doubles (no bank conflicts).
