@@ -4,8 +4,8 @@
 # test it happens in: UBSan halts on the first error, ASan's leak check runs at every exit.
 # The tests that run the `convoy` binary pass this environment on to it. No suppressions are
 # needed today (libgomp and oneDNN leak nothing LeakSanitizer sees); tests/sanitizers/lsan.supp
-# is where one would go, with its reason. About 5 minutes on 2 cores: the build, then ~40 s
-# of tests.
+# is where one would go, with its reason. CI's -DCONVOY_CUDA=OFF configuration (.ci/run): about
+# 25 minutes on 2 cores (2026-12-02), most of it the build.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 build=${CONVOY_BUILD_DIR:-build-asan}
