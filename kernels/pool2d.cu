@@ -13,32 +13,12 @@
 #include <climits>
 
 #include "kernels/common.cuh"
+#include "kernels/int_div.cuh"
 #include "kernels/pool2d.cuh"
 #include "kernels/vec.cuh"
 
 namespace convoy::kernels {
 namespace {
-
-// n / d for 0 <= n: plain division for int64_t indices; for int32_t, valid for n < 2^31,
-// a multiply-high and a shift (Granlund & Montgomery 1994, as PyTorch's IntDivider).
-template <class I> struct Div;
-template <> struct Div<int64_t> {
-  int64_t d;
-  static Div make(int64_t d) { return {d}; }
-  __device__ __forceinline__ int64_t operator()(int64_t n) const { return n / d; }
-};
-template <> struct Div<int32_t> {
-  uint32_t magic, shift;
-  static Div make(int64_t d) {  // 1 <= d < 2^31
-    uint32_t s = 0;
-    while ((uint64_t(1) << s) < uint64_t(d)) ++s;
-    return {uint32_t(((uint64_t(1) << 32) * ((uint64_t(1) << s) - d)) / d + 1), s};
-  }
-  __device__ __forceinline__ int32_t operator()(int32_t n) const {
-    const uint32_t u = uint32_t(n);
-    return int32_t((__umulhi(u, magic) + u) >> shift);  // no overflow: umulhi <= u < 2^31
-  }
-};
 
 // PoolShape in the kernels' index type I, plus the dividers for decoding flat indices.
 template <class I> struct Dims {

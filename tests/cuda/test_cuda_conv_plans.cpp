@@ -1,6 +1,7 @@
 // The GPU's convolution plans: reduced precision runs on cuDNN's graph API (GraphConvPlan),
 // f32 and CONVOY_CUDNN_GRAPH=0 on the legacy calls. The two agree, and a plan made for one
 // use of a shape is not taken for another (the graph API bakes an accumulation's beta in).
+// Narrow stems run as im2col + a cuBLAS GEMM (CONVOY_STEM_GEMM=0: cuDNN); the two agree.
 #include <gtest/gtest.h>
 
 #include <cstdlib>
@@ -95,6 +96,28 @@ TEST_F(CudaConvPlans, AnAccumulatingDataGradientAndAPlainOneOfOneShapeKeepTheirO
       EXPECT_EQ(compare(read(dx), accumulate ? want_sum : want, 2e-2), "") << (accumulate ? "dx += " : "dx = ");
     }
   }
+}
+
+// ResNet's stem, 7x7/2 over 3 channels, at a size with thousands of matrix rows: im2col + GEMM
+// (forward and weight gradient) against cuDNN (CONVOY_STEM_GEMM=0) and the float64 reference.
+TEST_F(CudaConvPlans, AStemAsIm2colAndGemmAgreesWithCudnnAndTheReference) {
+  Conv c;
+  c.p.stride_h = c.p.stride_w = 2;
+  c.p.pad_h = c.p.pad_w = 3;
+  c.xs = {8, 3, 64, 62};
+  c.ws = {64, 3, 7, 7};
+  c.ys = {8, 64, 32, 31};
+  auto gemm = make_cuda_backend(0, BackendOptions{});
+  setenv("CONVOY_STEM_GEMM", "0", 1);
+  auto cudnn = make_cuda_backend(0, BackendOptions{});
+  unsetenv("CONVOY_STEM_GEMM");
+  const Results a = run_three(*gemm, c), b = run_three(*cudnn, c);
+  const Vec x = random_values(c.xs, 1, DType::bf16), w = random_values(c.ws, 2, DType::bf16),
+            dy = random_values(c.ys, 3, DType::bf16);
+  EXPECT_EQ(compare(a.y, b.y, 2e-2), "") << "forward";
+  EXPECT_EQ(compare(a.dw, b.dw, 2e-2), "") << "weight gradient";
+  EXPECT_EQ(compare(a.y, ref::conv2d_forward(c.p, x, c.xs, w, c.ws, nullptr), 2e-2), "");
+  EXPECT_EQ(compare(a.dw, ref::conv2d_backward_weights(c.p, x, c.xs, dy, c.ys, c.ws), 2e-2), "");
 }
 
 }  // namespace

@@ -46,6 +46,9 @@ const ConvShape kShapes[] = {
     {"stem_7x7_stride2", {2, 3, 23, 23}, 8, 7, 7, conv(2, 2, 3, 3), false},
     // a narrow stem with unequal strides and padding and a bias (cuDNN pads its 4 channels to 8)
     {"stem_5x5_rect_bias", {3, 4, 13, 11}, 5, 5, 5, conv(2, 1, 2, 1), true},
+    // narrow stems of 5x5 or more run as im2col + GEMM in nhwc bf16/f16 on CUDA, their matrix
+    // rows padded to 8 elements; here 6 * 6 * 2 = 72 need none
+    {"stem_6x6_rows_of_8", {2, 2, 14, 12}, 6, 6, 6, conv(2, 2, 2, 2), true},
     // one input channel: cuDNN's nhwc bf16 path pads the channels to 8 (and back for dw)
     {"grayscale_stem", {4, 1, 12, 12}, 16, 3, 3, conv(1, 1, 1, 1), true},
 };

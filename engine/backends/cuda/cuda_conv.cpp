@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <array>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -12,6 +13,7 @@
 #include "engine/backends/cuda/cudnn_algo_pick.h"
 #include "kernels/bias.cuh"
 #include "kernels/elementwise.cuh"
+#include "kernels/im2col.cuh"
 
 namespace convoy::cuda {
 
@@ -256,6 +258,77 @@ int64_t aligned_channels(const Conv2dParams& p, const Tensor& x, const Tensor& w
   return narrow ? (x.dim(1) / kChannelAlign + 1) * kChannelAlign : 0;
 }
 
+// ImageNet-style stems (a 7x7/2 window over 3 colour channels) run as im2col and one cuBLAS
+// GEMM, forward and weight gradient. cuDNN has one implicit-GEMM kernel for them whatever the
+// API or engine: ResNet-50's stem at batch 256 on the H200 took 1.7 ms forward and 0.9-1.1 ms
+// for the weight gradient there, the same GEMMs after im2col 0.36 + 0.32 ms (benchmarks/
+// RESULTS.md). The data gradient, rarely wanted for a network's input, stays cuDNN's.
+struct StemGemm {
+  kernels::WindowShape shape;
+  int64_t cols;  // r * s * c: a window's elements, in w's nhwc order (r, s, c)
+  int64_t ld;    // cols rounded up to 8: 16-byte rows for im2col's stores and the tensor cores
+};
+
+std::optional<StemGemm> stem_gemm(const Conv2dParams& p, const Tensor& x, const Tensor& w, const Tensor& y) {
+  const bool reduced = x.dtype() == DType::bf16 || x.dtype() == DType::f16;
+  const bool nhwc = x.layout() == Layout::nhwc && w.layout() == Layout::nhwc && y.layout() == Layout::nhwc;
+  if (!reduced || !nhwc || p.groups != 1 || p.dilation_h != 1 || p.dilation_w != 1 || x.dim(1) >= kChannelAlign ||
+      w.dim(2) * w.dim(3) < 25)
+    return std::nullopt;
+  StemGemm g;
+  g.shape = {x.dim(0), x.dim(2), x.dim(3), x.dim(1), w.dim(2),   w.dim(3),
+             p.stride_h, p.stride_w, p.pad_h, p.pad_w, y.dim(2), y.dim(3)};
+  g.cols = w.dim(1) * w.dim(2) * w.dim(3);
+  g.ld = (g.cols + 7) / 8 * 8;
+  if (!kernels::im2col_fits(g.shape, g.ld) || y.numel() == 0) return std::nullopt;
+  return g;
+}
+
+// x's windows as a (n * p * q, ld) matrix.
+Tensor im2col(const CudaContext& ctx, const StemGemm& g, const Tensor& x) {
+  Tensor col(Shape{g.shape.n * g.shape.p * g.shape.q, g.ld}, x.dtype(), ctx.tensors);
+  kernels::im2col_nhwc(x.raw(), col.raw(), g.shape, g.ld, ctx.stream);
+  return col;
+}
+
+// y (n * p * q, k) = col (n * p * q, ld) w (k, ld)^T: column-major y^T (k x npq) = w^T-as-stored
+// (ld x k)^T col^T (ld x npq). w's rows get zero padding to ld columns first where cols < ld.
+void stem_gemm_forward(const CudaContext& ctx, const StemGemm& g, const Tensor& x, const Tensor& w, Tensor& y) {
+  const size_t es = dtype_size(x.dtype());
+  const int64_t k = w.dim(0);
+  Tensor wp = w;
+  if (g.ld != g.cols) {
+    wp = Tensor(Shape{k, g.ld}, w.dtype(), ctx.tensors);
+    CONVOY_CUDA_CHECK(cudaMemsetAsync(wp.raw(), 0, wp.nbytes(), ctx.stream));
+    CONVOY_CUDA_CHECK(cudaMemcpy2DAsync(wp.raw(), g.ld * es, w.raw(), g.cols * es, g.cols * es, k,
+                                        cudaMemcpyDeviceToDevice, ctx.stream));
+  }
+  const Tensor col = im2col(ctx, g, x);
+  const cudaDataType_t t = cublas_type(x.dtype());
+  CONVOY_CUBLAS_CHECK(cublasGemmEx(ctx.cublas, CUBLAS_OP_T, CUBLAS_OP_N, to_int(k, "K"), to_int(col.dim(0), "NPQ"),
+                                   to_int(g.ld, "RSC"), &kOne, wp.raw(), t, to_int(g.ld, "RSC"), col.raw(), t,
+                                   to_int(g.ld, "RSC"), &kZero, y.raw(), t, to_int(k, "K"), CUBLAS_COMPUTE_32F,
+                                   CUBLAS_GEMM_DEFAULT));
+}
+
+// dw (k, ld) = dy (npq, k)^T col (npq, ld): column-major dw^T (ld x k) = col^T (ld x npq) dy (npq x k);
+// the first cols columns of each row are dw's.
+void stem_gemm_backward_weights(const CudaContext& ctx, const StemGemm& g, const Tensor& x, const Tensor& dy,
+                                Tensor& dw) {
+  const size_t es = dtype_size(dw.dtype());
+  const int64_t k = dw.dim(0);
+  Tensor dwp = g.ld == g.cols ? dw : Tensor(Shape{k, g.ld}, dw.dtype(), ctx.tensors);
+  const Tensor col = im2col(ctx, g, x);
+  const cudaDataType_t t = cublas_type(x.dtype());
+  CONVOY_CUBLAS_CHECK(cublasGemmEx(ctx.cublas, CUBLAS_OP_N, CUBLAS_OP_T, to_int(g.ld, "RSC"), to_int(k, "K"),
+                                   to_int(col.dim(0), "NPQ"), &kOne, col.raw(), t, to_int(g.ld, "RSC"), dy.raw(), t,
+                                   to_int(k, "K"), &kZero, dwp.raw(), t, to_int(g.ld, "RSC"), CUBLAS_COMPUTE_32F,
+                                   CUBLAS_GEMM_DEFAULT));
+  if (g.ld != g.cols)
+    CONVOY_CUDA_CHECK(cudaMemcpy2DAsync(dw.raw(), g.cols * es, dwp.raw(), g.ld * es, g.cols * es, k,
+                                        cudaMemcpyDeviceToDevice, ctx.stream));
+}
+
 }  // namespace
 
 Tensor CudaOps::padded_channels(const Tensor& t, int64_t channels) {
@@ -270,16 +343,20 @@ void CudaOps::conv2d_forward(const Conv2dParams& p, const Tensor& x, const Tenso
                              const Tensor& b, Tensor& y) {
   check_conv2d_forward(p, x, w, b, y, device());
   require_supported(OpKind::conv2d_forward, x);
-  // x and w with their channels padded where cuDNN wants it (Tensor copies share storage).
-  const int64_t c = aligned_channels(p, x, w);
-  const Tensor xc = c ? padded_channels(x, c) : x;
-  const Tensor wc = c ? padded_channels(w, c) : w;
-  ConvPlan& plan = conv_plan(ConvKind::forward, p, xc, wc, y);
-  void* ws = conv_workspace_.get(plan.workspace);
-  if (plan.graph) plan.graph->run(ctx_.cudnn, xc.raw(), wc.raw(), y.raw(), ws);
-  else CONVOY_CUDNN_CHECK(cudnnConvolutionForward(ctx_.cudnn, &kOne, plan.x.d, xc.raw(), plan.w.d, wc.raw(),
-                                             plan.conv.d, static_cast<cudnnConvolutionFwdAlgo_t>(plan.algo),
-                                             ws, plan.workspace, &kZero, plan.y.d, y.raw()));
+  if (const std::optional<StemGemm> g = stem_gemm_ ? stem_gemm(p, x, w, y) : std::nullopt) {
+    stem_gemm_forward(ctx_, *g, x, w, y);
+  } else {
+    // x and w with their channels padded where cuDNN wants it (Tensor copies share storage).
+    const int64_t c = aligned_channels(p, x, w);
+    const Tensor xc = c ? padded_channels(x, c) : x;
+    const Tensor wc = c ? padded_channels(w, c) : w;
+    ConvPlan& plan = conv_plan(ConvKind::forward, p, xc, wc, y);
+    void* ws = conv_workspace_.get(plan.workspace);
+    if (plan.graph) plan.graph->run(ctx_.cudnn, xc.raw(), wc.raw(), y.raw(), ws);
+    else CONVOY_CUDNN_CHECK(cudnnConvolutionForward(ctx_.cudnn, &kOne, plan.x.d, xc.raw(), plan.w.d, wc.raw(),
+                                                    plan.conv.d, static_cast<cudnnConvolutionFwdAlgo_t>(plan.algo),
+                                                    ws, plan.workspace, &kZero, plan.y.d, y.raw()));
+  }
   if (b.defined()) {
     const ChannelView v = channel_view(y);
     kernels::bias_add(dt_of(y.dtype()), y.raw(), dt_of(b.dtype()), b.raw(), v.outer, v.channels,
@@ -304,20 +381,25 @@ void CudaOps::conv2d_backward_weights(const Conv2dParams& p, const Tensor& x, co
                                       Tensor& dw, Tensor& db) {
   check_conv2d_backward_weights(p, x, dy, dw, db, device());
   require_supported(OpKind::conv2d_backward_weights, x);
-  // x with its channels padded where cuDNN wants it, and dw computed padded, then cut back.
-  const int64_t c = aligned_channels(p, x, dw);
-  const Tensor xc = c ? padded_channels(x, c) : x;
-  Tensor dwc = c ? Tensor(Shape{dw.dim(0), c, dw.dim(2), dw.dim(3)}, dw.dtype(), ctx_.tensors, Layout::nhwc) : dw;
-  ConvPlan& plan = conv_plan(ConvKind::backward_filter, p, xc, dwc, dy);
-  void* ws = conv_workspace_.get(plan.workspace);
-  if (plan.graph) plan.graph->run(ctx_.cudnn, xc.raw(), dwc.raw(), dy.raw(), ws);
-  else CONVOY_CUDNN_CHECK(cudnnConvolutionBackwardFilter(
-      ctx_.cudnn, &kOne, plan.x.d, xc.raw(), plan.y.d, dy.raw(), plan.conv.d,
-      static_cast<cudnnConvolutionBwdFilterAlgo_t>(plan.algo), ws, plan.workspace, &kZero, plan.w.d,
-      dwc.raw()));
-  if (c)
-    kernels::copy_channels(static_cast<int>(dtype_size(dw.dtype())), /*to_y=*/false, dw.raw(), dwc.raw(),
-                           dw.dim(0) * dw.dim(2) * dw.dim(3), dw.dim(1), c, 0, 1, ctx_.stream);
+  if (const std::optional<StemGemm> g = stem_gemm_ ? stem_gemm(p, x, dw, dy) : std::nullopt) {
+    stem_gemm_backward_weights(ctx_, *g, x, dy, dw);
+  } else {
+    // x with its channels padded where cuDNN wants it, and dw computed padded, then cut back.
+    const int64_t c = aligned_channels(p, x, dw);
+    const Tensor xc = c ? padded_channels(x, c) : x;
+    Tensor dwc =
+        c ? Tensor(Shape{dw.dim(0), c, dw.dim(2), dw.dim(3)}, dw.dtype(), ctx_.tensors, Layout::nhwc) : dw;
+    ConvPlan& plan = conv_plan(ConvKind::backward_filter, p, xc, dwc, dy);
+    void* ws = conv_workspace_.get(plan.workspace);
+    if (plan.graph) plan.graph->run(ctx_.cudnn, xc.raw(), dwc.raw(), dy.raw(), ws);
+    else CONVOY_CUDNN_CHECK(cudnnConvolutionBackwardFilter(
+        ctx_.cudnn, &kOne, plan.x.d, xc.raw(), plan.y.d, dy.raw(), plan.conv.d,
+        static_cast<cudnnConvolutionBwdFilterAlgo_t>(plan.algo), ws, plan.workspace, &kZero, plan.w.d,
+        dwc.raw()));
+    if (c)
+      kernels::copy_channels(static_cast<int>(dtype_size(dw.dtype())), /*to_y=*/false, dw.raw(), dwc.raw(),
+                             dw.dim(0) * dw.dim(2) * dw.dim(3), dw.dim(1), c, 0, 1, ctx_.stream);
+  }
   if (db.defined()) {
     const ChannelView v = channel_view(dy);
     void* scratch = scratch_.get(kernels::bias_grad_scratch_bytes(v.outer, v.channels, v.inner));

@@ -16,6 +16,7 @@ CudaOps::CudaOps(const CudaContext& ctx) : ctx_(ctx) {
   if (const char* e = std::getenv("CONVOY_CUDA_BN_KERNELS"); e && std::strcmp(e, "1") == 0)
     bn_kernels_only_.fill(true);
   if (const char* e = std::getenv("CONVOY_CUDNN_GRAPH"); e && std::strcmp(e, "0") == 0) conv_graph_api_ = false;
+  if (const char* e = std::getenv("CONVOY_STEM_GEMM"); e && std::strcmp(e, "0") == 0) stem_gemm_ = false;
 }
 
 CudaOps::~CudaOps() = default;

@@ -116,6 +116,9 @@ class CudaOps final : public Ops {
   // Reduced-precision convolutions through cuDNN's graph API (GraphConvPlan) unless
   // CONVOY_CUDNN_GRAPH=0 (A/B and debugging: the legacy calls throughout).
   bool conv_graph_api_ = true;
+  // Narrow stems (7x7 over RGB) as im2col + one cuBLAS GEMM (cuda_conv.cpp) unless
+  // CONVOY_STEM_GEMM=0 (A/B: cuDNN's implicit GEMM).
+  bool stem_gemm_ = true;
 };
 
 }  // namespace convoy::cuda
