@@ -5,6 +5,7 @@
 
 #include <filesystem>
 #include <map>
+#include <memory>
 #include <fstream>
 #include <sstream>
 
@@ -14,6 +15,7 @@
 #include "engine/backends/backend.h"
 #include "engine/core/error.h"
 #include "engine/graph/model.h"
+#include "apps/bench/bench_profile.h"
 #include "apps/bench/bench_runner.h"
 #include "apps/bench/bench_suite.h"
 
@@ -117,7 +119,8 @@ TEST(Bench, QuickSuiteWritesTableJsonAndReportsTheGpuCase) {
 }
 
 // --profile: every layer of the model timed, forward in both modes and backward in training,
-// the slowest printed; the layer times fit in the synchronized step.
+// the slowest printed; the layer times fit in the synchronized step. The CPU has no kernel table:
+// the profile says why instead.
 TEST(Bench, ProfileTimesEveryLayer) {
   const fs::path dir = fs::temp_directory_path() / ("convoy_bench_profile_" + std::to_string(getpid()));
   fs::remove_all(dir);
@@ -150,9 +153,75 @@ TEST(Bench, ProfileTimesEveryLayer) {
     // Medians per layer need not add up to the median step exactly; they cannot exceed it by much.
     EXPECT_LT(sum, 1.5 * p.at("step_ms").get<double>()) << p.dump(2);
     EXPECT_NE(r.err.find(infos[0].name), std::string::npos) << r.err;
+    // No kernel table on the CPU, and the reason instead of one.
+    EXPECT_FALSE(p.contains("kernels")) << p.dump(2);
+    ASSERT_TRUE(p.contains("kernels_note") && p.at("kernels_note").is_string()) << p.dump(2);
+    EXPECT_FALSE(p.at("kernels_note").get<std::string>().empty());
+    EXPECT_NE(r.err.find("kernels: not traced: " + p.at("kernels_note").get<std::string>()), std::string::npos)
+        << r.err;
   }
   EXPECT_EQ(profiled, 2);
+  EXPECT_NE(r.err.find("benchmarks/gpu/profile.sh"), std::string::npos) << r.err;
   fs::remove_all(dir);
+}
+
+// A CPU backend whose kernel trace reports fixed kernels: the profile's kernel table without a GPU.
+class FakeTracedCpu final : public Backend {
+ public:
+  struct Trace final : KernelTrace {
+    std::vector<KernelTime> stop(std::string&) override {
+      return {{"slow_kernel<float>", 10, 8.0}, {"fast_kernel", 5, 2.0}};  // over the 5 traced steps
+    }
+  };
+  Device device() const override { return cpu_->device(); }
+  const std::shared_ptr<Allocator>& allocator() const override { return cpu_->allocator(); }
+  Ops& ops() override { return cpu_->ops(); }
+  void synchronize() override { cpu_->synchronize(); }
+  std::string describe() const override { return cpu_->describe(); }
+  uint64_t free_memory() const override { return cpu_->free_memory(); }
+  void inject_device_error() override { cpu_->inject_device_error(); }
+  std::unique_ptr<KernelTrace> trace_kernels(std::string&) override {
+    ++traces;
+    return std::make_unique<Trace>();
+  }
+  int traces = 0;
+
+ private:
+  std::unique_ptr<Backend> cpu_ = make_cpu_backend({});
+};
+
+// Where the backend traces kernels, the profile runs the steps once more unobserved and lists the
+// kernels per step, slowest first; the table prints the `top` of them against the traced step.
+TEST(Bench, ProfileListsTheTracedKernelsPerStep) {
+  FakeTracedCpu be;
+  Model m = Model::from_file(kSource + "/models/lenet5.yaml", 1);
+  m.to(be, DType::f32);
+  const Tensor x = be.zeros({2, 1, 28, 28}, DType::f32);  // (N, C, H, W)
+  int ran = 0;
+  const nlohmann::json p = profile_layers(be, m, [&] {
+    m.forward(be, x, StepInfo{});
+    ++ran;
+  }, 5);
+  EXPECT_EQ(ran, 10);  // 5 observed, 5 traced
+  EXPECT_EQ(be.traces, 1);
+  EXPECT_FALSE(p.contains("kernels_note")) << p.dump(2);
+  ASSERT_TRUE(p.contains("kernels")) << p.dump(2);
+  ASSERT_EQ(p.at("kernels").size(), 2u) << p.dump(2);
+  const nlohmann::json& slow = p.at("kernels")[0];
+  EXPECT_EQ(slow.at("name"), "slow_kernel<float>");
+  EXPECT_DOUBLE_EQ(slow.at("calls_per_step").get<double>(), 2.0);
+  EXPECT_DOUBLE_EQ(slow.at("ms_per_step").get<double>(), 1.6);
+  EXPECT_DOUBLE_EQ(slow.at("share").get<double>(), 0.8);
+  EXPECT_DOUBLE_EQ(p.at("kernels_ms_per_step").get<double>(), 2.0);
+  EXPECT_EQ(p.at("kernels_distinct"), 2);
+  EXPECT_GT(p.at("kernels_step_ms").get<double>(), 0);
+  EXPECT_EQ(p.at("layers").size(), m.layer_infos().size());  // the per-layer part as before
+  const std::string table = profile_table(p, 1);
+  EXPECT_NE(table.find("2.000 ms/step in 2 kernels"), std::string::npos) << table;
+  EXPECT_NE(table.find("1.600"), std::string::npos) << table;
+  EXPECT_NE(table.find("80.0%  slow_kernel<float>"), std::string::npos) << table;
+  EXPECT_EQ(table.find("fast_kernel"), std::string::npos) << table;  // beyond the top 1
+  EXPECT_EQ(table.find("profile.sh"), std::string::npos) << table;
 }
 
 // ONNX Runtime 1.30 as the CPU-inference peer, in the same run: through npm's onnxruntime-node

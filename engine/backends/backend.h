@@ -1,6 +1,7 @@
 #pragma once
 // Backend: one per device kind. Owns the allocator, streams and library handles, and
 // implements the op set. Handles travel here, never in globals.
+#include <cstdint>
 #include <functional>
 #include <iosfwd>
 #include <memory>
@@ -47,6 +48,24 @@ class RecordedWork {
   virtual bool valid() const = 0;
 };
 
+// One GPU kernel over a KernelTrace.
+struct KernelTime {
+  std::string name;     // demangled, long template and parameter lists cut short
+  int64_t calls = 0;    // launches that ran while the trace was on
+  double total_ms = 0;  // their run time on the device, summed
+};
+
+// The GPU kernels that run while it is on, for `convoy bench --profile` (CUDA: CUPTI's activity
+// records). One at a time per process: the tracer behind it is process-wide.
+class KernelTrace {
+ public:
+  virtual ~KernelTrace() = default;  // stops a trace that was not stopped, dropping its kernels
+  // Waits for the device's queued work, ends the trace and returns every kernel that ran since it
+  // began (any stream of the process), slowest first. Empty, with the reason in `why_not`, where
+  // the kernels could not be collected; never throws.
+  virtual std::vector<KernelTime> stop(std::string& why_not) = 0;
+};
+
 class Backend {
  public:
   virtual ~Backend() = default;
@@ -86,6 +105,13 @@ class Backend {
   // record (the CPU: there is no launch overhead to save); throws DeviceError when the
   // recording failed.
   virtual std::unique_ptr<RecordedWork> record(const std::function<void()>& /*work*/) { return nullptr; }
+  // Starts a trace of the GPU kernels the process launches (KernelTrace). nullptr, with the reason
+  // in `why_not`, where there are none (the CPU) or they cannot be traced (no CUPTI library,
+  // another trace on); never throws.
+  virtual std::unique_ptr<KernelTrace> trace_kernels(std::string& why_not) {
+    why_not = "no kernel tracer on " + device().str();
+    return nullptr;
+  }
 };
 
 // The activation layout for a config's choice: "auto" (the backend's preferred layout at

@@ -77,6 +77,10 @@ class CpuBackend final : public Backend {
     if (failed_) throw DeviceError(kInjectedFailure);
   }
   void inject_device_error() override { failed_ = true; }
+  std::unique_ptr<KernelTrace> trace_kernels(std::string& why_not) override {
+    why_not = "no GPU kernels on the CPU path (oneDNN runs the ops on the host)";
+    return nullptr;
+  }
   uint64_t free_memory() const override {
     // The kernel's estimate of what can be allocated without swapping (MemAvailable, in kB).
     std::FILE* f = std::fopen("/proc/meminfo", "r");

@@ -13,6 +13,7 @@
 #include "engine/backends/cuda/cuda_context.h"
 #include "engine/backends/cuda/cuda_graph.h"
 #include "engine/backends/cuda/cuda_ops.h"
+#include "engine/backends/cuda/cupti_kernel_trace.h"
 #include "engine/backends/backend.h"
 #include "kernels/probe.cuh"
 
@@ -198,6 +199,9 @@ class CudaBackend final : public Backend {
   std::unique_ptr<RecordedWork> record(const std::function<void()>& work) override {
     CONVOY_CUDA_CHECK(cudaSetDevice(ctx_.device));
     return cuda::record_graph(ctx_, allocator_, work);
+  }
+  std::unique_ptr<KernelTrace> trace_kernels(std::string& why_not) override {
+    return cuda::start_kernel_trace(ctx_.device, why_not);
   }
   // cuDNN's tensor-core convolutions read and write channels-last; given bf16 NCHW it picks
   // legacy kernels and transposes (measured on the H200: most of an fmnet step's time).
