@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 
 #include <cstdlib>
+#include <memory>
 #include <string>
 
 #include "engine/backends/backend.h"
@@ -57,13 +58,18 @@ Results run_three(Backend& be, const Conv& c) {
   return {read(y), read(dx), read(dw)};
 }
 
+// A CUDA backend made with the switch `variable` at "0" (CudaOps reads it when it is made).
+std::unique_ptr<Backend> backend_with_off(const char* variable) {
+  setenv(variable, "0", 1);
+  auto backend = make_cuda_backend(0, BackendOptions{});
+  unsetenv(variable);
+  return backend;
+}
+
 TEST_F(CudaConvPlans, GraphApiPlansAgreeWithTheLegacyCallsAndTheReference) {
   const Conv c = conv3x3();
-  auto graph = make_cuda_backend(0, BackendOptions{});
-  setenv("CONVOY_CUDNN_GRAPH", "0", 1);
-  auto legacy = make_cuda_backend(0, BackendOptions{});
-  unsetenv("CONVOY_CUDNN_GRAPH");
-  const Results a = run_three(*graph, c), b = run_three(*legacy, c);
+  const Results a = run_three(*make_cuda_backend(0, BackendOptions{}), c),
+                b = run_three(*backend_with_off("CONVOY_CUDNN_GRAPH"), c);
   const Vec x = random_values(c.xs, 1, DType::bf16), w = random_values(c.ws, 2, DType::bf16),
             dy = random_values(c.ys, 3, DType::bf16);
   // bf16 results of f32 sums: within the op tests' bf16 bound (cases_conv.cpp) of each other.
@@ -107,11 +113,8 @@ TEST_F(CudaConvPlans, AStemAsIm2colAndGemmAgreesWithCudnnAndTheReference) {
   c.xs = {8, 3, 64, 62};
   c.ws = {64, 3, 7, 7};
   c.ys = {8, 64, 32, 31};
-  auto gemm = make_cuda_backend(0, BackendOptions{});
-  setenv("CONVOY_STEM_GEMM", "0", 1);
-  auto cudnn = make_cuda_backend(0, BackendOptions{});
-  unsetenv("CONVOY_STEM_GEMM");
-  const Results a = run_three(*gemm, c), b = run_three(*cudnn, c);
+  const Results a = run_three(*make_cuda_backend(0, BackendOptions{}), c),
+                b = run_three(*backend_with_off("CONVOY_STEM_GEMM"), c);
   const Vec x = random_values(c.xs, 1, DType::bf16), w = random_values(c.ws, 2, DType::bf16),
             dy = random_values(c.ys, 3, DType::bf16);
   EXPECT_EQ(compare(a.y, b.y, 2e-2), "") << "forward";
