@@ -5,7 +5,7 @@
 # The tests that run the `convoy` binary pass this environment on to it. No suppressions are
 # needed today (libgomp and oneDNN leak nothing LeakSanitizer sees); tests/sanitizers/lsan.supp
 # is where one would go, with its reason. CI's -DCONVOY_CUDA=OFF configuration (.ci/run): about
-# 25 minutes on 2 cores (2026-12-02), most of it the build.
+# 11 minutes on 2 cores (2026-12-02: built in 508 s, then 136 s of tests).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 build=${CONVOY_BUILD_DIR:-build-asan}
