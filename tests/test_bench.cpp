@@ -16,6 +16,7 @@
 #include "engine/core/error.h"
 #include "engine/graph/model.h"
 #include "apps/bench/bench_profile.h"
+#include "apps/bench/bench_report.h"
 #include "apps/bench/bench_runner.h"
 #include "apps/bench/bench_suite.h"
 
@@ -222,6 +223,31 @@ TEST(Bench, ProfileListsTheTracedKernelsPerStep) {
   EXPECT_NE(table.find("80.0%  slow_kernel<float>"), std::string::npos) << table;
   EXPECT_EQ(table.find("fast_kernel"), std::string::npos) << table;  // beyond the top 1
   EXPECT_EQ(table.find("profile.sh"), std::string::npos) << table;
+}
+
+// With PyTorch run both ways, each row also rates Convoy against the faster of the two: a user
+// would take PyTorch's best setting. Records as `convoy bench` writes them, one case each way round.
+TEST(Bench, TheTableRatesConvoyAgainstTheBestPyTorch) {
+  const auto record = [](const char* engine, int64_t batch, const char* status, double ips) {
+    return nlohmann::json{{"engine", engine}, {"model", "resnet50"}, {"mode", "training"}, {"batch", batch},
+                          {"device", "cuda"}, {"precision", "bf16"}, {"status", status},
+                          {"images_per_second", ips}, {"p50_ms", 1.0}, {"p99_ms", 1.0}, {"tflops", 1.0},
+                          {"fraction_of_peak", 0.1}, {"stable", true}, {"reason", "ran out of memory"}};
+  };
+  const nlohmann::json records = nlohmann::json::array({
+      record("convoy", 256, "ok", 7595), record("pytorch", 256, "ok", 4513),
+      record("pytorch_compiled", 256, "ok", 6499),
+      record("convoy", 64, "ok", 3000), record("pytorch", 64, "ok", 2000),
+      record("pytorch_compiled", 64, "failed", 0),
+  });
+  BenchSuite suite;
+  const nlohmann::json env = {{"gpu", "a test GPU"}};
+  const std::string md = bench_markdown(suite, env, records, {"pytorch", "pytorch_compiled"}, {});
+  EXPECT_NE(md.find("| Convoy / best PyTorch |"), std::string::npos) << md;
+  EXPECT_NE(md.find("| 1.17x (compiled) |"), std::string::npos) << md;  // 7595 / 6499, compiled the faster
+  EXPECT_NE(md.find("| 1.50x (eager) |"), std::string::npos) << md;     // compiled failed: eager is the best
+  // One peer only: no such column.
+  EXPECT_EQ(bench_markdown(suite, env, records, {"pytorch"}, {}).find("best PyTorch"), std::string::npos);
 }
 
 // ONNX Runtime 1.30 as the CPU-inference peer, in the same run: through npm's onnxruntime-node

@@ -153,18 +153,41 @@ void write_convoy_cells(std::ostream& md, const json& r, Footnotes& footnotes) {
      << " |";
 }
 
-// One row per Convoy case, with each peer's figure and the ratio beside it.
+// Convoy over the faster of PyTorch eager and torch.compile where both ran, the figure a user
+// who picks PyTorch's best setting would compare with: "1.17x (compiled)"; empty where neither
+// measured the case or Convoy did not.
+std::string best_pytorch_cell(const json& r, const std::map<std::string, const json*>& peers) {
+  const json* best = nullptr;
+  for (const char* engine : {"pytorch", "pytorch_compiled"}) {
+    auto it = peers.find(std::string(engine) + "#" + bench_case_key(r));
+    if (it == peers.end() || it->second->value("status", "") != "ok") continue;
+    if (!best || bench_number(*it->second, "images_per_second") > bench_number(*best, "images_per_second"))
+      best = it->second;
+  }
+  if (!best || r.value("status", "") != "ok") return "";
+  return bench_format_fixed(bench_number(r, "images_per_second") / bench_number(*best, "images_per_second"), 2) +
+         "x (" + (best->value("engine", "") == "pytorch" ? "eager" : "compiled") + ")";
+}
+
+// One row per Convoy case, with each peer's figure and the ratio beside it, and against the
+// best PyTorch where the suite runs it both ways.
 void write_main_table(std::ostream& md, const json& records, const std::vector<std::string>& peer_engines,
                       Footnotes& footnotes) {
   std::map<std::string, const json*> peers;  // engine#key -> record
   for (const json& r : records)
     if (r.value("engine", "") != "convoy") peers[r.value("engine", "") + "#" + bench_case_key(r)] = &r;
+  const auto runs = [&](const char* e) {
+    return std::find(peer_engines.begin(), peer_engines.end(), e) != peer_engines.end();
+  };
+  const bool best_column = runs("pytorch") && runs("pytorch_compiled");
 
   md << "| model | mode | batch | device | precision | img/s | p50 ms | p99 ms | TFLOP/s | % of peak |";
   for (const std::string& e : peer_engines)
     md << " " << bench_peer_title(e) << " img/s | Convoy / " << bench_peer_title(e) << " |";
+  if (best_column) md << " Convoy / best PyTorch |";
   md << "\n|---|---|---:|---|---|---:|---:|---:|---:|---:|";
   for (size_t i = 0; i < peer_engines.size(); ++i) md << "---:|---:|";
+  if (best_column) md << "---:|";
   md << "\n";
   for (const json& r : records) {
     if (r.value("engine", "") != "convoy") continue;
@@ -173,6 +196,7 @@ void write_main_table(std::ostream& md, const json& records, const std::vector<s
       auto it = peers.find(e + "#" + bench_case_key(r));
       write_peer_cells(md, r, it == peers.end() ? nullptr : it->second, e, footnotes);
     }
+    if (best_column) md << " " << best_pytorch_cell(r, peers) << " |";
     md << "\n";
   }
 }
