@@ -64,9 +64,11 @@ std::string bench_case_line(const json& rec) {
 
 namespace {
 
-// The text of env[key] when it is a string, else `otherwise`.
+// The text of env[key] when it is a string, else `otherwise` (also when there is no such key:
+// a const json's operator[] must not be asked for one).
 std::string env_text(const json& env, const char* key, const std::string& otherwise) {
-  return env[key].is_string() ? env[key].get<std::string>() : otherwise;
+  const auto it = env.find(key);
+  return it != env.end() && it->is_string() ? it->get<std::string>() : otherwise;
 }
 
 void write_environment(std::ostream& md, const BenchSuite& suite, const json& env) {
@@ -79,7 +81,7 @@ void write_environment(std::ostream& md, const BenchSuite& suite, const json& en
   if (env.contains("threading_env"))
     for (const auto& [name, value] : env["threading_env"].items()) md << "; " << name << "=" << value.get<std::string>();
   md << "\n";
-  if (env["gpu"].is_string())
+  if (env.contains("gpu") && env["gpu"].is_string())
     md << "- GPU: " << env["gpu"].get<std::string>() << "; driver " << env_text(env, "nvidia_driver", "?") << " ("
        << env_text(env, "cuda_driver", "?") << "); CUDA runtime " << env_text(env, "cuda_runtime", "?") << "; cuDNN "
        << env_text(env, "cudnn", "?") << "\n";
@@ -145,12 +147,11 @@ void write_convoy_cells(std::ostream& md, const json& r, Footnotes& footnotes) {
     md << status << " " << footnotes.tag(r.value("device", "") + ": " + r.value("reason", "")) << " | | | | |";
     return;
   }
+  const double peak = bench_number(r, "fraction_of_peak");  // NaN without a peak to compare with
   md << bench_format_sig(bench_number(r, "images_per_second")) << (r.value("stable", false) ? "" : " (unstable)")
      << " | " << bench_format_sig(bench_number(r, "p50_ms")) << " | " << bench_format_sig(bench_number(r, "p99_ms"))
      << " | " << bench_format_sig(bench_number(r, "tflops")) << " | "
-     << (r["fraction_of_peak"].is_number() ? bench_format_fixed(100 * bench_number(r, "fraction_of_peak"), 1) + "%"
-                                           : std::string("n/a"))
-     << " |";
+     << (std::isnan(peak) ? std::string("n/a") : bench_format_fixed(100 * peak, 1) + "%") << " |";
 }
 
 // Convoy over the faster of PyTorch eager and torch.compile where both ran, the figure a user
