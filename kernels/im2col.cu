@@ -73,13 +73,12 @@ int64_t tile_bytes(const WindowShape& sh) { return sh.r * (sh.w + 2 * sh.pad_w) 
 }  // namespace
 
 bool im2col_fits(const WindowShape& sh, int64_t ld) {
-  return sh.n * sh.h * sh.w * sh.c <= INT_MAX && sh.n * sh.p * sh.q * ld <= INT_MAX && sh.n * sh.p <= INT_MAX &&
-         tile_bytes(sh) <= kTileBytes;
+  // The matrix's size bounds the grid too: n * p blocks.
+  return sh.n * sh.h * sh.w * sh.c <= INT_MAX && sh.n * sh.p * sh.q * ld <= INT_MAX && tile_bytes(sh) <= kTileBytes;
 }
 
 void im2col_nhwc(const void* x, void* col, const WindowShape& sh, int64_t ld, cudaStream_t stream) {
   if (sh.n * sh.p * sh.q == 0) return;
-  const auto div = [](int64_t v) { return Div<int32_t>::make(v > 0 ? v : 1); };
   Im2colDims d;
   d.h = int32_t(sh.h), d.w = int32_t(sh.w), d.c = int32_t(sh.c), d.r = int32_t(sh.r);
   d.p = int32_t(sh.p), d.q = int32_t(sh.q);
@@ -89,7 +88,7 @@ void im2col_nhwc(const void* x, void* col, const WindowShape& sh, int64_t ld, cu
   d.window = int32_t(sh.s * sh.c);
   d.cols = int32_t(sh.r * sh.s * sh.c);
   d.chunks = int32_t(ld / kChunk);
-  d.div_chunks = div(d.chunks), d.div_window = div(d.window);
+  d.div_chunks = Div<int32_t>::make(d.chunks), d.div_window = Div<int32_t>::make(d.window);
   im2col_nhwc_kernel<<<unsigned(sh.n * sh.p), kIm2colThreads, size_t(tile_bytes(sh)), stream>>>(
       static_cast<const uint16_t*>(x), static_cast<uint4*>(col), d);
   CONVOY_LAUNCH_CHECK(im2col_nhwc_kernel);

@@ -31,8 +31,6 @@ template <class I> struct Dims {
 
 template <class I>
 Dims<I> make_dims(const PoolShape& s) {
-  // A zero size means an empty tensor and no launch over it; 1 keeps the dividers defined.
-  const auto div = [](int64_t v) { return Div<I>::make(v > 0 ? v : 1); };
   Dims<I> d;
   d.h = I(s.h), d.w = I(s.w), d.p = I(s.p), d.q = I(s.q), d.c = I(s.c);
   d.kh = s.kernel_h, d.kw = s.kernel_w, d.sh = s.stride_h, d.sw = s.stride_w;
@@ -40,9 +38,9 @@ Dims<I> make_dims(const PoolShape& s) {
   d.step = s.nhwc ? I(s.c) : 1;
   d.x_plane = I(s.h * s.w * (s.nhwc ? s.c : 1));
   d.y_plane = I(s.p * s.q * (s.nhwc ? s.c : 1));
-  d.div_c = div(s.c), d.div_hw = div(s.h * s.w), d.div_w = div(s.w);
-  d.div_pq = div(s.p * s.q), d.div_q = div(s.q);
-  d.div_sh = div(s.stride_h), d.div_sw = div(s.stride_w);
+  d.div_c = Div<I>::make(s.c), d.div_hw = Div<I>::make(s.h * s.w), d.div_w = Div<I>::make(s.w);
+  d.div_pq = Div<I>::make(s.p * s.q), d.div_q = Div<I>::make(s.q);
+  d.div_sh = Div<I>::make(s.stride_h), d.div_sw = Div<I>::make(s.stride_w);
   d.nhwc = s.nhwc, d.max = s.max;
   return d;
 }

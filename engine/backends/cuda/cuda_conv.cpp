@@ -305,9 +305,9 @@ void stem_gemm_forward(const CudaContext& ctx, const StemGemm& g, const Tensor& 
   }
   const Tensor col = im2col(ctx, g, x);
   const cudaDataType_t t = cublas_type(x.dtype());
-  CONVOY_CUBLAS_CHECK(cublasGemmEx(ctx.cublas, CUBLAS_OP_T, CUBLAS_OP_N, to_int(k, "K"), to_int(col.dim(0), "NPQ"),
-                                   to_int(g.ld, "RSC"), &kOne, wp.raw(), t, to_int(g.ld, "RSC"), col.raw(), t,
-                                   to_int(g.ld, "RSC"), &kZero, y.raw(), t, to_int(k, "K"), CUBLAS_COMPUTE_32F,
+  const int ki = to_int(k, "K"), ld = to_int(g.ld, "RSC");
+  CONVOY_CUBLAS_CHECK(cublasGemmEx(ctx.cublas, CUBLAS_OP_T, CUBLAS_OP_N, ki, to_int(col.dim(0), "NPQ"), ld, &kOne,
+                                   wp.raw(), t, ld, col.raw(), t, ld, &kZero, y.raw(), t, ki, CUBLAS_COMPUTE_32F,
                                    CUBLAS_GEMM_DEFAULT));
 }
 
@@ -320,9 +320,9 @@ void stem_gemm_backward_weights(const CudaContext& ctx, const StemGemm& g, const
   Tensor dwp = g.ld == g.cols ? dw : Tensor(Shape{k, g.ld}, dw.dtype(), ctx.tensors);
   const Tensor col = im2col(ctx, g, x);
   const cudaDataType_t t = cublas_type(x.dtype());
-  CONVOY_CUBLAS_CHECK(cublasGemmEx(ctx.cublas, CUBLAS_OP_N, CUBLAS_OP_T, to_int(g.ld, "RSC"), to_int(k, "K"),
-                                   to_int(col.dim(0), "NPQ"), &kOne, col.raw(), t, to_int(g.ld, "RSC"), dy.raw(), t,
-                                   to_int(k, "K"), &kZero, dwp.raw(), t, to_int(g.ld, "RSC"), CUBLAS_COMPUTE_32F,
+  const int ki = to_int(k, "K"), ld = to_int(g.ld, "RSC");
+  CONVOY_CUBLAS_CHECK(cublasGemmEx(ctx.cublas, CUBLAS_OP_N, CUBLAS_OP_T, ld, ki, to_int(col.dim(0), "NPQ"), &kOne,
+                                   col.raw(), t, ld, dy.raw(), t, ki, &kZero, dwp.raw(), t, ld, CUBLAS_COMPUTE_32F,
                                    CUBLAS_GEMM_DEFAULT));
   if (g.ld != g.cols)
     CONVOY_CUDA_CHECK(cudaMemcpy2DAsync(dw.raw(), g.cols * es, dwp.raw(), g.ld * es, g.cols * es, k,
