@@ -20,6 +20,7 @@ std::vector<std::string> bench_command_line(const BenchOptions& o) {
   if (!o.precisions.empty()) argv.insert(argv.end(), {"--precision", o.precisions});
   if (o.no_plan) argv.push_back("--no-plan");
   if (o.no_cuda_graphs) argv.push_back("--no-cuda-graphs");
+  if (o.repeat != 1) argv.insert(argv.end(), {"--repeat", std::to_string(o.repeat)});
   if (o.quick) argv.push_back("--quick");
   if (o.profile) argv.push_back("--profile");
   if (o.no_chart) argv.push_back("--no-chart");
@@ -46,6 +47,10 @@ void add_bench_command(CLI::App& app, Action& chosen) {
   cmd->add_flag("--no-cuda-graphs", options->no_cuda_graphs,
                 "GPU work launched op by op, not replayed from CUDA graphs (inference: one per batch size; "
                 "training: each step's forward and backward)");
+  cmd->add_option("--repeat", options->repeat,
+                  "run the comparison (Convoy's cases, then the peers') N times in a row and show each engine's "
+                  "median run per case, with the spread in results.json (a noisy or shared machine)")
+      ->check(CLI::Range(1, 100));
   cmd->add_flag("--quick", options->quick, "short timing (a few rounds per case): a smoke test, not a measurement");
   cmd->add_flag("--profile", options->profile,
                  "also time every layer's forward and backward (5 synchronized steps per case) and print the slowest; "

@@ -1,8 +1,9 @@
-// The benchmark harness: `convoy bench` end to end on the quick suite, the FLOP count
-// against a hand count, suite validation, the CPU peak estimate and the timing loop.
+// The benchmark harness: `convoy bench` end to end on the quick suite (once and repeated), the
+// FLOP count against a hand count, suite validation, the CPU peak estimate and the timing loop.
 #include <gtest/gtest.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <filesystem>
 #include <map>
 #include <memory>
@@ -253,6 +254,37 @@ TEST(Bench, TheTableRatesConvoyAgainstTheBestPyTorch) {
 // ONNX Runtime 1.30 as the CPU-inference peer, in the same run: through npm's onnxruntime-node
 // (scripts/install-onnxruntime-node.sh) where Debian's Python has no onnxruntime; the ONNX comes
 // from Debian's torch. Convoy's CPU inference runs its inference plan.
+// --repeat N: the comparison N times in a row, one row per case with each engine's median run
+// (by images/s) and every run's figure in results.json; N is checked.
+TEST(Bench, RepeatKeepsEachCasesMedianRun) {
+  const fs::path dir = fs::temp_directory_path() / ("convoy_bench_repeat_" + std::to_string(getpid()));
+  fs::remove_all(dir);
+  fs::create_directories(dir);
+  const Result r = run_binary("bench --suite " + kSource + "/benchmarks/suites/quick.yaml --out " +
+                                  (dir / "out").string() + " --devices cpu --peers none --no-chart --repeat 3",
+                              dir / "stderr.txt");
+  ASSERT_EQ(r.status, 0) << r.out << r.err;
+  EXPECT_NE(r.err.find("(run 3/3)"), std::string::npos) << r.err;
+  EXPECT_NE(r.out.find("the median of 3 runs"), std::string::npos) << r.out;
+  std::ifstream in(dir / "out" / "results.json");
+  const nlohmann::json doc = nlohmann::json::parse(in);
+  ASSERT_EQ(doc.at("records").size(), 2u) << doc.at("records").dump(2);  // one per case: training, inference
+  for (const nlohmann::json& rec : doc.at("records")) {
+    ASSERT_EQ(rec.at("status"), "ok") << rec.dump(2);
+    std::vector<double> runs = rec.at("runs_images_per_second").get<std::vector<double>>();
+    ASSERT_EQ(runs.size(), 3u);
+    std::sort(runs.begin(), runs.end());
+    EXPECT_GT(runs[0], 0);
+    EXPECT_EQ(rec.at("images_per_second").get<double>(), runs[1]) << rec.dump(2);
+  }
+  const Result bad = run_binary("bench --suite " + kSource + "/benchmarks/suites/quick.yaml --out " +
+                                    (dir / "bad").string() + " --repeat 0",
+                                dir / "stderr-bad.txt");
+  EXPECT_NE(bad.status, 0);
+  EXPECT_NE((bad.out + bad.err).find("--repeat"), std::string::npos) << bad.out << bad.err;
+  fs::remove_all(dir);
+}
+
 TEST(Bench, OnnxRuntimePeerTimesTheSameInferenceCase) {
   if (!fs::exists(kSource + "/third_party/node/node_modules/onnxruntime-node/package.json"))
     GTEST_SKIP() << "onnxruntime-node not installed (bash scripts/install-onnxruntime-node.sh)";

@@ -209,7 +209,8 @@ class SuiteRun {
   int run();
 
  private:
-  void run_convoy_cases();
+  void run_convoy_cases(int round);
+  void keep_median_runs();
   json run_case(const BenchCase& c);
   void run_peers();
   json peer_request() const;
@@ -247,10 +248,14 @@ int SuiteRun::run() {
 
   std::cerr << "convoy bench: " << cases_.size() << " cases from " << options_.suite
             << (options_.quick ? " (quick timing)" : "") << "; results in " << out_dir_.string() << "/" << std::endl;
-  run_convoy_cases();
   python_ = python_command();
   bench_dir_ = bench_dir(options_.suite, options_.source_dir);
-  if (!suite_.peers.empty()) run_peers();
+  for (int round = 1; round <= options_.repeat; ++round) {
+    run_convoy_cases(round);
+    if (!suite_.peers.empty()) run_peers();
+  }
+  keep_median_runs();
+  choose_peer_columns();
   const json ratios = convoy_over_peers();
   note_machine_load();
   notes_.push_back("CPU peak: " + (suite_.cpu_peak_tflops > 0
@@ -272,12 +277,13 @@ int SuiteRun::run() {
   return 0;
 }
 
-void SuiteRun::run_convoy_cases() {
+void SuiteRun::run_convoy_cases(int round) {
+  const std::string of_round =
+      options_.repeat > 1 ? " (run " + std::to_string(round) + "/" + std::to_string(options_.repeat) + ")" : "";
   for (size_t i = 0; i < cases_.size(); ++i) {
     const BenchCase& c = cases_[i];
-    std::cerr << "[" << i + 1 << "/" << cases_.size() << "] " << case_label(c) << ": " << std::flush;
+    std::cerr << "[" << i + 1 << "/" << cases_.size() << "]" << of_round << " " << case_label(c) << ": " << std::flush;
     json rec = run_case(c);
-    if (rec.value("status", "") == "failed") ++failed_;
     std::cerr << bench_case_line(rec) << std::endl;
     if (rec.contains("profile")) std::cerr << profile_table(rec.at("profile"), 15) << std::flush;
     records_.push_back(std::move(rec));
@@ -312,7 +318,63 @@ void SuiteRun::run_peers() {
                                     shell_quote(request_path.string()));
     read_peer_records(r.output, r.status);
   }
-  choose_peer_columns();
+}
+
+// With --repeat: one record per engine and case, its median run by images/s (the faster of the
+// middle two for an even count), holding every run's images/s; a case that failed in any run
+// keeps the failure. Then counts Convoy's failed cases.
+void SuiteRun::keep_median_runs() {
+  if (options_.repeat > 1) {
+    std::map<std::string, std::vector<json>> runs;  // engine + case -> its records, in run order
+    std::vector<std::string> order, spread;
+    for (json& r : records_) {
+      const std::string key = r.value("engine", "") + " " + bench_case_key(r);
+      if (!runs.count(key)) order.push_back(key);
+      runs[key].push_back(std::move(r));
+    }
+    json kept = json::array();
+    for (const std::string& key : order) {
+      std::vector<json>& rs = runs[key];
+      auto bad = std::find_if(rs.begin(), rs.end(), [](const json& r) { return r.value("status", "") != "ok"; });
+      if (bad != rs.end()) {
+        kept.push_back(*bad);
+        continue;
+      }
+      json per_run = json::array();
+      for (const json& r : rs) per_run.push_back(bench_number(r, "images_per_second"));
+      std::sort(rs.begin(), rs.end(), [](const json& a, const json& b) {
+        return bench_number(a, "images_per_second") < bench_number(b, "images_per_second");
+      });
+      const double slowest = bench_number(rs.front(), "images_per_second");
+      const double fastest = bench_number(rs.back(), "images_per_second");
+      if (slowest > 0 && fastest > 1.25 * slowest)
+        spread.push_back(rs.front().value("engine", "") + " " + rs.front().value("model", "") + " " +
+                         rs.front().value("mode", "") + " b" + std::to_string(rs.front().value("batch", 0)) + " " +
+                         rs.front().value("device", "") + " " + rs.front().value("precision", "") + " " +
+                         bench_format_sig(slowest) + "-" + bench_format_sig(fastest));
+      json median = rs[rs.size() / 2];
+      median["runs_images_per_second"] = per_run;
+      kept.push_back(std::move(median));
+    }
+    records_ = std::move(kept);
+    notes_.push_back("every figure is the median of " + std::to_string(options_.repeat) +
+                     " runs of the comparison in a row (--repeat); each run's images/s are in results.json "
+                     "(runs_images_per_second)");
+    if (!spread.empty()) {
+      std::string line = "runs more than 25% apart (img/s, slowest-fastest):";
+      for (const std::string& s : spread) line += " " + s + ";";
+      line.pop_back();
+      notes_.push_back(line);
+    }
+    // A peer that failed in every run said so once per run.
+    std::vector<std::string> once;
+    for (std::string& n : notes_)
+      if (std::find(once.begin(), once.end(), n) == once.end()) once.push_back(std::move(n));
+    notes_ = std::move(once);
+  }
+  failed_ = 0;
+  for (const json& r : records_)
+    if (r.value("engine", "") == "convoy" && r.value("status", "") == "failed") ++failed_;
 }
 
 json SuiteRun::peer_request() const {

@@ -19,6 +19,10 @@ struct BenchOptions {
   std::string precisions;         // comma-separated extra precisions (bf16, int8), rows beside the suite's
   int threads = -1;               // CPU threads; -1 = the suite's, 0 = all cores
   bool quick = false;             // a short timing: a smoke test, not a measurement
+  // The whole comparison (Convoy's cases, then the peers') this many times in a row; each row
+  // shows every engine's median run, so that a stretch of a busy or throttled machine that
+  // slows one engine's turn does not decide the ratio.
+  int repeat = 1;
   bool no_chart = false;          // leave plot.py out
   std::vector<std::string> command;  // the command line, recorded in results.json
   std::string source_dir;  // Convoy's source tree: its git commit, and benchmarks/ when not beside the suite
