@@ -72,7 +72,12 @@ int main(int argc, char** argv) {
       reexec = true;
     }
   }
-  if (reexec) execv("/proc/self/exe", argv);  // returns only on failure: then go on as we are
+  if (reexec) {
+    // The new image's OpenMP finds its CPUs in the mask it starts with: the process's, not the
+    // one place this thread is pinned to where OMP_PROC_BIND binds threads.
+    const convoy::ProcessCpusScope all_cpus;
+    execv("/proc/self/exe", argv);  // returns only on failure: then go on as we are
+  }
   CLI::App app{"Convoy " CONVOY_VERSION ": train convolutional networks on NVIDIA GPUs, run them anywhere"};
   app.set_version_flag("--version", "convoy " CONVOY_VERSION);
   app.require_subcommand(1);

@@ -8,6 +8,7 @@
 
 #include <filesystem>
 #include <fstream>
+#include <sstream>
 #include <string>
 
 #include "engine/core/usable_cpus.h"
@@ -133,4 +134,52 @@ TEST(UsableCpusCli, DoctorInACgroupWithAOneCpuQuotaRunsOneOpenMpThread) {
   const auto outside = convoy::testing::run_command("env -u OMP_NUM_THREADS " + std::string(CONVOY_BINARY) + " doctor 2>&1");
   EXPECT_NE(outside.output.find("CPU threads: " + std::to_string(usable_cpus()) + " (OpenMP)"), std::string::npos)
       << outside.output;
+}
+
+// The calling thread's CPUs as /proc lists them ("0-1"), for comparing with a child's.
+std::string cpus_allowed_list(const std::string& status_text) {
+  const std::string key = "Cpus_allowed_list:";
+  const size_t at = status_text.find(key);
+  if (at == std::string::npos) return "";
+  const size_t from = status_text.find_first_not_of(" \t", at + key.size());
+  return status_text.substr(from, status_text.find('\n', from) - from);
+}
+
+// OMP_PROC_BIND pins OpenMP's initial thread to its first place as the program starts. Convoy
+// re-executes itself (to set OpenMP's wait policy) and starts benchmark peers: both used to
+// inherit that one CPU, so a bound `convoy bench` ran one thread's worth on one CPU and so did
+// its peers. Now OpenMP keeps every CPU (one place per core), and so does a peer.
+TEST(UsableCpusCli, BoundOpenMpThreadsAndBenchPeersKeepEveryCpu) {
+  cpu_set_t set;
+  ASSERT_EQ(sched_getaffinity(0, sizeof set, &set), 0);
+  const int cpus = CPU_COUNT(&set);
+  if (cpus < 2) GTEST_SKIP() << "one CPU here: binding could not lose any";
+  std::ifstream self("/proc/self/status");
+  const std::string mine = cpus_allowed_list(std::string(std::istreambuf_iterator<char>(self), {}));
+  ASSERT_FALSE(mine.empty());
+  const std::string bound = "env -u OMP_NUM_THREADS -u GOMP_SPINCOUNT -u OMP_WAIT_POLICY OMP_PROC_BIND=close "
+                            "OMP_PLACES=threads ";
+  const auto doctor = convoy::testing::run_command(bound + std::string(CONVOY_BINARY) + " doctor 2>&1");
+  ASSERT_EQ(doctor.status, 0) << doctor.output;
+  EXPECT_NE(doctor.output.find("CPU threads: " + std::to_string(usable_cpus()) + " (OpenMP)"), std::string::npos)
+      << doctor.output;
+  EXPECT_NE(doctor.output.find(std::to_string(cpus) + " in this process's affinity"), std::string::npos)
+      << doctor.output;
+
+  // A stand-in for the peers' Python that writes down the CPUs it was started with.
+  convoy::testing::TempDir dir{"convoy-bound-bench"};
+  const fs::path python = dir.path() / "python", seen = dir.path() / "seen.txt";
+  std::ofstream(python) << "#!/bin/sh\ngrep Cpus_allowed_list /proc/self/status >> '" << seen.string() << "'\n";
+  fs::permissions(python, fs::perms::owner_all);
+  const auto bench = convoy::testing::run_command(
+      bound + "CONVOY_PYTHON=" + python.string() + " " + std::string(CONVOY_BINARY) + " bench --suite " +
+      std::string(CONVOY_SOURCE_DIR) + "/benchmarks/suites/quick.yaml --devices cpu --peers onnxruntime --quick --out " +
+      (dir.path() / "out").string() + " 2>&1");
+  ASSERT_EQ(bench.status, 0) << bench.output;
+  EXPECT_NE(bench.output.find(std::to_string(cpus) + " threads"), std::string::npos) << bench.output;
+  std::ifstream in(seen);
+  const std::string lines{std::istreambuf_iterator<char>(in), {}};
+  ASSERT_FALSE(lines.empty()) << "the stand-in peer did not run:\n" << bench.output;
+  std::istringstream each(lines);
+  for (std::string line; std::getline(each, line);) EXPECT_EQ(cpus_allowed_list(line + "\n"), mine) << line;
 }

@@ -30,6 +30,9 @@ import sys
 import tempfile
 
 sys.dont_write_bytecode = True  # no __pycache__ in the source tree
+# The CPUs this process may use, read before torch loads OpenMP: under OMP_PROC_BIND, OpenMP pins
+# this thread to one CPU, and ONNX Runtime's threads or Node would inherit only that one.
+PROCESS_CPUS = os.sched_getaffinity(0)
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import convoy_model as cm  # noqa: E402
 
@@ -268,7 +271,8 @@ class Peer:
                    "--threads", str(self.threads), "--timing", json.dumps(self.timing),
                    "--input-sets", str(int(self.request.get("input_sets", 4))),
                    "--seed", str(int(self.request.get("seed", 1)))]
-            p = subprocess.run(cmd, capture_output=True, text=True)
+            p = subprocess.run(cmd, capture_output=True, text=True,
+                               preexec_fn=lambda: os.sched_setaffinity(0, PROCESS_CPUS))
             if p.returncode != 0:
                 raise RuntimeError(p.stderr.strip() or f"node exited with status {p.returncode}")
             result = json.loads(p.stdout.strip().splitlines()[-1])
@@ -301,6 +305,7 @@ class Peer:
             if self.threads > 0:
                 so.intra_op_num_threads = self.threads
             so.inter_op_num_threads = 1
+            os.sched_setaffinity(0, PROCESS_CPUS)  # ONNX Runtime's threads inherit this thread's CPUs
             sess = ort.InferenceSession(path, so, providers=["CPUExecutionProvider"])
             images, _ = self.inputs(net, case, "cpu")
             feeds = [{"images": img.numpy()} for img in images]

@@ -1,5 +1,6 @@
 #include "engine/core/usable_cpus.h"
 
+#include <omp.h>
 #include <sched.h>
 
 #include <algorithm>
@@ -111,13 +112,58 @@ std::optional<double> cgroup_cpu_quota(std::string_view proc_self_cgroup, const 
   return smallest;
 }
 
-CpuBudget cpu_budget() {
-  CpuBudget b;
+namespace {
+
+std::vector<int> thread_cpus() {
   cpu_set_t set;
   CPU_ZERO(&set);
-  b.affinity = sched_getaffinity(0, sizeof(set), &set) == 0
-                   ? std::max(1, CPU_COUNT(&set))
-                   : std::max(1, static_cast<int>(std::thread::hardware_concurrency()));
+  std::vector<int> cpus;
+  if (sched_getaffinity(0, sizeof(set), &set) != 0) return cpus;
+  for (int c = 0; c < CPU_SETSIZE; ++c)
+    if (CPU_ISSET(c, &set)) cpus.push_back(c);
+  return cpus;
+}
+
+bool set_thread_cpus(const std::vector<int>& cpus) {
+  if (cpus.empty()) return false;
+  cpu_set_t set;
+  CPU_ZERO(&set);
+  for (int c : cpus)
+    if (c >= 0 && c < CPU_SETSIZE) CPU_SET(c, &set);
+  return sched_setaffinity(0, sizeof(set), &set) == 0;
+}
+
+}  // namespace
+
+std::vector<int> process_cpus() {
+  if (omp_get_proc_bind() != omp_proc_bind_false && omp_get_num_places() > 0) {
+    std::vector<int> cpus;
+    for (int p = 0; p < omp_get_num_places(); ++p) {
+      std::vector<int> ids(static_cast<size_t>(std::max(0, omp_get_place_num_procs(p))));
+      if (!ids.empty()) omp_get_place_proc_ids(p, ids.data());
+      cpus.insert(cpus.end(), ids.begin(), ids.end());
+    }
+    std::sort(cpus.begin(), cpus.end());
+    cpus.erase(std::unique(cpus.begin(), cpus.end()), cpus.end());
+    if (!cpus.empty()) return cpus;
+  }
+  return thread_cpus();
+}
+
+ProcessCpusScope::ProcessCpusScope() {
+  std::vector<int> mine = thread_cpus(), all = process_cpus();
+  if (mine != all && set_thread_cpus(all)) previous_ = std::move(mine);
+}
+
+ProcessCpusScope::~ProcessCpusScope() {
+  if (!previous_.empty()) set_thread_cpus(previous_);
+}
+
+CpuBudget cpu_budget() {
+  CpuBudget b;
+  const std::vector<int> cpus = process_cpus();
+  b.affinity = cpus.empty() ? std::max(1, static_cast<int>(std::thread::hardware_concurrency()))
+                            : static_cast<int>(cpus.size());
   std::ifstream in("/proc/self/cgroup");
   const std::string cgroups{std::istreambuf_iterator<char>(in), {}};
   b.quota = cgroup_cpu_quota(cgroups, "/sys/fs/cgroup");

@@ -6,6 +6,7 @@
 #include <filesystem>
 #include <optional>
 #include <string_view>
+#include <vector>
 
 namespace convoy {
 
@@ -15,8 +16,28 @@ struct CpuBudget {
   int usable() const;           // affinity, or the quota rounded down (at least 1) if smaller
 };
 
-// This process's budget, from sched_getaffinity, /proc/self/cgroup and /sys/fs/cgroup.
+// This process's budget, from its CPUs (below), /proc/self/cgroup and /sys/fs/cgroup.
 CpuBudget cpu_budget();
+
+// The CPUs this process may run on. Usually the calling thread's affinity mask; but where
+// OpenMP binds its threads (OMP_PROC_BIND, OMP_PLACES), it pins the initial thread to the
+// first place as the program starts, so the process's CPUs are then the union of OpenMP's
+// places (made from the mask it found before pinning).
+std::vector<int> process_cpus();
+
+// Gives the calling thread all of process_cpus() for the scope's lifetime, then its own mask
+// back: a child started meanwhile (an exec of Convoy itself, a benchmark peer) inherits the
+// process's CPUs, not the one that OpenMP pinned this thread to.
+class ProcessCpusScope {
+ public:
+  ProcessCpusScope();
+  ~ProcessCpusScope();
+  ProcessCpusScope(const ProcessCpusScope&) = delete;
+  ProcessCpusScope& operator=(const ProcessCpusScope&) = delete;
+
+ private:
+  std::vector<int> previous_;  // empty: nothing to restore
+};
 inline int usable_cpus() { return cpu_budget().usable(); }
 
 // The quota part, for tests: the smallest CPU limit on the way from the process's cgroup up to
