@@ -165,7 +165,8 @@ TEST(InferencePlan, FusesBatchNormResidualAndActivationIntoTheConvolutions) {
 }
 
 // The 3x3 stride-1 convolutions run as Winograd where oneDNN has it (its AVX-512 kernels) and
-// each thread gets at least 16 4x4 output tiles; as direct convolutions under CONVOY_WINOGRAD=0.
+// each thread gets at least 4 4x4 output tiles (16 in teams of more than 4 threads); as direct
+// convolutions under CONVOY_WINOGRAD=0.
 // The Shipped cases check the numbers.
 TEST(InferencePlan, ThreeByThreeConvolutionsUseWinogradWhereOneDnnHasIt) {
   Model model = Model::from_file(kModels + "resnet20.yaml", 1);
@@ -181,12 +182,15 @@ TEST(InferencePlan, ThreeByThreeConvolutionsUseWinogradWhereOneDnnHasIt) {
   const std::string cpu = make_cpu_backend({})->describe();
   if (cpu.find("avx512") == std::string::npos) GTEST_SKIP() << "oneDNN has no Winograd kernel for this CPU: " << cpu;
   // 17 of ResNet-20's 21 convolutions are 3x3 stride 1: the stem, and the blocks' but the two
-  // that downsample (the other two are the 1x1 shortcuts). At batch 8 on one thread each has
-  // 32 tiles or more; at batch 1 the five of the 8x8 stage have 4 (16 needed); at batch 2 on
-  // four threads (64 needed) only the seven at 32x32 (128) qualify.
+  // that downsample (the other two are the 1x1 shortcuts): seven at 32x32 (64 tiles per image),
+  // five at 16x16 (16) and five at 8x8 (4). On one thread (4 needed) all of them qualify at
+  // batch 1; at batch 2 on four threads (16 needed) the 8x8 ones (8) do not; at batch 4 on
+  // eight threads (128 needed) only those at 32x32 (256) do, and at batch 1 on 16 none.
   EXPECT_EQ(count_winograd(8, 1), 17u) << cpu;
-  EXPECT_EQ(count_winograd(1, 1), 12u) << cpu;
-  EXPECT_EQ(count_winograd(2, 4), 7u) << cpu;
+  EXPECT_EQ(count_winograd(1, 1), 17u) << cpu;
+  EXPECT_EQ(count_winograd(2, 4), 12u) << cpu;
+  EXPECT_EQ(count_winograd(4, 8), 7u) << cpu;
+  EXPECT_EQ(count_winograd(1, 16), 0u) << cpu;
 }
 
 TEST(InferencePlan, RereadsWeightsThatChanged) {

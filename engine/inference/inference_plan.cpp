@@ -146,10 +146,13 @@ int InferencePlan::Impl::emit_conv(const Group& g, const std::vector<Model::Grap
     // 2.25x fewer multiplications, within the plan's 1e-4 of the direct forward. It pays only
     // with enough 4x4 output tiles per thread: ResNet-18 at batch 32 ran 1.26x (16 cores) to
     // 1.5x (2 cores) faster, but fmnet and ResNet-50 at batch 1 on 16 cores (a few tiles per
-    // thread) 1.2-1.4x slower. oneDNN refuses it (unimplemented) elsewhere, and in bf16.
+    // thread) 1.2-1.4x slower. Small teams need fewer: on 2 threads a 14x14 layer's 16 tiles
+    // (8 each) already pay (ResNet-18 at batch 1 1.12x faster, RESULTS.md 2026-12-02).
+    // oneDNN refuses it (unimplemented) elsewhere, and in bf16.
     const int64_t tiles = batch * ((out[1] + 3) / 4) * ((out[2] + 3) / 4);
+    const int64_t tiles_per_thread = threads <= 4 ? 4 : 16;
     const bool winograd_pays = p.groups == 1 && r == 3 && s == 3 && p.stride_h == 1 && p.stride_w == 1 &&
-                                p.dilation_h == 1 && p.dilation_w == 1 && tiles >= 16 * int64_t{threads};
+                                p.dilation_h == 1 && p.dilation_w == 1 && tiles >= tiles_per_thread * threads;
     if (winograd_pays && !int8 && winograd_enabled()) {
       try {
         return pd_with(dnnl::algorithm::convolution_winograd);
