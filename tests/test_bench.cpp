@@ -17,6 +17,7 @@
 #include "engine/core/error.h"
 #include "engine/graph/model.h"
 #include "apps/bench/bench_profile.h"
+#include "apps/bench/bench_repeat.h"
 #include "apps/bench/bench_report.h"
 #include "apps/bench/bench_runner.h"
 #include "apps/bench/bench_suite.h"
@@ -251,9 +252,6 @@ TEST(Bench, TheTableRatesConvoyAgainstTheBestPyTorch) {
   EXPECT_EQ(bench_markdown(suite, env, records, {"pytorch"}, {}).find("best PyTorch"), std::string::npos);
 }
 
-// ONNX Runtime 1.30 as the CPU-inference peer, in the same run: through npm's onnxruntime-node
-// (scripts/install-onnxruntime-node.sh) where Debian's Python has no onnxruntime; the ONNX comes
-// from Debian's torch. Convoy's CPU inference runs its inference plan.
 // --repeat N: the comparison N times in a row, one row per case with each engine's median run
 // (by images/s) and every run's figure in results.json; N is checked.
 TEST(Bench, RepeatKeepsEachCasesMedianRun) {
@@ -285,6 +283,34 @@ TEST(Bench, RepeatKeepsEachCasesMedianRun) {
   fs::remove_all(dir);
 }
 
+// The reduction behind --repeat on records as the runs write them: the median run (the faster
+// middle one of an even count), every run's figure, a failure kept, far-apart runs named.
+TEST(Bench, MedianRunsKeepsTheMiddleRunAndAnyFailure) {
+  const auto record = [](const char* engine, int64_t batch, const char* status, double ips) {
+    return nlohmann::json{{"engine", engine}, {"model", "fmnet"}, {"mode", "inference"}, {"batch", batch},
+                          {"device", "cpu"}, {"precision", "fp32"}, {"status", status}, {"images_per_second", ips}};
+  };
+  const nlohmann::json runs = nlohmann::json::array({
+      record("convoy", 1, "ok", 100), record("onnxruntime", 1, "ok", 90), record("convoy", 32, "ok", 50),
+      record("convoy", 1, "ok", 130), record("onnxruntime", 1, "ok", 91), record("convoy", 32, "failed", 0),
+      record("convoy", 1, "ok", 110), record("onnxruntime", 1, "ok", 92), record("convoy", 32, "ok", 52),
+      record("convoy", 1, "ok", 120), record("onnxruntime", 1, "ok", 93), record("convoy", 32, "ok", 51),
+  });
+  std::vector<std::string> far_apart;
+  const nlohmann::json kept = median_runs(runs, far_apart);
+  ASSERT_EQ(kept.size(), 3u) << kept.dump(2);
+  EXPECT_EQ(kept[0].at("engine"), "convoy");
+  EXPECT_EQ(kept[0].at("images_per_second").get<double>(), 120);  // 100 110 [120] 130
+  EXPECT_EQ(kept[0].at("runs_images_per_second"), nlohmann::json::array({100, 130, 110, 120}));
+  EXPECT_EQ(kept[1].at("engine"), "onnxruntime");
+  EXPECT_EQ(kept[1].at("images_per_second").get<double>(), 92);
+  EXPECT_EQ(kept[2].at("status"), "failed");  // one failed run of four: the case failed
+  EXPECT_EQ(far_apart, std::vector<std::string>{"convoy fmnet inference b1 cpu fp32 100-130"});
+}
+
+// ONNX Runtime 1.30 as the CPU-inference peer, in the same run: through npm's onnxruntime-node
+// (scripts/install-onnxruntime-node.sh) where Debian's Python has no onnxruntime; the ONNX comes
+// from Debian's torch. Convoy's CPU inference runs its inference plan.
 TEST(Bench, OnnxRuntimePeerTimesTheSameInferenceCase) {
   if (!fs::exists(kSource + "/third_party/node/node_modules/onnxruntime-node/package.json"))
     GTEST_SKIP() << "onnxruntime-node not installed (bash scripts/install-onnxruntime-node.sh)";

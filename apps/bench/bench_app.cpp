@@ -16,6 +16,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "apps/bench/bench_repeat.h"
 #include "apps/bench/bench_report.h"
 #include "apps/bench/bench_runner.h"
 #include "apps/bench/bench_suite.h"
@@ -320,49 +321,18 @@ void SuiteRun::run_peers() {
   }
 }
 
-// With --repeat: one record per engine and case, its median run by images/s (the faster of the
-// middle two for an even count), holding every run's images/s; a case that failed in any run
-// keeps the failure. Then counts Convoy's failed cases.
+// With --repeat: one record per engine and case, its median run (median_runs). Then counts
+// Convoy's failed cases.
 void SuiteRun::keep_median_runs() {
   if (options_.repeat > 1) {
-    std::map<std::string, std::vector<json>> runs;  // engine + case -> its records, in run order
-    std::vector<std::string> order, spread;
-    for (json& r : records_) {
-      const std::string key = r.value("engine", "") + " " + bench_case_key(r);
-      if (!runs.count(key)) order.push_back(key);
-      runs[key].push_back(std::move(r));
-    }
-    json kept = json::array();
-    for (const std::string& key : order) {
-      std::vector<json>& rs = runs[key];
-      auto bad = std::find_if(rs.begin(), rs.end(), [](const json& r) { return r.value("status", "") != "ok"; });
-      if (bad != rs.end()) {
-        kept.push_back(*bad);
-        continue;
-      }
-      json per_run = json::array();
-      for (const json& r : rs) per_run.push_back(bench_number(r, "images_per_second"));
-      std::sort(rs.begin(), rs.end(), [](const json& a, const json& b) {
-        return bench_number(a, "images_per_second") < bench_number(b, "images_per_second");
-      });
-      const double slowest = bench_number(rs.front(), "images_per_second");
-      const double fastest = bench_number(rs.back(), "images_per_second");
-      if (slowest > 0 && fastest > 1.25 * slowest)
-        spread.push_back(rs.front().value("engine", "") + " " + rs.front().value("model", "") + " " +
-                         rs.front().value("mode", "") + " b" + std::to_string(rs.front().value("batch", 0)) + " " +
-                         rs.front().value("device", "") + " " + rs.front().value("precision", "") + " " +
-                         bench_format_sig(slowest) + "-" + bench_format_sig(fastest));
-      json median = rs[rs.size() / 2];
-      median["runs_images_per_second"] = per_run;
-      kept.push_back(std::move(median));
-    }
-    records_ = std::move(kept);
+    std::vector<std::string> far_apart;
+    records_ = median_runs(records_, far_apart);
     notes_.push_back("every figure is the median of " + std::to_string(options_.repeat) +
                      " runs of the comparison in a row (--repeat); each run's images/s are in results.json "
                      "(runs_images_per_second)");
-    if (!spread.empty()) {
+    if (!far_apart.empty()) {
       std::string line = "runs more than 25% apart (img/s, slowest-fastest):";
-      for (const std::string& s : spread) line += " " + s + ";";
+      for (const std::string& s : far_apart) line += " " + s + ";";
       line.pop_back();
       notes_.push_back(line);
     }

@@ -39,6 +39,11 @@ std::string bench_case_key(const json& r) {
          r.value("device", "") + "|" + r.value("precision", "");
 }
 
+std::string bench_case_label(const json& r) {
+  return r.value("model", "") + " " + r.value("mode", "") + " b" + std::to_string(r.value("batch", 0)) + " " +
+         r.value("device", "") + " " + r.value("precision", "");
+}
+
 const char* bench_peer_title(const std::string& engine) {
   if (engine == "pytorch") return "PyTorch";
   if (engine == "pytorch_compiled") return "PyTorch compiled";

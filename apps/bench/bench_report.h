@@ -19,6 +19,8 @@ std::string bench_format_sig(double v);
 double bench_number(const nlohmann::json& record, const char* key);
 // "model|mode|batch|device|precision": the same case measured by different engines.
 std::string bench_case_key(const nlohmann::json& record);
+// "model mode bN device precision": the case in words.
+std::string bench_case_label(const nlohmann::json& record);
 // The table's name of a peer engine ("pytorch" -> "PyTorch").
 const char* bench_peer_title(const std::string& engine);
 
