@@ -1,7 +1,8 @@
 // The CPUs a process may keep busy: its affinity and a cgroup's CPU quota. The readers on
 // cgroup trees the tests write (v1, v2, a hybrid system, nested limits, malformed files), and,
 // where this machine lets the test make a cgroup (root and a writable cgroup file system),
-// `convoy doctor` run inside one limited to one CPU.
+// `convoy doctor` run inside one limited to one CPU; with OpenMP binding threads, `convoy doctor`
+// and a benchmark peer keep every CPU.
 #include <gtest/gtest.h>
 #include <sched.h>
 #include <unistd.h>
@@ -137,7 +138,7 @@ TEST(UsableCpusCli, DoctorInACgroupWithAOneCpuQuotaRunsOneOpenMpThread) {
 }
 
 // The calling thread's CPUs as /proc lists them ("0-1"), for comparing with a child's.
-std::string cpus_allowed_list(const std::string& status_text) {
+static std::string cpus_allowed_list(const std::string& status_text) {
   const std::string key = "Cpus_allowed_list:";
   const size_t at = status_text.find(key);
   if (at == std::string::npos) return "";

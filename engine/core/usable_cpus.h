@@ -11,13 +11,14 @@
 namespace convoy {
 
 struct CpuBudget {
-  int affinity = 1;             // CPUs in the affinity mask
+  int affinity = 1;             // CPUs the process may run on (process_cpus)
   std::optional<double> quota;  // CPUs' worth of time per period, where a cgroup limits it
   int usable() const;           // affinity, or the quota rounded down (at least 1) if smaller
 };
 
 // This process's budget, from its CPUs (below), /proc/self/cgroup and /sys/fs/cgroup.
 CpuBudget cpu_budget();
+inline int usable_cpus() { return cpu_budget().usable(); }
 
 // The CPUs this process may run on. Usually the calling thread's affinity mask; but where
 // OpenMP binds its threads (OMP_PROC_BIND, OMP_PLACES), it pins the initial thread to the
@@ -38,7 +39,6 @@ class ProcessCpusScope {
  private:
   std::vector<int> previous_;  // empty: nothing to restore
 };
-inline int usable_cpus() { return cpu_budget().usable(); }
 
 // The quota part, for tests: the smallest CPU limit on the way from the process's cgroup up to
 // the root (cgroup v2's cpu.max; v1's cpu.cfs_quota_us / cpu.cfs_period_us), given the
