@@ -8,6 +8,7 @@
 #include <cmath>
 #include <memory>
 #include <random>
+#include <sstream>
 #include <string>
 
 #include "engine/backends/backend.h"
@@ -191,6 +192,32 @@ TEST(InferencePlan, ThreeByThreeConvolutionsUseWinogradWhereOneDnnHasIt) {
   EXPECT_EQ(count_winograd(2, 4), 12u) << cpu;
   EXPECT_EQ(count_winograd(4, 8), 7u) << cpu;
   EXPECT_EQ(count_winograd(1, 16), 0u) << cpu;
+}
+
+// fp32 activations stay in one blocked format, the CPU's vector width in channels (16 with
+// AVX-512, 8 with AVX2), from the stem to the classifier: nothing is reordered between layers,
+// not even around the Winograd convolutions, which oneDNN runs only on nChw16c (left to its
+// own choice, oneDNN 2.6 puts the others in nhwc on AVX-512 and reorders twice per Winograd).
+TEST(InferencePlan, KeepsActivationsInTheCpusBlockedFormat) {
+  const std::string cpu = make_cpu_backend({})->describe();
+  const std::string block = cpu.find("avx512") != std::string::npos ? "16" : cpu.find("avx2") != std::string::npos ? "8" : "";
+  if (block.empty()) GTEST_SKIP() << "no AVX2 or AVX-512: the formats are oneDNN's choice on " << cpu;
+  Model model = Model::from_file(kModels + "resnet20.yaml", 1);  // 16, 32 and 64 channels
+  const std::string steps = InferencePlan(model, 8).describe();
+  const std::string after_input = steps.substr(steps.find('\n') + 1);  // the first step may reorder the input
+  EXPECT_EQ(occurrences(after_input, "reorder"), 0u) << steps;
+  size_t blocked_outputs = 0;  // of the 21 convolutions and the pooling
+  std::istringstream lines(steps);
+  for (std::string line; std::getline(lines, line);)
+    if (line.rfind("conv", 0) == 0 || line.rfind("global_avg_pool", 0) == 0)
+      blocked_outputs += line.ends_with(" dst f32 blocked " + block);
+  EXPECT_EQ(blocked_outputs, 22u) << steps;
+  ::setenv("CONVOY_BLOCKED_LAYOUT", "0", 1);
+  const std::string chosen = InferencePlan(model, 8).describe();
+  ::unsetenv("CONVOY_BLOCKED_LAYOUT");
+  if (block == "16") {
+    EXPECT_GT(occurrences(chosen, "reorder"), 1u) << chosen;
+  }
 }
 
 TEST(InferencePlan, RereadsWeightsThatChanged) {
