@@ -76,7 +76,7 @@ std::unique_ptr<InferencePlans> make_plans(const InferArgs& args, const Inferenc
   if (args.no_plan) return nullptr;
   InferenceOptions o = precision;
   o.threads = args.threads;
-  o.single_thread_below_flops = kSingleThreadBelowFlops;
+  o.flops_per_thread = kFlopsPerThread;
   return std::make_unique<InferencePlans>(o);
 }
 

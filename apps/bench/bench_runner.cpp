@@ -243,7 +243,7 @@ nlohmann::json run_bench_case(Backend& backend, const BenchSuite& suite, const B
       // CPU inference as `convoy infer` runs it: the plan, built once before the timing.
       InferenceOptions o;
       o.threads = static_cast<int>(suite.threads);
-      o.single_thread_below_flops = kSingleThreadBelowFlops;
+      o.flops_per_thread = kFlopsPerThread;
       o.precision = parse_inference_precision(c.precision, "precision");
       plan_input = backend.empty(shape, dtype);  // (N, C, H, W)
       if (o.precision == InferencePrecision::int8) {

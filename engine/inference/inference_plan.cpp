@@ -34,20 +34,24 @@ bool winograd_enabled() {
   return !(env && std::string_view(env) == "0");
 }
 
-// fp32 activations between convolutions in the blocked format of the CPU's vector width
-// (nChw16c on AVX-512, nChw8c on AVX2) where the channels fill whole blocks; elsewhere oneDNN's
-// choice. Left to choose, oneDNN 2.6 picks nhwc for its brgemm convolutions on AVX-512 and then
-// reorders around every Winograd convolution, which needs nChw16c. Blocked throughout, on a
-// 2-core Intel VM: ResNet-50 2-4%, ResNet-18 at batch 32 6%, fmnet 8-10% faster; on AVX2 the
-// same or better (RESULTS.md, 2026-12-02). CONVOY_BLOCKED_LAYOUT=0 leaves it to oneDNN.
-dnnl::memory::format_tag blocked_activation_tag() {
-  const char* env = std::getenv("CONVOY_BLOCKED_LAYOUT");
-  if (env && std::string_view(env) == "0") return dnnl::memory::format_tag::any;
+// fp32 3x3 stride-1 convolutions run through Winograd F(4x4, 3x3) where oneDNN has it (AVX-512):
+// 2.25x fewer multiplications, within the plan's 1e-4 of the direct forward. It pays only with
+// enough 4x4 output tiles per thread: ResNet-18 at batch 32 ran 1.26x (16 cores) to 1.5x (2
+// cores) faster, but fmnet and ResNet-50 at batch 1 on 16 cores (a few tiles per thread)
+// 1.2-1.4x slower. Small teams need fewer: on 2 threads a 14x14 layer's 16 tiles (8 each)
+// already pay (ResNet-18 at batch 1 1.12x faster, RESULTS.md 2026-12-02). out: (K, P, Q).
+bool winograd_pays(const Conv2dParams& p, int64_t r, int64_t s, const Shape& out, int64_t batch, int threads) {
+  if (!winograd_enabled() || p.groups != 1 || r != 3 || s != 3 || p.stride_h != 1 || p.stride_w != 1 ||
+      p.dilation_h != 1 || p.dilation_w != 1)
+    return false;
+  const int64_t tiles = batch * ((out[1] + 3) / 4) * ((out[2] + 3) / 4);
+  const int64_t tiles_per_thread = threads <= 4 ? 4 : 16;
+  return tiles >= tiles_per_thread * threads;
+}
+
+bool has_avx512() {
   const auto isa = static_cast<unsigned>(dnnl_get_effective_cpu_isa());
-  const auto has = [&](dnnl_cpu_isa_t want) { return (isa & want) == static_cast<unsigned>(want); };
-  if (has(dnnl_cpu_isa_avx512_core)) return dnnl::memory::format_tag::aBcd16b;
-  if (has(dnnl_cpu_isa_avx2)) return dnnl::memory::format_tag::aBcd8b;
-  return dnnl::memory::format_tag::any;
+  return (isa & dnnl_cpu_isa_avx512_core) == static_cast<unsigned>(dnnl_cpu_isa_avx512_core);
 }
 
 }  // namespace
@@ -142,10 +146,8 @@ int InferencePlan::Impl::emit_conv(const Group& g, const std::vector<Model::Grap
   const float sx = quant_scale(src_dt, values[in].range), sy = quant_scale(dst_dt, range_of(g.last));
   const float sr = res >= 0 ? quant_scale(dt_of(res), values[res].range) : 1.0f;
   const std::vector<float> sw = int8 ? weight_scales(*slot) : std::vector<float>{};
-  const Tag blocked = blocked_activation_tag();
   auto activation_tag = [&](Dt dt, int64_t channels) {
-    const int64_t block = blocked == Tag::aBcd16b ? 16 : 8;
-    return dt == Dt::f32 && blocked != Tag::any && channels % block == 0 ? blocked : Tag::any;
+    return dt == Dt::f32 && activations != Tag::any && channels % 16 == 0 ? activations : Tag::any;
   };
   const Md any_x(xd, src_dt, activation_tag(src_dt, c)), any_w(wdims, w_dt, Tag::any);
   const Md any_y({batch, k, out[1], out[2]}, dst_dt, activation_tag(dst_dt, k));
@@ -163,18 +165,8 @@ int InferencePlan::Impl::emit_conv(const Group& g, const std::vector<Model::Grap
                                           {p.stride_h, p.stride_w}, {p.dilation_h - 1, p.dilation_w - 1},
                                           {p.pad_h, p.pad_w}, {p.pad_h, p.pad_w}, attr, alg);
     };
-    // fp32 3x3 stride-1 convolutions through Winograd F(4x4, 3x3) where oneDNN has it (AVX-512):
-    // 2.25x fewer multiplications, within the plan's 1e-4 of the direct forward. It pays only
-    // with enough 4x4 output tiles per thread: ResNet-18 at batch 32 ran 1.26x (16 cores) to
-    // 1.5x (2 cores) faster, but fmnet and ResNet-50 at batch 1 on 16 cores (a few tiles per
-    // thread) 1.2-1.4x slower. Small teams need fewer: on 2 threads a 14x14 layer's 16 tiles
-    // (8 each) already pay (ResNet-18 at batch 1 1.12x faster, RESULTS.md 2026-12-02).
-    // oneDNN refuses it (unimplemented) elsewhere, and in bf16.
-    const int64_t tiles = batch * ((out[1] + 3) / 4) * ((out[2] + 3) / 4);
-    const int64_t tiles_per_thread = threads <= 4 ? 4 : 16;
-    const bool winograd_pays = p.groups == 1 && r == 3 && s == 3 && p.stride_h == 1 && p.stride_w == 1 &&
-                                p.dilation_h == 1 && p.dilation_w == 1 && tiles >= tiles_per_thread * threads;
-    if (winograd_pays && !int8 && winograd_enabled()) {
+    // oneDNN refuses Winograd (unimplemented) where it has no kernel for it, and in bf16.
+    if (!int8 && winograd_pays(p, r, s, out, batch, threads)) {
       try {
         return pd_with(dnnl::algorithm::convolution_winograd);
       } catch (const dnnl::error&) {
@@ -318,6 +310,21 @@ void InferencePlan::Impl::build() {
   value_of[0] = new_value(f32_md({batch, in[0], in[1], in[2]}, Tag::nchw), Buffer::Kind::input);
   values[0].range = range_of(-1);
   done.assign(nodes.size(), false);
+  // fp32 activations in nChw16c throughout where a convolution runs as Winograd: its kernel reads
+  // and writes nChw16c, and the brgemm kernels oneDNN picks for the others use nhwc, which would
+  // put two reorders around every Winograd convolution. Blocked throughout (oneDNN's jit
+  // kernels), a 2-core Intel VM ran ResNet-50 2-4%, ResNet-18 at batch 32 6% and fmnet 8-10%
+  // faster. Without Winograd oneDNN's choice stays: on 16 threads at batch 1 its brgemm kernels
+  // in nhwc ran ResNet-50 13% and ResNet-18 14% faster than its blocked ones (RESULTS.md,
+  // 2026-12-02). CONVOY_BLOCKED_LAYOUT=0 leaves every format to oneDNN, for comparisons.
+  const char* blocked_env = std::getenv("CONVOY_BLOCKED_LAYOUT");
+  if (precision == InferencePrecision::fp32 && has_avx512() && !(blocked_env && std::string_view(blocked_env) == "0"))
+    for (const Model::GraphNode& n : nodes)
+      if (n.layer->type() == "conv2d") {
+        const Tensor& w = n.layer->parameters().at(0)->value;
+        if (winograd_pays(n.layer->spec().conv, w.dim(2), w.dim(3), n.shape, batch, threads))
+          activations = Tag::aBcd16b;
+      }
   for (const Group& g : fuse(nodes)) {
     value_of[g.last + 1] = emit(g, nodes, value_of);
     for (int j : {g.head, g.bn, g.add, g.act})

@@ -32,18 +32,20 @@ std::string bf16_unsupported_reason();
 
 struct InferenceOptions {
   int threads = 0;  // OpenMP threads for the plan's primitives; 0 = all cores
-  // With threads = 0: a pass of fewer FLOPs than this runs on one thread, where forking and
-  // joining a team costs more than it saves (LeNet-5 at batch 1). 0 turns the rule off.
-  int64_t single_thread_below_flops = 0;
+  // With threads = 0: one thread per this many FLOPs of the pass, at least one and at most all
+  // cores, where a larger team costs more to wake than it saves (LeNet-5 at batch 1). 0 turns
+  // the rule off.
+  int64_t flops_per_thread = 0;
   InferencePrecision precision = InferencePrecision::fp32;
   // int8: the largest |value| of the model input ([0]) and of each graph node's output ([i + 1]),
   // from calibration (InferencePlan::calibrate). Required for int8, ignored otherwise.
   std::vector<float> activation_max;
 };
 
-// The default single-thread threshold for latency-first small batches: LeNet-5 (5 MFLOP per image)
-// at batch 1 ran 1.7x faster on one thread than on two on the 2-core machine (RESULTS.md).
-inline constexpr int64_t kSingleThreadBelowFlops = 20'000'000;
+// The work per thread of `convoy infer` and `convoy bench` for small passes: LeNet-5 at batch 1
+// (4.7 MFLOP) gets 4 threads, which ran it 2.5x faster than one and 1.2x faster than 16 on
+// the 16-core host, and on 2 cores two ran it 1.8x faster than one (RESULTS.md, 2026-12-02).
+inline constexpr int64_t kFlopsPerThread = 1'000'000;
 
 class InferencePlan {
  public:

@@ -74,6 +74,7 @@ struct InferencePlan::Impl {
   int output_value = -1;
   std::vector<dnnl::memory*> input_mems;
   std::vector<bool> done;  // while building: the layers whose group has been emitted
+  Tag activations = Tag::any;  // the fp32 activations' format for the convolutions (build)
 
   Impl(Model& m, int64_t n, int t, const InferenceOptions& o)
       : model(m), batch(n), threads(t), precision(o.precision), act_max(o.activation_max) {}

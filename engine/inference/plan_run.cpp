@@ -129,9 +129,8 @@ InferencePlan::InferencePlan(Model& model, int64_t batch, const InferenceOptions
   if (const std::string why = unsupported_reason(model); !why.empty())
     throw InputError("model '" + model.name() + "': " + why);
   int threads = options.threads > 0 ? options.threads : omp_get_max_threads();
-  if (options.threads == 0 && options.single_thread_below_flops > 0 &&
-      model.forward_flops() * batch < options.single_thread_below_flops)
-    threads = 1;
+  if (options.threads == 0 && options.flops_per_thread > 0)
+    threads = static_cast<int>(std::clamp<int64_t>(model.forward_flops() * batch / options.flops_per_thread, 1, threads));
   check_precision(model, options);
   impl_ = std::make_unique<Impl>(model, batch, threads, options);
   try {
