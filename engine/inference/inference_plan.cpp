@@ -28,9 +28,10 @@ void append_activation(dnnl::post_ops& ops, const LayerSpec& a, bool act_scaled,
     cpu::onednn::append_eltwise(ops, eltwise_alg(a.activation), eltwise_alpha(a), 0.0f);
 }
 
-// Winograd for the 3x3 convolutions (emit_conv): on unless CONVOY_WINOGRAD=0, for comparisons.
-bool winograd_enabled() {
-  const char* env = std::getenv("CONVOY_WINOGRAD");
+// A switch for comparisons, on unless set to 0: CONVOY_WINOGRAD (Winograd for the 3x3
+// convolutions), CONVOY_BLOCKED_LAYOUT (nChw16c activations where Winograd runs).
+bool switched_on(const char* name) {
+  const char* env = std::getenv(name);
   return !(env && std::string_view(env) == "0");
 }
 
@@ -41,7 +42,7 @@ bool winograd_enabled() {
 // 1.2-1.4x slower. Small teams need fewer: on 2 threads a 14x14 layer's 16 tiles (8 each)
 // already pay (ResNet-18 at batch 1 1.12x faster, RESULTS.md 2026-12-02). out: (K, P, Q).
 bool winograd_pays(const Conv2dParams& p, int64_t r, int64_t s, const Shape& out, int64_t batch, int threads) {
-  if (!winograd_enabled() || p.groups != 1 || r != 3 || s != 3 || p.stride_h != 1 || p.stride_w != 1 ||
+  if (!switched_on("CONVOY_WINOGRAD") || p.groups != 1 || r != 3 || s != 3 || p.stride_h != 1 || p.stride_w != 1 ||
       p.dilation_h != 1 || p.dilation_w != 1)
     return false;
   const int64_t tiles = batch * ((out[1] + 3) / 4) * ((out[2] + 3) / 4);
@@ -49,9 +50,15 @@ bool winograd_pays(const Conv2dParams& p, int64_t r, int64_t s, const Shape& out
   return tiles >= tiles_per_thread * threads;
 }
 
-bool has_avx512() {
+// Whether a convolution of the plan runs as Winograd (oneDNN has it only for AVX-512).
+bool any_winograd(const std::vector<Model::GraphNode>& nodes, int64_t batch, int threads) {
   const auto isa = static_cast<unsigned>(dnnl_get_effective_cpu_isa());
-  return (isa & dnnl_cpu_isa_avx512_core) == static_cast<unsigned>(dnnl_cpu_isa_avx512_core);
+  if ((isa & dnnl_cpu_isa_avx512_core) != static_cast<unsigned>(dnnl_cpu_isa_avx512_core)) return false;
+  return std::any_of(nodes.begin(), nodes.end(), [&](const Model::GraphNode& n) {
+    if (n.layer->type() != "conv2d") return false;
+    const Tensor& w = n.layer->parameters().at(0)->value;  // (K, C/g, R, S)
+    return winograd_pays(n.layer->spec().conv, w.dim(2), w.dim(3), n.shape, batch, threads);
+  });
 }
 
 }  // namespace
@@ -317,14 +324,8 @@ void InferencePlan::Impl::build() {
   // faster. Without Winograd oneDNN's choice stays: on 16 threads at batch 1 its brgemm kernels
   // in nhwc ran ResNet-50 13% and ResNet-18 14% faster than its blocked ones (RESULTS.md,
   // 2026-12-02). CONVOY_BLOCKED_LAYOUT=0 leaves every format to oneDNN, for comparisons.
-  const char* blocked_env = std::getenv("CONVOY_BLOCKED_LAYOUT");
-  if (precision == InferencePrecision::fp32 && has_avx512() && !(blocked_env && std::string_view(blocked_env) == "0"))
-    for (const Model::GraphNode& n : nodes)
-      if (n.layer->type() == "conv2d") {
-        const Tensor& w = n.layer->parameters().at(0)->value;
-        if (winograd_pays(n.layer->spec().conv, w.dim(2), w.dim(3), n.shape, batch, threads))
-          activations = Tag::aBcd16b;
-      }
+  if (precision == InferencePrecision::fp32 && switched_on("CONVOY_BLOCKED_LAYOUT") && any_winograd(nodes, batch, threads))
+    activations = Tag::aBcd16b;
   for (const Group& g : fuse(nodes)) {
     value_of[g.last + 1] = emit(g, nodes, value_of);
     for (int j : {g.head, g.bn, g.add, g.act})

@@ -43,8 +43,8 @@ struct InferenceOptions {
 };
 
 // The work per thread of `convoy infer` and `convoy bench` for small passes: LeNet-5 at batch 1
-// (4.7 MFLOP) gets 4 threads, which ran it 2.5x faster than one and 1.2x faster than 16 on
-// the 16-core host, and on 2 cores two ran it 1.8x faster than one (RESULTS.md, 2026-12-02).
+// (4.7 MFLOP) gets 4 threads, which ran it 1.8-3.5x faster than one and 1.1-1.3x faster than 16
+// on the 16-core host; on 2 cores two ran it 1.8x faster than one (RESULTS.md, 2026-12-02).
 inline constexpr int64_t kFlopsPerThread = 1'000'000;
 
 class InferencePlan {
