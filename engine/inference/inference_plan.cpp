@@ -52,8 +52,7 @@ bool winograd_pays(const Conv2dParams& p, int64_t r, int64_t s, const Shape& out
 
 // Whether a convolution of the plan runs as Winograd (oneDNN has it only for AVX-512).
 bool any_winograd(const std::vector<Model::GraphNode>& nodes, int64_t batch, int threads) {
-  const auto isa = static_cast<unsigned>(dnnl_get_effective_cpu_isa());
-  if ((isa & dnnl_cpu_isa_avx512_core) != static_cast<unsigned>(dnnl_cpu_isa_avx512_core)) return false;
+  if (!cpu_has(dnnl::cpu_isa::avx512_core)) return false;
   return std::any_of(nodes.begin(), nodes.end(), [&](const Model::GraphNode& n) {
     if (n.layer->type() != "conv2d") return false;
     const Tensor& w = n.layer->parameters().at(0)->value;  // (K, C/g, R, S)
@@ -154,7 +153,7 @@ int InferencePlan::Impl::emit_conv(const Group& g, const std::vector<Model::Grap
   const float sr = res >= 0 ? quant_scale(dt_of(res), values[res].range) : 1.0f;
   const std::vector<float> sw = int8 ? weight_scales(*slot) : std::vector<float>{};
   auto activation_tag = [&](Dt dt, int64_t channels) {
-    return dt == Dt::f32 && activations != Tag::any && channels % 16 == 0 ? activations : Tag::any;
+    return dt == Dt::f32 && channels % 16 == 0 ? activations : Tag::any;
   };
   const Md any_x(xd, src_dt, activation_tag(src_dt, c)), any_w(wdims, w_dt, Tag::any);
   const Md any_y({batch, k, out[1], out[2]}, dst_dt, activation_tag(dst_dt, k));

@@ -22,6 +22,12 @@ using Tag = dnnl::memory::format_tag;
 using Dt = dnnl::memory::data_type;
 
 inline Md f32_md(const Dims& dims, Tag tag) { return Md(dims, Dt::f32, tag); }
+// Whether oneDNN's kernels here have `want`: its ISA values are bit sets, each containing the
+// ones it extends (AMX contains AVX-512 BF16, which contains AVX-512).
+inline bool cpu_has(dnnl::cpu_isa want) {
+  const auto isa = static_cast<unsigned>(dnnl::get_effective_cpu_isa());
+  return (isa & static_cast<unsigned>(want)) == static_cast<unsigned>(want);
+}
 inline bool is_int8(Dt t) { return t == Dt::s8 || t == Dt::u8; }
 // The quantized step of a value of range `max` in type t: q = x * scale (1 for float types).
 inline float quant_scale(Dt t, float max) {
