@@ -2,7 +2,8 @@
 // training graph's eval-mode forward (Model::forward, layer by layer) within fp32 tolerance,
 // with random weights and non-trivial batch-norm statistics; for the small models also with a
 // float64 forward built from the reference ops; it re-reads weights that changed; it runs
-// several batch sizes and thread counts.
+// several batch sizes and thread counts; a server's batched plans (every batch size from a few
+// plans sharing their weights) agree with the layers at every size.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -16,6 +17,7 @@
 #include "engine/core/error.h"
 #include "engine/layers/registry.h"
 #include "engine/graph/model.h"
+#include "engine/inference/batched_plans.h"
 #include "engine/inference/inference_plan.h"
 #include "engine/inference/plan_cache.h"
 #include "tests/reference/reference_ops.h"
@@ -256,7 +258,7 @@ TEST(InferencePlan, ThreadCountsAndBatchSizes) {
   randomize_batchnorm(model, 5);
   const std::unique_ptr<Backend> cpu = make_cpu_backend({});
   for (int threads : {1, 2}) {
-    InferencePlans plans(InferenceOptions{threads, 0});
+    InferencePlans plans(InferenceOptions{.threads = threads});
     for (int64_t batch : {1, 7, 1}) {
       const Tensor x = random_input(model, batch, static_cast<uint64_t>(batch));
       const Tensor* got = plans.run(model, x);
@@ -269,10 +271,10 @@ TEST(InferencePlan, ThreadCountsAndBatchSizes) {
   Model lenet = Model::from_file(kModels + "lenet5.yaml", 1);
   const int64_t flops = lenet.forward_flops();
   const int all = InferencePlan(lenet, 8, {}).threads();
-  EXPECT_EQ(InferencePlan(lenet, 1, {0, flops + 1}).threads(), 1);
-  EXPECT_EQ(InferencePlan(lenet, 1, {0, flops / 2}).threads(), std::min(all, 2));
-  EXPECT_EQ(InferencePlan(lenet, 64, {0, flops}).threads(), std::min(all, 64));
-  EXPECT_EQ(InferencePlan(lenet, 1, {2, flops + 1}).threads(), 2);  // an explicit count stands
+  EXPECT_EQ(InferencePlan(lenet, 1, {.flops_per_thread = flops + 1}).threads(), 1);
+  EXPECT_EQ(InferencePlan(lenet, 1, {.flops_per_thread = flops / 2}).threads(), std::min(all, 2));
+  EXPECT_EQ(InferencePlan(lenet, 64, {.flops_per_thread = flops}).threads(), std::min(all, 64));
+  EXPECT_EQ(InferencePlan(lenet, 1, {.threads = 2, .flops_per_thread = flops + 1}).threads(), 2);  // an explicit count stands
 }
 
 TEST(InferencePlan, RefusesWrongInputs) {
@@ -280,6 +282,68 @@ TEST(InferencePlan, RefusesWrongInputs) {
   InferencePlan plan(model, 2);
   EXPECT_THROW(plan.run(random_input(model, 3, 1)), InputError);
   EXPECT_THROW(InferencePlan(model, 0), InputError);
+}
+
+TEST(BatchedPlans, PassesCoverEveryBatchWithLittlePadding) {
+  using Sizes = std::vector<int64_t>;
+  EXPECT_EQ(BatchedPlans::planned_sizes(1), Sizes{1});
+  EXPECT_EQ(BatchedPlans::planned_sizes(32), (Sizes{1, 2, 4, 8, 16, 32}));
+  EXPECT_EQ(BatchedPlans::planned_sizes(10), (Sizes{1, 2, 4, 8, 10}));
+  EXPECT_THROW(BatchedPlans::planned_sizes(0), InputError);
+  const Sizes s32 = BatchedPlans::planned_sizes(32);
+  EXPECT_EQ(BatchedPlans::passes(5, s32), (Sizes{4, 1}));   // 8 would pad 3 of 8
+  EXPECT_EQ(BatchedPlans::passes(6, s32), (Sizes{8}));      // pads 2 of 8
+  EXPECT_EQ(BatchedPlans::passes(17, s32), (Sizes{16, 1}));
+  EXPECT_EQ(BatchedPlans::passes(24, s32), (Sizes{32}));
+  EXPECT_EQ(BatchedPlans::passes(9, BatchedPlans::planned_sizes(10)), (Sizes{10}));
+  for (int64_t max : {1, 3, 10, 32, 100})
+    for (int64_t n = 1; n <= max; ++n) {
+      const Sizes sizes = BatchedPlans::planned_sizes(max), p = BatchedPlans::passes(n, sizes);
+      int64_t covered = 0;
+      for (size_t i = 0; i < p.size(); ++i) {
+        ASSERT_TRUE(std::binary_search(sizes.begin(), sizes.end(), p[i])) << n << " of " << max;
+        if (i + 1 < p.size()) EXPECT_LE(p[i], n - covered) << "only the last pass pads";
+        covered += p[i];
+      }
+      EXPECT_GE(covered, n);
+      EXPECT_LE((covered - n) * 4, p.back()) << n << " of " << max << ": padding over a quarter of a pass";
+    }
+}
+
+TEST(BatchedPlans, AgreeWithTheLayersAtEveryBatchSizeAndShareWeights) {
+  Model model = Model::from_file(kModels + "resnet20.yaml", 6);
+  randomize_batchnorm(model, 7);
+  const std::unique_ptr<Backend> cpu = make_cpu_backend({});
+  BatchedPlans plans(model, 6, InferenceOptions{.threads = 2});
+  EXPECT_EQ(plans.sizes(), (std::vector<int64_t>{1, 2, 4, 6}));
+  for (int64_t n = 1; n <= 6; ++n) {
+    const Tensor x = random_input(model, n, static_cast<uint64_t>(10 + n));
+    const Tensor got = plans.run(x);
+    ASSERT_EQ(got.shape(), (Shape{n, model.num_classes()}));
+    EXPECT_LT(scaled_error(got, model.forward(*cpu, x, StepInfo{})), 1e-4) << "batch " << n;
+  }
+  EXPECT_THROW(plans.run(random_input(model, 7, 1)), InputError);
+  // The four plans run one at a time: they share one arena, and the weights they want in the
+  // same layout. They hold less than four plans of their own would, and at least what the largest
+  // of those would.
+  size_t arenas = 0, own = 0, largest_arena = 0, largest_weights = 0;
+  for (int64_t size : plans.sizes()) {
+    const InferencePlan alone(model, size, {.threads = 2});
+    arenas += alone.arena_bytes();
+    own += alone.weight_bytes();
+    largest_arena = std::max(largest_arena, alone.arena_bytes());
+    largest_weights = std::max(largest_weights, alone.weight_bytes());
+  }
+  EXPECT_LT(plans.bytes(), arenas + own);
+  EXPECT_GE(plans.bytes(), largest_arena + largest_weights);
+  // A change of weights reaches every size through the shared copies.
+  Model other = Model::from_file(kModels + "resnet20.yaml", 8);
+  randomize_batchnorm(other, 9);
+  model.load_state(other.state(), "other");
+  for (int64_t n : {1, 3, 6}) {
+    const Tensor x = random_input(model, n, static_cast<uint64_t>(20 + n));
+    EXPECT_LT(scaled_error(plans.run(x), model.forward(*cpu, x, StepInfo{})), 1e-4) << "batch " << n << " after a change";
+  }
 }
 
 }  // namespace

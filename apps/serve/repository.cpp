@@ -99,7 +99,8 @@ ModelRepository::ModelEntry ModelRepository::build(const std::string& name) {
       used += ve.served->memory().total;
       ve.state = "READY";
       log_ << "convoy serve: model '" << name << "' version " << v << " READY on " << ve.served->device() << " ("
-           << config.instance_count << " instance(s), max batch " << config.max_batch_size << ")" << std::endl;
+           << config.instance_count << " instance(s), max batch " << config.max_batch_size << ", "
+           << ve.served->execution() << ")" << std::endl;
     } catch (const Error& e) {
       ve.state = "UNAVAILABLE";
       ve.reason = e.what();

@@ -40,10 +40,13 @@ struct InferJob {
 };
 
 // Bytes a version needs: every instance's parameters and buffers, plus the activations of a
-// forward pass at max_batch_size (every layer's output kept: an upper bound).
+// forward pass at max_batch_size (every layer's output kept: an upper bound). On the CPU, once
+// the instances' inference plans are built, their measured bytes (arenas and reordered weights)
+// take the activations' place.
 struct MemoryEstimate {
   uint64_t weights = 0;      // per instance
-  uint64_t activations = 0;  // per instance, at max_batch_size
+  uint64_t activations = 0;  // per instance, at max_batch_size (0 where plans run it)
+  uint64_t plans = 0;        // per instance: the CPU inference plans
   uint64_t total = 0;        // all instances
 };
 
@@ -71,6 +74,9 @@ class ServedVersion {
   const Preprocess& preprocess() const { return preprocess_; }
   const MemoryEstimate& memory() const { return memory_; }
   std::string device() const { return device_; }
+  // How an instance runs a batch: "inference plans for batches 1, 2, 4 (3.4 MiB)" on the CPU,
+  // or "layer by layer".
+  const std::string& execution() const { return execution_; }
   size_t queued() const;
 
  private:
@@ -80,6 +86,12 @@ class ServedVersion {
   // waiting up to max_queue_delay for more; empty when stopping with nothing queued.
   std::vector<InferJob> next_batch();
   void execute(Instance& instance, std::vector<InferJob>& jobs);
+  // memory_.total from the weights and `per_instance` more bytes; an InputError naming them
+  // (`what` max_batch_size) when that is over `budget_left` (0: no budget).
+  void fit_budget(uint64_t budget_left, uint64_t per_instance, const std::string& what);
+  // Puts the measured bytes of an instance's CPU inference plans in memory_ in place of the
+  // activations' estimate; an InputError when the version no longer fits `budget_left`.
+  void check_plan_memory(uint64_t plan_bytes, uint64_t budget_left);
 
   ModelConfig config_;
   int64_t version_;
@@ -89,6 +101,7 @@ class ServedVersion {
   Preprocess preprocess_;
   MemoryEstimate memory_;
   std::string device_;
+  std::string execution_ = "layer by layer";
   ModelMetrics& metrics_;
 
   mutable std::mutex mutex_;

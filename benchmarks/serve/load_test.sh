@@ -3,7 +3,8 @@
 # binary tensor format, against the offline forward pass (`convoy bench`) at the same batch.
 #   bash benchmarks/serve/load_test.sh [BUILD_DIR] [SECONDS]      (default build-cpu, 10)
 # Prints one line per concurrency: served img/s, p50/p99 latency, and the ratio to offline.
-# Env: SERVE_DEVICE (cpu), SERVE_MODEL (models/lenet5.yaml), SERVE_BATCH (16).
+# Env: SERVE_DEVICE (cpu), SERVE_MODEL (models/lenet5.yaml), SERVE_BATCH (16), SERVE_SINGLE_EXTRA
+# (more config.yaml lines for the batch-1 model, e.g. $'threads: 1\n').
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 build=${1:-build-cpu}
@@ -24,7 +25,7 @@ mkdir -p "$work/repo/m/1" "$work/repo/single/1"
 cp "$work/runs/m/best.safetensors" "$work/repo/m/1/model.safetensors"
 cp "$work/runs/m/best.safetensors" "$work/repo/single/1/model.safetensors"
 # Batch-1 latency without dynamic batching: no queue delay spent waiting for company.
-printf 'max_batch_size: 1\ndevice: %s\n' "$device" >"$work/repo/single/config.yaml"
+printf 'max_batch_size: 1\ndevice: %s\n%s' "$device" "${SERVE_SINGLE_EXTRA:-}" >"$work/repo/single/config.yaml"
 cat >"$work/repo/m/config.yaml" <<YAML
 max_batch_size: $batch
 device: $device

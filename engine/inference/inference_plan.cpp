@@ -142,7 +142,7 @@ int InferencePlan::Impl::emit_conv(const Group& g, const std::vector<Model::Grap
                                   : f32_md({p.groups, k / p.groups, c / p.groups, r, s}, Tag::goihw);
   const Dims wdims = cpu::onednn::dims_of(user_w);
   const Md bias = f32_md({k}, Tag::a);
-  auto slot = std::make_unique<WeightSlot>(bn_alone ? nullptr : head.layer,
+  auto slot = std::make_shared<WeightSlot>(bn_alone ? nullptr : head.layer,
                                            bn_alone ? head.layer : (g.bn >= 0 ? nodes[g.bn].layer : nullptr), nullptr,
                                            user_w, bias, engine);
   const int res = g.add >= 0 ? value_of[g.residual + 1] : -1;
@@ -213,9 +213,7 @@ int InferencePlan::Impl::emit_conv(const Group& g, const std::vector<Model::Grap
     y = new_value(pd.dst_desc());
   }
   values[y].range = range_of(g.last);
-  slot->bind(pd.weights_desc(), sw, sx);
-  weights.push_back(std::move(slot));
-  const WeightSlot& ws = *weights.back();
+  const WeightSlot& ws = bind_weights(std::move(slot), pd.weights_desc(), sw, sx);
   std::string what = bn_alone ? "batchnorm as depthwise conv" : "conv " + std::to_string(r) + "x" + std::to_string(s);
   if (g.bn >= 0) what += " +bn";
   if (g.add >= 0) what += " +add";
@@ -236,7 +234,7 @@ int InferencePlan::Impl::emit_linear(const Group& g, const std::vector<Model::Gr
   Dims wd{o};
   wd.insert(wd.end(), xd.begin() + 1, xd.end());
   const Md user_w = f32_md(wd, plain_tag(wd.size())), bias = f32_md({o}, Tag::a);
-  auto slot = std::make_unique<WeightSlot>(nullptr, nullptr, head.layer, user_w, bias, engine);
+  auto slot = std::make_shared<WeightSlot>(nullptr, nullptr, head.layer, user_w, bias, engine);
   const bool int8 = precision == InferencePrecision::int8;
   const Dt src_dt = src_type(in), dst_dt = dst_type(g, nodes, Dt::f32);
   const float sx = quant_scale(src_dt, values[in].range), sy = quant_scale(dst_dt, range_of(g.last));
@@ -254,9 +252,7 @@ int InferencePlan::Impl::emit_linear(const Group& g, const std::vector<Model::Gr
   const int x = in_format(in, pd.src_desc());
   const int y = new_value(pd.dst_desc());
   values[y].range = range_of(g.last);
-  slot->bind(pd.weights_desc(), sw, sx);
-  weights.push_back(std::move(slot));
-  const WeightSlot& ws = *weights.back();
+  const WeightSlot& ws = bind_weights(std::move(slot), pd.weights_desc(), sw, sx);
   add_step(dnnl::inner_product_forward(pd), pd.scratchpad_desc(),
            {{DNNL_ARG_SRC, x}, {DNNL_ARG_WEIGHTS, -1, ws.weights()}, {DNNL_ARG_BIAS, -1, ws.bias()}, {DNNL_ARG_DST, y}},
            g.act >= 0 ? "linear +" + std::string(nodes[g.act].layer->type()) : "linear");

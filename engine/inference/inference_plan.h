@@ -19,6 +19,10 @@
 
 namespace convoy {
 
+namespace plan {
+class PlanSharing;
+}
+
 // What the plan's convolutions and inner products compute in. fp32 is the default; the others
 // are opt-in: bf16 where the CPU has AVX-512 BF16 or AMX, int8 from a calibration.
 enum class InferencePrecision { fp32, bf16, int8 };
@@ -40,6 +44,10 @@ struct InferenceOptions {
   // int8: the largest |value| of the model input ([0]) and of each graph node's output ([i + 1]),
   // from calibration (InferencePlan::calibrate). Required for int8, ignored otherwise.
   std::vector<float> activation_max;
+  // For plans of one model that never run at the same time (other batch sizes of one server
+  // instance): where a primitive wants weights in a layout another of them holds, the plan shares
+  // that copy, and all use one arena. Null: the plan has its own.
+  std::shared_ptr<plan::PlanSharing> sharing;
 };
 
 // The work per thread of `convoy infer` and `convoy bench` for small passes: LeNet-5 at batch 1
@@ -72,8 +80,10 @@ class InferencePlan {
 
   int64_t batch() const;
   int threads() const;
-  // Bytes of the activation + scratchpad arena, and the number of primitives (for tests).
+  // Bytes of the activation + scratchpad arena, of the reordered weights it runs with (shared
+  // ones included), and the number of primitives (for tests).
   size_t arena_bytes() const;
+  size_t weight_bytes() const;
   size_t primitive_count() const;
   // One line per step: what runs and in which memory formats (for `convoy info`-like output).
   std::string describe() const;

@@ -64,11 +64,12 @@ struct InferencePlan::Impl {
   std::vector<Value> values;
   std::vector<Buffer> buffers;
   std::vector<Step> steps;
-  std::vector<std::unique_ptr<WeightSlot>> weights;
+  std::vector<std::shared_ptr<WeightSlot>> weights;
+  std::shared_ptr<PlanSharing> sharing;  // weights and arena shared with the model's other plans, or null
   uint64_t weights_version = 0;
   size_t scratch_bytes = 0;
   size_t arena_bytes = 0;
-  void* arena = nullptr;
+  void* arena = nullptr;  // owned; null where the arena is shared
   dnnl::memory scratch;
   Tensor output;  // (batch, classes)
   int output_value = -1;
@@ -77,7 +78,8 @@ struct InferencePlan::Impl {
   Tag activations = Tag::any;  // the fp32 activations' format for the convolutions (build)
 
   Impl(Model& m, int64_t n, int t, const InferenceOptions& o)
-      : model(m), batch(n), threads(t), precision(o.precision), act_max(o.activation_max) {}
+      : model(m), batch(n), threads(t), precision(o.precision), act_max(o.activation_max),
+        sharing(o.sharing) {}
   ~Impl() { std::free(arena); }
 
   int new_value(const Md& md, Buffer::Kind kind = Buffer::Kind::arena) {
@@ -125,6 +127,20 @@ struct InferencePlan::Impl {
     add_step(dnnl::reorder(pd), pd.scratchpad_desc(), {{DNNL_ARG_FROM, value}, {DNNL_ARG_TO, out}}, "reorder");
     values[value].converted.emplace_back(md, out);
     return out;
+  }
+  // `slot` bound to the primitive's layout, or the same weights in that layout that another plan
+  // of the model already holds; this plan keeps it.
+  const WeightSlot& bind_weights(std::shared_ptr<WeightSlot> slot, const Md& want, std::vector<float> weight_scale,
+                                 float src_scale) {
+    std::shared_ptr<WeightSlot> held;
+    if (sharing && weight_scale.empty()) held = sharing->find(slot->conv(), slot->bn(), slot->linear(), want);
+    if (!held) {
+      slot->bind(want, std::move(weight_scale), src_scale);
+      held = std::move(slot);
+      if (sharing && held->shareable()) sharing->add(held);
+    }
+    weights.push_back(held);
+    return *held;
   }
   // The calibrated range of node n's output (-1: the model input); 0 unless int8.
   float range_of(int n) const {

@@ -6,6 +6,8 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <cstdlib>
+#include <memory>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -89,6 +91,8 @@ class ThreadScope {
 // a convolution with the batch norm after it folded in, a batch norm alone as a depthwise 1x1
 // convolution, or a linear layer. For int8 the folded weights become s8 with one symmetric scale
 // per output channel, fixed when the slot is bound, and the bias moves to the accumulator's scale.
+// Only the reordered copy is kept: the folded f32 copy in the model's layout lives from the fold
+// to the reorder.
 class WeightSlot {
  public:
   // conv: the conv2d layer or nullptr (a batch norm alone); bn: the batchnorm2d folded in or
@@ -103,11 +107,21 @@ class WeightSlot {
   // channel (q = w * scale) and src_scale is the input's, so the bias becomes bias * src * weight.
   void bind(const Md& want_md, std::vector<float> weight_scale = {}, float src_scale = 1.0f);
 
-  // Recomputes the folded weights from the layers and reorders them into the primitive's layout.
-  void refresh(dnnl::stream& stream);
+  // Recomputes the folded weights from the layers and reorders them into the primitive's layout,
+  // unless they are already those of the model's `weights_version` (a slot shared by plans).
+  void refresh(uint64_t weights_version);
 
   const dnnl::memory& weights() const { return weights_; }
   const dnnl::memory& bias() const { return bias_; }
+  // What this slot is the weights of, and how they are laid out: plans that want the same share it.
+  const Layer* conv() const { return conv_; }
+  const Layer* bn() const { return bn_; }
+  const Layer* linear() const { return linear_; }
+  bool shareable() const { return weight_scale_.empty(); }  // int8 scales are their plan's
+  bool same_as(const Layer* conv, const Layer* bn, const Layer* linear, const Md& want_md) const {
+    return conv == conv_ && bn == bn_ && linear == linear_ && shareable() && want_md == weights_.get_desc();
+  }
+  size_t bytes() const { return stored_.size() * sizeof(float) + user_s8_.size() + bias_values_.size() * sizeof(float); }
 
  private:
   void fold();
@@ -117,15 +131,52 @@ class WeightSlot {
   Layer* linear_;
   dnnl::engine engine_;
   Md user_md_;
-  std::vector<float> user_;    // folded weights in the model's layout
+  std::vector<float> user_;    // folded weights in the model's layout, between fold and reorder
   std::vector<int8_t> user_s8_;  // the same quantized (int8 only)
   std::vector<float> stored_;  // in the primitive's layout (padded blocks and s8 compensation included)
   std::vector<float> folded_bias_;  // (K)
   std::vector<float> bias_values_;  // (K) as the primitive adds it
   std::vector<float> weight_scale_;  // (K), int8 only
   float src_scale_ = 1.0f;
+  uint64_t version_ = 0;
+  bool refreshed_ = false;
   dnnl::memory user_mem_, weights_, bias_;
   dnnl::reorder reorder_;
+};
+
+// What the plans of one model that run one at a time (a server instance's batch sizes) share:
+// the weight slots bound to the same layers in the same layout (fp32 and bf16; int8 slots carry
+// their plan's scales and stay its own), and one arena for their activations and scratchpads.
+class PlanSharing {
+ public:
+  std::shared_ptr<WeightSlot> find(const Layer* conv, const Layer* bn, const Layer* linear, const Md& want_md) const {
+    for (const auto& slot : slots_)
+      if (slot->same_as(conv, bn, linear, want_md)) return slot;
+    return nullptr;
+  }
+  void add(std::shared_ptr<WeightSlot> slot) { slots_.push_back(std::move(slot)); }
+  // An arena of at least `bytes`: the largest one so far where it is large enough, else a new one
+  // (the plans built on the older ones keep theirs: build the largest plan first).
+  void* arena(size_t bytes) {
+    if (arenas_.empty() || arena_bytes_.back() < bytes) {
+      void* p = std::aligned_alloc(kAlign, (std::max<size_t>(bytes, kAlign) + kAlign - 1) / kAlign * kAlign);
+      if (!p) return nullptr;
+      arenas_.emplace_back(p, &std::free);
+      arena_bytes_.push_back(bytes);
+    }
+    return arenas_.back().get();
+  }
+  size_t bytes() const {
+    size_t n = 0;
+    for (const auto& slot : slots_) n += slot->bytes();
+    for (size_t b : arena_bytes_) n += b;
+    return n;
+  }
+
+ private:
+  std::vector<std::shared_ptr<WeightSlot>> slots_;
+  std::vector<std::unique_ptr<void, decltype(&std::free)>> arenas_;
+  std::vector<size_t> arena_bytes_;
 };
 
 }  // namespace convoy::plan

@@ -39,9 +39,12 @@ void InferencePlan::Impl::place_buffers() {
     placed.push_back(i);
   }
   arena_bytes = std::max<size_t>(end, kAlign);
-  arena = std::aligned_alloc(kAlign, (arena_bytes + kAlign - 1) / kAlign * kAlign);
-  if (!arena) throw OutOfMemoryError("inference plan: cannot allocate its " + std::to_string(arena_bytes) + "-byte arena");
-  auto* base = static_cast<char*>(arena);
+  // Plans that run one at a time share one arena; a plan alone owns its own.
+  void* base_ptr = sharing ? sharing->arena(arena_bytes)
+                           : (arena = std::aligned_alloc(kAlign, (arena_bytes + kAlign - 1) / kAlign * kAlign));
+  if (!base_ptr)
+    throw OutOfMemoryError("inference plan: cannot allocate its " + std::to_string(arena_bytes) + "-byte arena");
+  auto* base = static_cast<char*>(base_ptr);
   scratch = dnnl::memory(f32_md({static_cast<int64_t>(std::max<size_t>(scratch_bytes, 4) / 4)}, Tag::a), engine, base);
   for (Step& s : steps) {
     for (const Arg& a : s.args) {
@@ -61,7 +64,7 @@ void InferencePlan::Impl::place_buffers() {
 
 void InferencePlan::Impl::refresh_weights() {
   ThreadScope scope(threads);
-  for (auto& w : weights) w->refresh(stream);
+  for (auto& w : weights) w->refresh(model.weights_version());
   weights_version = model.weights_version();
 }
 
@@ -194,6 +197,11 @@ InferencePrecision InferencePlan::precision() const { return impl_->precision; }
 int64_t InferencePlan::batch() const { return impl_->batch; }
 int InferencePlan::threads() const { return impl_->threads; }
 size_t InferencePlan::arena_bytes() const { return impl_->arena_bytes; }
+size_t InferencePlan::weight_bytes() const {
+  size_t n = 0;
+  for (const auto& w : impl_->weights) n += w->bytes();
+  return n;
+}
 size_t InferencePlan::primitive_count() const { return impl_->steps.size(); }
 
 std::string InferencePlan::describe() const {

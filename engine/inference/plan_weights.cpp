@@ -23,7 +23,6 @@ const float* bias_of(Layer& layer) {
 WeightSlot::WeightSlot(Layer* conv, Layer* bn, Layer* linear, const Md& user_md, const Md& bias_md,
                        const dnnl::engine& engine)
     : conv_(conv), bn_(bn), linear_(linear), engine_(engine), user_md_(user_md) {
-  user_.assign(user_md.get_size() / sizeof(float), 0.0f);
   folded_bias_.assign(bias_md.get_size() / sizeof(float), 0.0f);
   bias_values_ = folded_bias_;
   bias_ = dnnl::memory(bias_md, engine, bias_values_.data());
@@ -44,7 +43,7 @@ void WeightSlot::bind(const Md& want_md, std::vector<float> weight_scale, float 
   stored_.assign(want_md.get_size() / sizeof(float) + 1, 0.0f);
   weights_ = dnnl::memory(want_md, engine_, stored_.data());
   if (weight_scale_.empty()) {
-    user_mem_ = dnnl::memory(user_md_, engine_, user_.data());
+    user_mem_ = dnnl::memory(user_md_, engine_, DNNL_MEMORY_NONE);  // user_'s, at each refresh
   } else {
     // The s8 weights in the model's layout; the reorder adds the compensation oneDNN wants.
     user_s8_.assign(user_.size(), 0);
@@ -56,6 +55,7 @@ void WeightSlot::bind(const Md& want_md, std::vector<float> weight_scale, float 
 }
 
 void WeightSlot::fold() {
+  user_.resize(user_md_.get_size() / sizeof(float));
   const auto k = static_cast<int64_t>(folded_bias_.size());  // output channels
   const auto per_k = static_cast<int64_t>(user_.size()) / k;  // weights per output channel
   // Batch norm y = (x - mean) * gamma / sqrt(var + eps) + beta, as scale and shift, in double.
@@ -91,7 +91,8 @@ void WeightSlot::fold() {
   }
 }
 
-void WeightSlot::refresh(dnnl::stream& stream) {
+void WeightSlot::refresh(uint64_t weights_version) {
+  if (refreshed_ && version_ == weights_version) return;
   fold();
   const size_t k = folded_bias_.size(), per_k = user_.size() / k;
   if (weight_scale_.empty()) {
@@ -106,8 +107,13 @@ void WeightSlot::refresh(dnnl::stream& stream) {
       bias_values_[o] = folded_bias_[o] * src_scale_ * weight_scale_[o];
     }
   }
+  if (weight_scale_.empty()) user_mem_.set_data_handle(user_.data());
+  dnnl::stream stream(engine_);  // the engine it was bound on, which may be another plan's
   reorder_.execute(stream, user_mem_, weights_);
   stream.wait();
+  std::vector<float>().swap(user_);
+  refreshed_ = true;
+  version_ = weights_version;
 }
 
 }  // namespace convoy::plan

@@ -5,12 +5,14 @@
 
 #include <cmath>
 #include <fstream>
+#include <utility>
 #include <random>
 
 #include <nlohmann/json.hpp>
 
 #include "engine/backends/backend.h"
 #include "engine/graph/model.h"
+#include "engine/inference/batched_plans.h"
 #include "engine/train/evaluate.h"
 #include "tests/serve/serve_fixture.h"
 
@@ -31,6 +33,16 @@ int64_t instances_beyond_ram() {
   while (meminfo >> key && key != "MemAvailable:") meminfo.ignore(256, '\n');
   meminfo >> kb;
   return std::min<int64_t>(64, static_cast<int64_t>(2.0 * kb * 1024.0 / per_instance) + 1);
+}
+// A LeNet-5 version's memory estimate before it loads (weights and every activation at
+// max_batch) and its measured bytes once its CPU inference plans are built (weights and plans).
+std::pair<uint64_t, uint64_t> lenet_estimate_and_planned_bytes(int64_t max_batch) {
+  convoy::Model lenet = convoy::Model::from_file(std::string(CONVOY_SOURCE_DIR) + "/models/lenet5.yaml", 0);
+  const uint64_t weights = 4 * static_cast<uint64_t>(lenet.parameter_count() + lenet.buffer_count());
+  const uint64_t activations =
+      4 * static_cast<uint64_t>(max_batch * (lenet.activation_count() + convoy::shape_numel(lenet.input_shape())));
+  const convoy::BatchedPlans plans(lenet, max_batch, {});
+  return {weights + activations, weights + plans.bytes()};
 }
 using json = nlohmann::json;
 using convoy::testing::http;
@@ -178,11 +190,17 @@ TEST_F(ServeE2E, VersionPoliciesServeTheVersionsTheyName) {
 }
 
 TEST_F(ServeE2E, OverBudgetBrokenAndMisconfiguredModelsLeaveTheOthersServing) {
-  add_model("good", 1, checkpoint_a_, "max_memory: 256MiB\nmax_batch_size: 4\n");
+  add_model("good", 1, checkpoint_a_, "device: cpu\nmax_memory: 256MiB\nmax_batch_size: 4\n");
   add_model("big", 1, checkpoint_a_, "max_memory: 100KiB\n");  // LeNet-5's weights alone are 1.6 MiB
   // No budget of its own, but more instances at a larger batch than this host has memory for.
   add_model("huge", 1, checkpoint_a_,
             "device: cpu\nmax_batch_size: 65536\ninstance_count: " + std::to_string(instances_beyond_ram()) + "\n");
+  // Within its budget by the estimate (weights and activations at batch 1), over it once its CPU
+  // inference plans (their reordered weights and arena) are built and measured.
+  const auto [estimate, planned] = lenet_estimate_and_planned_bytes(1);
+  ASSERT_LT(estimate, planned);
+  add_model("planned", 1, checkpoint_a_,
+            "device: cpu\nmax_batch_size: 1\nmax_memory: " + std::to_string((estimate + planned) / 2) + "\n");
   add_model("broken", 1, checkpoint_a_, "");
   convoy::testing::write_text_file(repo() / "broken/1/model.safetensors", "not a checkpoint");
   add_model("typo", 1, checkpoint_a_, "max_batch_size: 4\nmax_batch: 8\n");
@@ -192,8 +210,13 @@ TEST_F(ServeE2E, OverBudgetBrokenAndMisconfiguredModelsLeaveTheOthersServing) {
   ASSERT_EQ(index.status, 200) << index.body;
   std::map<std::string, json> by_name;
   for (const json& e : json::parse(index.body)) by_name[e.at("name").get<std::string>()] = e;
-  ASSERT_EQ(by_name.size(), 5u) << index.body;
+  ASSERT_EQ(by_name.size(), 6u) << index.body;
   EXPECT_EQ(by_name["good"].at("state"), "READY");
+  EXPECT_NE(server.log().find("'good' version 1 READY on cpu (1 instance(s), max batch 4, inference plans for batches 1, 2, 4 ("),
+            std::string::npos) << server.log();
+  EXPECT_EQ(by_name["planned"].at("state"), "UNAVAILABLE");
+  EXPECT_NE(by_name["planned"].at("reason").get<std::string>().find("of CPU inference plans up to batch 1"),
+            std::string::npos) << index.body;
   EXPECT_EQ(by_name["big"].at("state"), "UNAVAILABLE");
   EXPECT_NE(by_name["big"].at("reason").get<std::string>().find("max_memory"), std::string::npos) << index.body;
   EXPECT_EQ(by_name["huge"].at("state"), "UNAVAILABLE");
