@@ -19,7 +19,7 @@ command -v wrk >/dev/null || { echo "load_test: wrk is not installed (apt-get in
 
 # A checkpoint of the model (initialized weights: speed does not depend on their values).
 "$convoy" train --config configs/fashion_mnist.yaml --set model=../"$model" --set name=m --set output.dir="$work/runs" \
-  --set dataset.train_limit=64 --set dataset.test_limit=64 --set epochs=1 --set batch_size=64 --set device="$device" \
+  --set dataset.train_limit=64 --set dataset.test_limit=64 --set epochs=1 --set batch_size=64 --set device="$device" --set num_classes=10 \
   >/dev/null 2>&1
 mkdir -p "$work/repo/m/1" "$work/repo/single/1"
 cp "$work/runs/m/best.safetensors" "$work/repo/m/1/model.safetensors"
