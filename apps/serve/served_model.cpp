@@ -9,6 +9,7 @@
 #include "engine/core/error.h"
 #include "engine/graph/model.h"
 #include "engine/inference/batched_plans.h"
+#include "engine/inference/quantize.h"
 #include "engine/train/evaluate.h"
 #include "engine/train/run_checkpoint.h"
 
@@ -27,6 +28,35 @@ int64_t us_between(Clock::time_point a, Clock::time_point b) {
   return std::chrono::duration_cast<std::chrono::microseconds>(b - a).count();
 }
 
+// The CPU inference plans' options: the config's `precision` (auto: int8 for a `convoy quantize`
+// checkpoint, else fp32), refused with the reason where it cannot run, as `convoy infer
+// --precision` refuses it.
+InferenceOptions plan_options(const ModelConfig& config, const std::string& what, const RunCheckpointInfo& info,
+                              Model& model, const Backend& backend, const std::string& checkpoint) {
+  InferenceOptions o;
+  o.threads = static_cast<int>(config.threads);
+  o.flops_per_thread = kFlopsPerThread;
+  const bool int8_file = !info.int8_activation_max.empty();
+  o.precision = config.precision == "auto" ? (int8_file ? InferencePrecision::int8 : InferencePrecision::fp32)
+                                           : parse_inference_precision(config.precision, "precision");
+  if (o.precision == InferencePrecision::fp32) return o;
+  const std::string prefix = what + ": " + precision_name(o.precision) + " inference";
+  if (!backend.device().is_cpu())
+    throw InputError(prefix + " runs on the CPU only (oneDNN); set device: cpu" +
+                     (int8_file ? ", or precision: fp32 to serve this int8 checkpoint's fp32 weights on the GPU" : ""));
+  if (const std::string why = InferencePlan::unsupported_reason(model); !why.empty())
+    throw InputError(prefix + " runs through inference plans, and " + why);
+  if (o.precision == InferencePrecision::bf16) {
+    if (const std::string why = bf16_unsupported_reason(); !why.empty()) throw InputError(prefix + ": " + why);
+  } else {
+    if (!int8_file)
+      throw InputError(prefix + ": " + checkpoint + " is not an int8 checkpoint (no calibrated ranges); make one with "
+                       "convoy quantize");
+    o.activation_max = activation_max_by_node(model, info.int8_activation_max, checkpoint);
+  }
+  return o;
+}
+
 }  // namespace
 
 // An execution instance: a backend and a model of its own, so instances run side by side
@@ -36,6 +66,7 @@ struct ServedVersion::Instance {
   std::unique_ptr<Backend> backend;
   std::unique_ptr<Model> model;
   bool planned = false;  // runs through `plans`, built by the instance's own thread
+  InferenceOptions plan_options;
   std::unique_ptr<BatchedPlans> plans;
   NormalizeAugment normalize;
   std::promise<void> ready;  // the thread is taking jobs, or why it cannot
@@ -90,6 +121,8 @@ ServedVersion::ServedVersion(const ModelConfig& config, int64_t version, const s
     instance->normalize = make_normalize(ckpt.info.mean, ckpt.info.std);
     instance->planned =
         instance->backend->device().is_cpu() && InferencePlan::unsupported_reason(*instance->model).empty();
+    instance->plan_options = plan_options(config_, "model '" + config_.name + "' version " + std::to_string(version),
+                                          ckpt.info, *instance->model, *instance->backend, checkpoint);
     instances_.push_back(std::move(instance));
   }
   device_ = instances_.front()->backend->device().str();
@@ -103,7 +136,9 @@ ServedVersion::ServedVersion(const ModelConfig& config, int64_t version, const s
       ready.get();
       if (i == 0 && instance.plans) {
         check_plan_memory(instance.plans->bytes(), budget_left);
-        execution_ = "inference plans for batches";
+        const InferencePrecision p = instance.plan_options.precision;
+        execution_ = p == InferencePrecision::fp32 ? "" : std::string(precision_name(p)) + " ";
+        execution_ += "inference plans for batches";
         for (int64_t size : instance.plans->sizes()) execution_ += (size == 1 ? " " : ", ") + std::to_string(size);
         execution_ += " (" + mib(instance.plans->bytes()) + ")";
       }
@@ -235,12 +270,8 @@ void ServedVersion::run_instance(Instance& instance) {
   // spinning (LeNet-5 at batch 1 on 2 cores: 45 us a pass on the thread that built its plan,
   // 500 us on another).
   try {
-    if (instance.planned) {
-      InferenceOptions options;
-      options.threads = static_cast<int>(config_.threads);
-      options.flops_per_thread = kFlopsPerThread;
-      instance.plans = std::make_unique<BatchedPlans>(*instance.model, config_.max_batch_size, options);
-    }
+    if (instance.planned)
+      instance.plans = std::make_unique<BatchedPlans>(*instance.model, config_.max_batch_size, instance.plan_options);
     instance.ready.set_value();
   } catch (...) {
     instance.ready.set_exception(std::current_exception());

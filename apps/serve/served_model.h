@@ -74,8 +74,8 @@ class ServedVersion {
   const Preprocess& preprocess() const { return preprocess_; }
   const MemoryEstimate& memory() const { return memory_; }
   std::string device() const { return device_; }
-  // How an instance runs a batch: "inference plans for batches 1, 2, 4 (3.4 MiB)" on the CPU,
-  // or "layer by layer".
+  // How an instance runs a batch: "inference plans for batches 1, 2, 4 (3.4 MiB)" on the CPU
+  // ("int8 inference plans ..." in reduced precision), or "layer by layer".
   const std::string& execution() const { return execution_; }
   size_t queued() const;
 

@@ -137,7 +137,7 @@ struct InferencePlan::Impl {
     if (!held) {
       slot->bind(want, std::move(weight_scale), src_scale);
       held = std::move(slot);
-      if (sharing && held->shareable()) sharing->add(held);
+      if (sharing) sharing->add(held);  // int8 slots too: counted, never found by another plan
     }
     weights.push_back(held);
     return *held;

@@ -146,7 +146,8 @@ class WeightSlot {
 
 // What the plans of one model that run one at a time (a server instance's batch sizes) share:
 // the weight slots bound to the same layers in the same layout (fp32 and bf16; int8 slots carry
-// their plan's scales and stay its own), and one arena for their activations and scratchpads.
+// their plan's scales and stay its own, though held and counted here too), and one arena for
+// their activations and scratchpads.
 class PlanSharing {
  public:
   std::shared_ptr<WeightSlot> find(const Layer* conv, const Layer* bn, const Layer* linear, const Md& want_md) const {

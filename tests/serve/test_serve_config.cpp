@@ -37,7 +37,7 @@ TEST(ServeConfig, ReadsEveryKeyAndDefaultsTheRest) {
                              "max_batch_size: 32\n"
                              "dynamic_batching: {max_queue_delay_microseconds: 500, preferred_batch_size: [16, 8],\n"
                              "                   max_queue_size: 10, default_timeout_microseconds: 2000}\n"
-                             "instance_count: 2\ndevice: cuda:1\nthreads: 4\nmax_memory: 1.5GiB\n"
+                             "instance_count: 2\ndevice: cuda:1\nthreads: 4\nmax_memory: 1.5GiB\nprecision: bf16\n"
                              "version_policy: {specific: [3, 1]}\n");
   EXPECT_EQ(c.max_batch_size, 32);
   EXPECT_TRUE(c.dynamic_batching);
@@ -47,6 +47,9 @@ TEST(ServeConfig, ReadsEveryKeyAndDefaultsTheRest) {
   EXPECT_EQ(c.default_timeout_us, 2000);
   EXPECT_EQ(c.instance_count, 2);
   EXPECT_EQ(c.device, "cuda:1");
+  EXPECT_EQ(c.threads, 4);
+  EXPECT_EQ(c.precision, "bf16");
+  EXPECT_EQ(d.precision, "auto");
   EXPECT_EQ(c.max_memory, uint64_t{3} << 29);
   EXPECT_EQ(c.version_policy.kind, VersionPolicy::Kind::specific);
   EXPECT_EQ(c.version_policy.specific, (std::vector<int64_t>{1, 3}));
@@ -90,6 +93,8 @@ TEST(ServeConfig, ErrorsNameTheLineAndTheKey) {
                 .find("preferred_batch_size: expected whole numbers from 1 to max_batch_size (4)"),
             std::string::npos);
   EXPECT_NE(error_of(dir, "device: tpu\n").find("device: expected auto, cpu, cuda or cuda:N"), std::string::npos);
+  EXPECT_NE(error_of(dir, "precision: fp16\n").find("config.yaml:1: precision: expected auto, fp32, bf16 or int8"),
+            std::string::npos);
   EXPECT_NE(error_of(dir, "max_memory: lots\n").find("max_memory: expected a size such as 2GiB"), std::string::npos);
   EXPECT_NE(error_of(dir, "version_policy: {latest: 1, all: true}\n").find("give exactly one of"), std::string::npos);
   EXPECT_NE(error_of(dir, "version_policy: {specific: []}\n").find("non-empty list"), std::string::npos);

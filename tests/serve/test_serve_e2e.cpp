@@ -3,6 +3,7 @@
 // tensors, version policies, memory budgets, broken models, bad requests and metrics.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <fstream>
 #include <utility>
@@ -13,6 +14,9 @@
 #include "engine/backends/backend.h"
 #include "engine/graph/model.h"
 #include "engine/inference/batched_plans.h"
+#include "engine/inference/inference_plan.h"
+#include "engine/inference/quantize.h"
+#include "engine/train/run_checkpoint.h"
 #include "engine/train/evaluate.h"
 #include "tests/serve/serve_fixture.h"
 
@@ -151,6 +155,65 @@ TEST_F(ServeE2E, InferJsonAndBinaryTensorsMatchTheEngine) {
   EXPECT_EQ(bin_logits, output_data(f32_reply, "logits"));  // the same bytes either way
   expect_close(output_data(bin_reply, "probabilities"), output_data(u8_reply, "probabilities"), 1e-5, "binary path");
   EXPECT_EQ(server.stop(), 0) << server.log();
+}
+
+// `precision:` on the CPU: an int8 checkpoint from `convoy quantize` serves in int8 by itself
+// (auto), and exactly as the engine's int8 plans compute it; `precision: fp32` serves its fp32
+// weights; bf16 where the CPU has it, else refused with the reason; int8 without calibrated
+// ranges refused.
+TEST_F(ServeE2E, ReducedPrecisionOnTheCpuServesWhatTheEnginesPlansCompute) {
+  const std::string int8 = (dir_.path() / "int8.safetensors").string();
+  const auto q = convoy::testing::run_command(std::string(CONVOY_BINARY) + " quantize --model " + checkpoint_a_ +
+                                              " --calibration fashion-mnist:train --samples 256 -o " + int8 + " 2>&1");
+  ASSERT_EQ(q.status, 0) << q.output;
+  add_model("q8", 1, int8, "device: cpu\nmax_batch_size: 4\n");
+  add_model("q8fp32", 1, int8, "device: cpu\nmax_batch_size: 4\nprecision: fp32\n");
+  add_model("bf", 1, checkpoint_a_, "device: cpu\nmax_batch_size: 4\nprecision: bf16\n");
+  add_model("noranges", 1, checkpoint_a_, "device: cpu\nprecision: int8\n");
+  ServerProcess server(repo_arg(), dir_.path());
+  ASSERT_TRUE(server.started()) << server.log();
+  const std::string log = server.log();
+  EXPECT_NE(log.find("'q8' version 1 READY on cpu (1 instance(s), max batch 4, int8 inference plans for batches 1, 2, 4"),
+            std::string::npos) << log;
+  EXPECT_NE(log.find("'q8fp32' version 1 READY on cpu (1 instance(s), max batch 4, inference plans"), std::string::npos)
+      << log;
+  const std::string bf16_missing = convoy::bf16_unsupported_reason();
+  if (bf16_missing.empty())
+    EXPECT_NE(log.find("'bf' version 1 READY on cpu (1 instance(s), max batch 4, bf16 inference plans"), std::string::npos)
+        << log;
+  else
+    EXPECT_NE(log.find("'bf' version 1 UNAVAILABLE: model 'bf' version 1: bf16 inference: " + bf16_missing),
+              std::string::npos) << log;
+  EXPECT_NE(log.find("'noranges' version 1 UNAVAILABLE: model 'noranges' version 1: int8 inference: " +
+                     (repo() / "noranges/1/model.safetensors").string() + " is not an int8 checkpoint"),
+            std::string::npos) << log;
+
+  // Three images of model input (a padded pass of 4), against the engine's int8 and fp32 plans.
+  const int64_t n = 3;
+  std::vector<float> x(n * 784);
+  std::mt19937 rng(11);
+  std::normal_distribution<float> normal(0.0f, 1.0f);
+  for (float& v : x) v = normal(rng);
+  const json request = {{"inputs", {{{"name", "input"}, {"shape", {n, 1, 28, 28}}, {"datatype", "FP32"}, {"data", x}}}},
+                        {"outputs", {{{"name", "logits"}}}}};
+  convoy::RunCheckpoint ckpt = convoy::read_run_checkpoint(int8, convoy::CheckpointUse::inference);
+  convoy::Model model = convoy::Model::from_yaml(ckpt.info.model_yaml, int8, 0);
+  model.load_state(ckpt.tensors, int8);
+  const convoy::Tensor input = convoy::Tensor::from_floats(x, {n, 1, 28, 28});
+  convoy::InferenceOptions int8_options;
+  int8_options.precision = convoy::InferencePrecision::int8;
+  int8_options.activation_max = convoy::activation_max_by_node(model, ckpt.info.int8_activation_max, int8);
+  const std::vector<float> want_int8 = convoy::BatchedPlans(model, 4, int8_options).run(input).to_floats();
+  const std::vector<float> want_fp32 = convoy::BatchedPlans(model, 4, {}).run(input).to_floats();
+  const auto q8 = post_json(server, "/v2/models/q8/infer", request);
+  ASSERT_EQ(q8.status, 200) << q8.body;
+  expect_close(output_data(json::parse(q8.body), "logits"), want_int8, 1e-5, "int8 logits");
+  const auto fp32 = post_json(server, "/v2/models/q8fp32/infer", request);
+  ASSERT_EQ(fp32.status, 200) << fp32.body;
+  expect_close(output_data(json::parse(fp32.body), "logits"), want_fp32, 1e-5, "fp32 logits");
+  double apart = 0;  // int8 is not fp32 under another name
+  for (size_t i = 0; i < want_fp32.size(); ++i) apart = std::max(apart, double(std::fabs(want_int8[i] - want_fp32[i])));
+  EXPECT_GT(apart, 1e-4);
 }
 
 TEST_F(ServeE2E, VersionPoliciesServeTheVersionsTheyName) {
