@@ -9,24 +9,10 @@ out=${1:?usage: benchmarks/gpu/cpu_formats.sh OUTDIR [ROUNDS] [THREADS...]}
 rounds=${2:-2}
 teams=("${@:3}")
 [ ${#teams[@]} -eq 0 ] && teams=(4 8 16)
-mkdir -p "$out"
-[ -f build-gpu/build.ninja ] || CONVOY_GPU_TESTS=0 CONVOY_NVJPEG=OFF "$(dirname "$0")/run.sh" "$out/configure" \
-  > "$out/configure.log" 2>&1
-source "$(dirname "$0")/common.sh"
-t0=$(date +%s)
-say() { echo "[cpu_formats.sh $(($(date +%s) - t0))s] $*"; }
-cmake --build "$build" -j "$(nproc)" --target convoy > "$out/build.log" 2>&1 || { tail -n 30 "$out/build.log"; exit 1; }
-convoy=$build/convoy
+source "$(dirname "$0")/cpu_common.sh"
 suite=$out/formats.yaml
 sed -e "s#\.\./\.\./models/#$PWD/models/#" -e 's/inference: \[1, 32\]/inference: [32]/' -e 's/max_seconds: 12/max_seconds: 5/' \
   benchmarks/suites/cpu.yaml | grep -v lenet5 > "$suite"
-img_s() {  # "model bN img/s" of each case, from a bench's results.json
-  python3 - "$1" <<'PY'
-import json, sys
-print("  ".join("%s b%d %.1f" % (r["model"], r["batch"], r.get("images_per_second", 0))
-                for r in json.load(open(sys.argv[1]))["records"]))
-PY
-}
 say "$(lscpu | grep -m1 'Model name'), $(nproc) CPUs; cases: $(grep -c 'model:' "$suite")"
 for round in $(seq "$rounds"); do
   for t in "${teams[@]}"; do

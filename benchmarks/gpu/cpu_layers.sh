@@ -7,14 +7,7 @@
 set -uo pipefail
 out=${1:?usage: benchmarks/gpu/cpu_layers.sh OUTDIR [MODEL] [BATCH] [REPEAT]}
 model=${2:-resnet50} batch=${3:-32} repeat=${4:-3}
-mkdir -p "$out"
-[ -f build-gpu/build.ninja ] || CONVOY_GPU_TESTS=0 CONVOY_NVJPEG=OFF "$(dirname "$0")/run.sh" "$out/configure" \
-  > "$out/configure.log" 2>&1
-source "$(dirname "$0")/common.sh"
-t0=$(date +%s)
-say() { echo "[cpu_layers.sh $(($(date +%s) - t0))s] $*"; }
-cmake --build "$build" -j "$(nproc)" --target convoy > "$out/build.log" 2>&1 || { tail -n 30 "$out/build.log"; exit 1; }
-convoy=$build/convoy
+source "$(dirname "$0")/cpu_common.sh"
 suite=$out/case.yaml
 cat > "$suite" <<YAML
 name: layers
@@ -48,12 +41,6 @@ python3 benchmarks/cpu/layer_profile.py compare --convoy "$out/convoy_verbose.lo
   | tee "$out/compare.txt"
 gzip -f "$out/convoy_verbose.log"
 
-img_s() {  # each engine's img/s, from a bench's results.json
-  python3 - "$1" <<'PY'
-import json, sys
-print("  ".join("%s %.1f" % (r["engine"], r.get("images_per_second", 0)) for r in json.load(open(sys.argv[1]))["records"]))
-PY
-}
 for i in $(seq "$repeat"); do
   for variant in default CONVOY_WINOGRAD=0 CONVOY_BLOCKED_LAYOUT=0; do
     peers=none envs=()
