@@ -4,7 +4,8 @@
 #   bash benchmarks/serve/load_test.sh [BUILD_DIR] [SECONDS]      (default build-cpu, 10)
 # Prints one line per concurrency: served img/s, p50/p99 latency, and the ratio to offline.
 # Env: SERVE_DEVICE (cpu), SERVE_MODEL (models/lenet5.yaml), SERVE_BATCH (16), SERVE_SINGLE_EXTRA
-# (more config.yaml lines for the batch-1 model, e.g. $'threads: 1\n').
+# (more config.yaml lines for the batch-1 model, e.g. $'threads: 1\n'), SERVE_PRECISION (fp32; bf16, or
+# int8 from a `convoy quantize` of the checkpoint: the CPU plans' precision, offline and served).
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 build=${1:-build-cpu}
@@ -12,6 +13,7 @@ seconds=${2:-10}
 device=${SERVE_DEVICE:-cpu}
 model=${SERVE_MODEL:-models/lenet5.yaml}
 batch=${SERVE_BATCH:-16}
+precision=${SERVE_PRECISION:-fp32}
 convoy=$PWD/$build/convoy
 work=$(mktemp -d)
 trap 'kill $server 2>/dev/null || true; rm -rf "$work"' EXIT
@@ -22,18 +24,26 @@ command -v wrk >/dev/null || { echo "load_test: wrk is not installed (apt-get in
   --set dataset.train_limit=64 --set dataset.test_limit=64 --set epochs=1 --set batch_size=64 --set device="$device" --set num_classes=10 \
   >/dev/null 2>&1
 mkdir -p "$work/repo/m/1" "$work/repo/single/1"
-cp "$work/runs/m/best.safetensors" "$work/repo/m/1/model.safetensors"
-cp "$work/runs/m/best.safetensors" "$work/repo/single/1/model.safetensors"
+checkpoint=$work/runs/m/best.safetensors
+if [ "$precision" = int8 ]; then  # calibrated on 256 training images, as a user would
+  "$convoy" quantize --model "$checkpoint" --calibration fashion-mnist:train --samples 256 -o "$work/int8.safetensors" \
+    >/dev/null
+  checkpoint=$work/int8.safetensors
+fi
+cp "$checkpoint" "$work/repo/m/1/model.safetensors"
+cp "$checkpoint" "$work/repo/single/1/model.safetensors"
 # Batch-1 latency without dynamic batching: no queue delay spent waiting for company.
-printf 'max_batch_size: 1\ndevice: %s\n%s' "$device" "${SERVE_SINGLE_EXTRA:-}" >"$work/repo/single/config.yaml"
+printf 'max_batch_size: 1\ndevice: %s\nprecision: %s\n%s' "$device" "$precision" "${SERVE_SINGLE_EXTRA:-}" \
+  >"$work/repo/single/config.yaml"
 cat >"$work/repo/m/config.yaml" <<YAML
 max_batch_size: $batch
 device: $device
+precision: $precision
 dynamic_batching: {max_queue_delay_microseconds: 1000, preferred_batch_size: [$batch], max_queue_size: 1024}
 YAML
 
 # Offline: the forward pass alone at batch 1 and at the batch the server forms.
-sed "s|inference: \[1, 16\]|inference: [1, $batch]|; s|lenet5.yaml|$(basename "$model")|" \
+sed "s|inference: \[1, 16\]|inference: [1, $batch]|; s|lenet5.yaml|$(basename "$model")|; s|precisions: \[fp32\]|precisions: [$precision]|" \
   benchmarks/suites/serve_cpu.yaml >"$work/suite.yaml"
 sed -i "s|\.\./\.\./models/|$PWD/models/|" "$work/suite.yaml"
 "$convoy" bench --suite "$work/suite.yaml" --devices "$device" --peers none --no-chart -o "$work/bench" >/dev/null 2>&1
