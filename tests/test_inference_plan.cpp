@@ -47,6 +47,13 @@ void randomize_batchnorm(Model& model, uint64_t seed) {
   model.mark_weights_changed();
 }
 
+InferenceOptions options(int threads, int64_t flops_per_thread = 0) {
+  InferenceOptions o;
+  o.threads = threads;
+  o.flops_per_thread = flops_per_thread;
+  return o;
+}
+
 Tensor random_input(const Model& model, int64_t batch, uint64_t seed) {
   const Shape& in = model.input_shape();
   const Shape shape{batch, in[0], in[1], in[2]};
@@ -258,7 +265,7 @@ TEST(InferencePlan, ThreadCountsAndBatchSizes) {
   randomize_batchnorm(model, 5);
   const std::unique_ptr<Backend> cpu = make_cpu_backend({});
   for (int threads : {1, 2}) {
-    InferencePlans plans(InferenceOptions{.threads = threads});
+    InferencePlans plans(options(threads));
     for (int64_t batch : {1, 7, 1}) {
       const Tensor x = random_input(model, batch, static_cast<uint64_t>(batch));
       const Tensor* got = plans.run(model, x);
@@ -271,10 +278,10 @@ TEST(InferencePlan, ThreadCountsAndBatchSizes) {
   Model lenet = Model::from_file(kModels + "lenet5.yaml", 1);
   const int64_t flops = lenet.forward_flops();
   const int all = InferencePlan(lenet, 8, {}).threads();
-  EXPECT_EQ(InferencePlan(lenet, 1, {.flops_per_thread = flops + 1}).threads(), 1);
-  EXPECT_EQ(InferencePlan(lenet, 1, {.flops_per_thread = flops / 2}).threads(), std::min(all, 2));
-  EXPECT_EQ(InferencePlan(lenet, 64, {.flops_per_thread = flops}).threads(), std::min(all, 64));
-  EXPECT_EQ(InferencePlan(lenet, 1, {.threads = 2, .flops_per_thread = flops + 1}).threads(), 2);  // an explicit count stands
+  EXPECT_EQ(InferencePlan(lenet, 1, options(0, flops + 1)).threads(), 1);
+  EXPECT_EQ(InferencePlan(lenet, 1, options(0, flops / 2)).threads(), std::min(all, 2));
+  EXPECT_EQ(InferencePlan(lenet, 64, options(0, flops)).threads(), std::min(all, 64));
+  EXPECT_EQ(InferencePlan(lenet, 1, options(2, flops + 1)).threads(), 2);  // an explicit count stands
 }
 
 TEST(InferencePlan, RefusesWrongInputs) {
@@ -302,7 +309,9 @@ TEST(BatchedPlans, PassesCoverEveryBatchWithLittlePadding) {
       int64_t covered = 0;
       for (size_t i = 0; i < p.size(); ++i) {
         ASSERT_TRUE(std::binary_search(sizes.begin(), sizes.end(), p[i])) << n << " of " << max;
-        if (i + 1 < p.size()) EXPECT_LE(p[i], n - covered) << "only the last pass pads";
+        if (i + 1 < p.size()) {
+          EXPECT_LE(p[i], n - covered) << "only the last pass pads";
+        }
         covered += p[i];
       }
       EXPECT_GE(covered, n);
@@ -314,7 +323,7 @@ TEST(BatchedPlans, AgreeWithTheLayersAtEveryBatchSizeAndShareWeights) {
   Model model = Model::from_file(kModels + "resnet20.yaml", 6);
   randomize_batchnorm(model, 7);
   const std::unique_ptr<Backend> cpu = make_cpu_backend({});
-  BatchedPlans plans(model, 6, InferenceOptions{.threads = 2});
+  BatchedPlans plans(model, 6, options(2));
   EXPECT_EQ(plans.sizes(), (std::vector<int64_t>{1, 2, 4, 6}));
   for (int64_t n = 1; n <= 6; ++n) {
     const Tensor x = random_input(model, n, static_cast<uint64_t>(10 + n));
@@ -328,7 +337,7 @@ TEST(BatchedPlans, AgreeWithTheLayersAtEveryBatchSizeAndShareWeights) {
   // of those would.
   size_t arenas = 0, own = 0, largest_arena = 0, largest_weights = 0;
   for (int64_t size : plans.sizes()) {
-    const InferencePlan alone(model, size, {.threads = 2});
+    const InferencePlan alone(model, size, options(2));
     arenas += alone.arena_bytes();
     own += alone.weight_bytes();
     largest_arena = std::max(largest_arena, alone.arena_bytes());
