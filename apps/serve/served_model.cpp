@@ -65,9 +65,7 @@ InferenceOptions plan_options(const ModelConfig& config, const std::string& what
 struct ServedVersion::Instance {
   std::unique_ptr<Backend> backend;
   std::unique_ptr<Model> model;
-  bool planned = false;  // runs through `plans`, built by the instance's own thread
-  InferenceOptions plan_options;
-  std::unique_ptr<BatchedPlans> plans;
+  std::unique_ptr<BatchedPlans> plans;  // built by the instance's own thread where planned_
   NormalizeAugment normalize;
   std::promise<void> ready;  // the thread is taking jobs, or why it cannot
 };
@@ -119,10 +117,11 @@ ServedVersion::ServedVersion(const ModelConfig& config, int64_t version, const s
     instance->model->load_state(ckpt.tensors, checkpoint);
     instance->model->to(*instance->backend, DType::f32);
     instance->normalize = make_normalize(ckpt.info.mean, ckpt.info.std);
-    instance->planned =
-        instance->backend->device().is_cpu() && InferencePlan::unsupported_reason(*instance->model).empty();
-    instance->plan_options = plan_options(config_, "model '" + config_.name + "' version " + std::to_string(version),
-                                          ckpt.info, *instance->model, *instance->backend, checkpoint);
+    if (i == 0) {  // every instance is the same model on the same kind of device
+      planned_ = instance->backend->device().is_cpu() && InferencePlan::unsupported_reason(*instance->model).empty();
+      plan_options_ = plan_options(config_, "model '" + config_.name + "' version " + std::to_string(version),
+                                   ckpt.info, *instance->model, *instance->backend, checkpoint);
+    }
     instances_.push_back(std::move(instance));
   }
   device_ = instances_.front()->backend->device().str();
@@ -136,7 +135,7 @@ ServedVersion::ServedVersion(const ModelConfig& config, int64_t version, const s
       ready.get();
       if (i == 0 && instance.plans) {
         check_plan_memory(instance.plans->bytes(), budget_left);
-        const InferencePrecision p = instance.plan_options.precision;
+        const InferencePrecision p = plan_options_.precision;
         execution_ = p == InferencePrecision::fp32 ? "" : std::string(precision_name(p)) + " ";
         execution_ += "inference plans for batches";
         for (int64_t size : instance.plans->sizes()) execution_ += (size == 1 ? " " : ", ") + std::to_string(size);
@@ -270,8 +269,7 @@ void ServedVersion::run_instance(Instance& instance) {
   // spinning (LeNet-5 at batch 1 on 2 cores: 45 us a pass on the thread that built its plan,
   // 500 us on another).
   try {
-    if (instance.planned)
-      instance.plans = std::make_unique<BatchedPlans>(*instance.model, config_.max_batch_size, instance.plan_options);
+    if (planned_) instance.plans = std::make_unique<BatchedPlans>(*instance.model, config_.max_batch_size, plan_options_);
     instance.ready.set_value();
   } catch (...) {
     instance.ready.set_exception(std::current_exception());

@@ -16,6 +16,7 @@
 #include "apps/serve/model_config.h"
 #include "datasets/preprocess.h"
 #include "engine/core/tensor.h"
+#include "engine/inference/inference_plan.h"
 
 namespace convoy::serve {
 
@@ -102,6 +103,8 @@ class ServedVersion {
   MemoryEstimate memory_;
   std::string device_;
   std::string execution_ = "layer by layer";
+  bool planned_ = false;          // the instances run CPU inference plans (BatchedPlans)
+  InferenceOptions plan_options_;  // and with these options
   ModelMetrics& metrics_;
 
   mutable std::mutex mutex_;

@@ -8,6 +8,7 @@
 #include <cstdint>
 #include <cstdlib>
 #include <memory>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -38,6 +39,10 @@ inline float quant_scale(Dt t, float max) {
 }
 
 inline constexpr size_t kAlign = 64;
+// An arena of `bytes` (at least kAlign) at a kAlign boundary, or nullptr; freed with std::free.
+inline void* alloc_arena(size_t bytes) {
+  return std::aligned_alloc(kAlign, (std::max(bytes, kAlign) + kAlign - 1) / kAlign * kAlign);
+}
 
 inline bool is_activation(std::string_view t) { return t == "relu" || t == "leaky_relu" || t == "gelu"; }
 inline bool is_pool(std::string_view t) {
@@ -138,8 +143,7 @@ class WeightSlot {
   std::vector<float> bias_values_;  // (K) as the primitive adds it
   std::vector<float> weight_scale_;  // (K), int8 only
   float src_scale_ = 1.0f;
-  uint64_t version_ = 0;
-  bool refreshed_ = false;
+  std::optional<uint64_t> version_;  // the model's weights_version the stored copy holds
   dnnl::memory user_mem_, weights_, bias_;
   dnnl::reorder reorder_;
 };
@@ -160,7 +164,7 @@ class PlanSharing {
   // (the plans built on the older ones keep theirs: build the largest plan first).
   void* arena(size_t bytes) {
     if (arenas_.empty() || arena_bytes_.back() < bytes) {
-      void* p = std::aligned_alloc(kAlign, (std::max<size_t>(bytes, kAlign) + kAlign - 1) / kAlign * kAlign);
+      void* p = alloc_arena(bytes);
       if (!p) return nullptr;
       arenas_.emplace_back(p, &std::free);
       arena_bytes_.push_back(bytes);

@@ -41,7 +41,7 @@ void InferencePlan::Impl::place_buffers() {
   arena_bytes = std::max<size_t>(end, kAlign);
   // Plans that run one at a time share one arena; a plan alone owns its own.
   void* base_ptr = sharing ? sharing->arena(arena_bytes)
-                           : (arena = std::aligned_alloc(kAlign, (arena_bytes + kAlign - 1) / kAlign * kAlign));
+                           : (arena = alloc_arena(arena_bytes));
   if (!base_ptr)
     throw OutOfMemoryError("inference plan: cannot allocate its " + std::to_string(arena_bytes) + "-byte arena");
   auto* base = static_cast<char*>(base_ptr);

@@ -92,7 +92,7 @@ void WeightSlot::fold() {
 }
 
 void WeightSlot::refresh(uint64_t weights_version) {
-  if (refreshed_ && version_ == weights_version) return;
+  if (version_ == weights_version) return;
   fold();
   const size_t k = folded_bias_.size(), per_k = user_.size() / k;
   if (weight_scale_.empty()) {
@@ -112,7 +112,6 @@ void WeightSlot::refresh(uint64_t weights_version) {
   reorder_.execute(stream, user_mem_, weights_);
   stream.wait();
   std::vector<float>().swap(user_);
-  refreshed_ = true;
   version_ = weights_version;
 }
 

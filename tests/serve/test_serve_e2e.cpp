@@ -24,13 +24,19 @@ namespace {
 
 namespace fs = std::filesystem;
 
+convoy::Model lenet5() { return convoy::Model::from_file(std::string(CONVOY_SOURCE_DIR) + "/models/lenet5.yaml", 0); }
+
+// A LeNet-5 version's memory estimate per instance before it loads, as the server makes it:
+// weights plus every activation at max_batch.
+uint64_t lenet_estimate(const convoy::Model& lenet, int64_t max_batch) {
+  return 4 * static_cast<uint64_t>(lenet.parameter_count() + lenet.buffer_count()) +
+         4 * static_cast<uint64_t>(max_batch * (lenet.activation_count() + convoy::shape_numel(lenet.input_shape())));
+}
+
 // Instances of LeNet-5 at batch 65,536 (the serve fixture's checkpoints) that need about twice
 // the memory this host has available (MemAvailable), at most the 64 a config allows.
 int64_t instances_beyond_ram() {
-  const convoy::Model lenet = convoy::Model::from_file(std::string(CONVOY_SOURCE_DIR) + "/models/lenet5.yaml", 0);
-  const double per_instance =
-      4.0 * static_cast<double>(lenet.parameter_count() + lenet.buffer_count()) +
-      4.0 * 65536.0 * static_cast<double>(lenet.activation_count() + convoy::shape_numel(lenet.input_shape()));
+  const double per_instance = static_cast<double>(lenet_estimate(lenet5(), 65536));
   std::ifstream meminfo("/proc/meminfo");
   std::string key;
   double kb = 0;
@@ -38,15 +44,13 @@ int64_t instances_beyond_ram() {
   meminfo >> kb;
   return std::min<int64_t>(64, static_cast<int64_t>(2.0 * kb * 1024.0 / per_instance) + 1);
 }
-// A LeNet-5 version's memory estimate before it loads (weights and every activation at
-// max_batch) and its measured bytes once its CPU inference plans are built (weights and plans).
+// The estimate at max_batch, and the bytes the server measures once the version's CPU inference
+// plans are built (weights and plans).
 std::pair<uint64_t, uint64_t> lenet_estimate_and_planned_bytes(int64_t max_batch) {
-  convoy::Model lenet = convoy::Model::from_file(std::string(CONVOY_SOURCE_DIR) + "/models/lenet5.yaml", 0);
+  convoy::Model lenet = lenet5();
   const uint64_t weights = 4 * static_cast<uint64_t>(lenet.parameter_count() + lenet.buffer_count());
-  const uint64_t activations =
-      4 * static_cast<uint64_t>(max_batch * (lenet.activation_count() + convoy::shape_numel(lenet.input_shape())));
   const convoy::BatchedPlans plans(lenet, max_batch, {});
-  return {weights + activations, weights + plans.bytes()};
+  return {lenet_estimate(lenet, max_batch), weights + plans.bytes()};
 }
 using json = nlohmann::json;
 using convoy::testing::http;
