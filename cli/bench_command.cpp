@@ -48,8 +48,9 @@ void add_bench_command(CLI::App& app, Action& chosen) {
                 "GPU work launched op by op, not replayed from CUDA graphs (inference: one per batch size; "
                 "training: each step's forward and backward)");
   cmd->add_option("--repeat", options->repeat,
-                  "run the comparison (Convoy's cases, then the peers') N times in a row and show each engine's "
-                  "median run per case, with the spread in results.json (a noisy or shared machine)")
+                  "run the comparison N times, each case's engines back to back (Convoy first in odd runs, the "
+                  "peers in even ones), and show each engine's median run per case, with the spread in "
+                  "results.json (a noisy or shared machine)")
       ->check(CLI::Range(1, 100));
   cmd->add_flag("--quick", options->quick, "short timing (a few rounds per case): a smoke test, not a measurement");
   cmd->add_flag("--profile", options->profile,

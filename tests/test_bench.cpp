@@ -310,7 +310,8 @@ TEST(Bench, MedianRunsKeepsTheMiddleRunAndAnyFailure) {
 
 // ONNX Runtime 1.30 as the CPU-inference peer, in the same run: through npm's onnxruntime-node
 // (scripts/install-onnxruntime-node.sh) where Debian's Python has no onnxruntime; the ONNX comes
-// from Debian's torch. Convoy's CPU inference runs its inference plan.
+// from Debian's torch. Convoy's CPU inference runs its inference plan. With --repeat each case's
+// engines run back to back, Convoy first in the first run and ONNX Runtime first in the second.
 TEST(Bench, OnnxRuntimePeerTimesTheSameInferenceCase) {
   if (!fs::exists(kSource + "/third_party/node/node_modules/onnxruntime-node/package.json"))
     GTEST_SKIP() << "onnxruntime-node not installed (bash scripts/install-onnxruntime-node.sh)";
@@ -321,9 +322,18 @@ TEST(Bench, OnnxRuntimePeerTimesTheSameInferenceCase) {
   fs::remove_all(dir);
   fs::create_directories(dir);
   const Result r = run_binary("bench --suite " + kSource + "/benchmarks/suites/quick.yaml --out " + (dir / "out").string() +
-                                  " --devices cpu --peers onnxruntime --threads 1 --no-chart",
+                                  " --devices cpu --peers onnxruntime --threads 1 --no-chart --repeat 2",
                               dir / "stderr.txt");
   ASSERT_EQ(r.status, 0) << r.out << r.err;
+  const size_t convoy1 = r.err.find("(run 1/2) lenet5 inference"), convoy2 = r.err.find("(run 2/2) lenet5 inference");
+  ASSERT_NE(convoy1, std::string::npos) << r.err;
+  ASSERT_NE(convoy2, std::string::npos) << r.err;
+  const size_t ort1 = r.err.find("onnxruntime lenet5 inference", convoy1);
+  ASSERT_NE(ort1, std::string::npos) << r.err;
+  const size_t ort2 = r.err.find("onnxruntime lenet5 inference", ort1 + 1);
+  ASSERT_NE(ort2, std::string::npos) << r.err;
+  EXPECT_LT(ort1, convoy2) << r.err;  // run 1: Convoy, then ONNX Runtime, before run 2 begins
+  EXPECT_LT(ort2, convoy2) << r.err;  // run 2: ONNX Runtime first
   std::ifstream in(dir / "out" / "results.json");
   const nlohmann::json doc = nlohmann::json::parse(in);
   int convoy = 0, ort = 0;

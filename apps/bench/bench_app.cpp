@@ -210,11 +210,12 @@ class SuiteRun {
   int run();
 
  private:
-  void run_convoy_cases(int round);
+  void run_convoy_case(size_t i, const std::string& of_round);
+  void run_interleaved(int round);
   void keep_median_runs();
   json run_case(const BenchCase& c);
-  void run_peers();
-  json peer_request() const;
+  void run_peers(const std::vector<BenchCase>& cases);
+  json peer_request(const std::vector<BenchCase>& cases) const;
   void read_peer_records(const std::string& output, int status);
   void choose_peer_columns();
   json convoy_over_peers() const;
@@ -251,9 +252,11 @@ int SuiteRun::run() {
             << (options_.quick ? " (quick timing)" : "") << "; results in " << out_dir_.string() << "/" << std::endl;
   python_ = python_command();
   bench_dir_ = bench_dir(options_.suite, options_.source_dir);
-  for (int round = 1; round <= options_.repeat; ++round) {
-    run_convoy_cases(round);
-    if (!suite_.peers.empty()) run_peers();
+  if (options_.repeat == 1) {
+    for (size_t i = 0; i < cases_.size(); ++i) run_convoy_case(i, "");
+    if (!suite_.peers.empty()) run_peers(cases_);
+  } else {
+    for (int round = 1; round <= options_.repeat; ++round) run_interleaved(round);
   }
   keep_median_runs();
   choose_peer_columns();
@@ -278,16 +281,26 @@ int SuiteRun::run() {
   return 0;
 }
 
-void SuiteRun::run_convoy_cases(int round) {
-  const std::string of_round =
-      options_.repeat > 1 ? " (run " + std::to_string(round) + "/" + std::to_string(options_.repeat) + ")" : "";
+void SuiteRun::run_convoy_case(size_t i, const std::string& of_round) {
+  const BenchCase& c = cases_[i];
+  std::cerr << "[" << i + 1 << "/" << cases_.size() << "]" << of_round << " " << case_label(c) << ": " << std::flush;
+  json rec = run_case(c);
+  std::cerr << bench_case_line(rec) << std::endl;
+  if (rec.contains("profile")) std::cerr << profile_table(rec.at("profile"), 15) << std::flush;
+  records_.push_back(std::move(rec));
+}
+
+// One run of --repeat: each case's engines back to back, so that a slow stretch of the machine
+// (minutes long on the 16-core host) falls on both sides of a comparison, not on one engine's
+// whole pass over the suite; Convoy goes first in odd runs, the peers in even ones.
+void SuiteRun::run_interleaved(int round) {
+  const std::string of_round = " (run " + std::to_string(round) + "/" + std::to_string(options_.repeat) + ")";
+  const bool peers_first = round % 2 == 0;
   for (size_t i = 0; i < cases_.size(); ++i) {
-    const BenchCase& c = cases_[i];
-    std::cerr << "[" << i + 1 << "/" << cases_.size() << "]" << of_round << " " << case_label(c) << ": " << std::flush;
-    json rec = run_case(c);
-    std::cerr << bench_case_line(rec) << std::endl;
-    if (rec.contains("profile")) std::cerr << profile_table(rec.at("profile"), 15) << std::flush;
-    records_.push_back(std::move(rec));
+    const bool peers = !suite_.peers.empty() && !peer_request({cases_[i]}).at("cases").empty();
+    if (peers && peers_first) run_peers({cases_[i]});
+    run_convoy_case(i, of_round);
+    if (peers && !peers_first) run_peers({cases_[i]});
   }
 }
 
@@ -306,10 +319,10 @@ json SuiteRun::run_case(const BenchCase& c) {
   return run_bench_case(*backend, suite_, c, timing_, peak.tflops, peak.note, peak.device_name);
 }
 
-// Peers, in the same run: one Python process for all their cases.
-void SuiteRun::run_peers() {
+// Peers, in the same run: one Python process for all of `cases`.
+void SuiteRun::run_peers(const std::vector<BenchCase>& cases) {
   const fs::path request_path = out_dir_ / "peer_cases.json";
-  std::ofstream(request_path) << peer_request().dump(2) << "\n";
+  std::ofstream(request_path) << peer_request(cases).dump(2) << "\n";
   if (bench_dir_.empty()) {
     notes_.push_back("peers missing: benchmarks/peers/pytorch_bench.py not found (set CONVOY_BENCH_DIR)");
   } else {
@@ -328,7 +341,8 @@ void SuiteRun::keep_median_runs() {
     std::vector<std::string> far_apart;
     records_ = median_runs(records_, far_apart);
     notes_.push_back("every figure is the median of " + std::to_string(options_.repeat) +
-                     " runs of the comparison in a row (--repeat); each run's images/s are in results.json "
+                     " runs (--repeat: each case's engines back to back, Convoy first in odd runs, the peers "
+                     "in even ones); each run's images/s are in results.json "
                      "(runs_images_per_second)");
     if (!far_apart.empty()) {
       std::string line = "runs more than 25% apart (img/s, slowest-fastest):";
@@ -347,9 +361,9 @@ void SuiteRun::keep_median_runs() {
     if (r.value("engine", "") == "convoy" && r.value("status", "") == "failed") ++failed_;
 }
 
-json SuiteRun::peer_request() const {
+json SuiteRun::peer_request(const std::vector<BenchCase>& cases) const {
   json peer_cases = json::array();
-  for (const BenchCase& c : cases_)
+  for (const BenchCase& c : cases)
     if (!cpu_reduced(c) && c.precision != "int8")
       peer_cases.push_back({{"model_path", fs::absolute(c.model_path).string()}, {"model", c.model},
                             {"mode", c.mode}, {"batch", c.batch}, {"device", c.device}, {"precision", c.precision}});
