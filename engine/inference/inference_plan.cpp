@@ -36,28 +36,32 @@ bool switched_on(const char* name) {
 }
 
 // fp32 3x3 stride-1 convolutions run through Winograd F(4x4, 3x3) where oneDNN has it (AVX-512):
-// 2.25x fewer multiplications, within the plan's 1e-4 of the direct forward. It pays only with
-// enough 4x4 output tiles per thread: ResNet-18 at batch 32 ran 1.26x (16 cores) to 1.5x (2
-// cores) faster, but fmnet and ResNet-50 at batch 1 on 16 cores (a few tiles per thread)
-// 1.2-1.4x slower. Small teams need fewer: on 2 threads a 14x14 layer's 16 tiles (8 each)
-// already pay (ResNet-18 at batch 1 1.12x faster, RESULTS.md 2026-12-02). out: (K, P, Q).
-bool winograd_pays(const Conv2dParams& p, int64_t r, int64_t s, const Shape& out, int64_t batch, int threads) {
-  if (!switched_on("CONVOY_WINOGRAD") || p.groups != 1 || r != 3 || s != 3 || p.stride_h != 1 || p.stride_w != 1 ||
-      p.dilation_h != 1 || p.dilation_w != 1)
+// 2.25x fewer multiplications, within the plan's 1e-4 of the direct forward. It pays from 16 4x4
+// output tiles (a 14x14 output at batch 1) on 2 threads as on 16; with fewer (a 7x7 output at
+// batch 1) its transforms cost more than they save (fmnet at batch 1 on 16 cores 1.4x slower).
+// The earlier rule of 16 tiles a thread left ResNet-18 at batch 1 and ResNet-50 and ResNet-18 at
+// batch 32 about 10% slower on the 16-core host (RESULTS.md, 2026-12-03). out: (K, P, Q).
+bool winograd_pays(const Conv2dParams& p, const Tensor& w, const Shape& out, int64_t batch) {
+  if (!switched_on("CONVOY_WINOGRAD") || p.groups != 1 || w.dim(2) != 3 || w.dim(3) != 3 || p.stride_h != 1 ||
+      p.stride_w != 1 || p.dilation_h != 1 || p.dilation_w != 1)
     return false;
-  const int64_t tiles = batch * ((out[1] + 3) / 4) * ((out[2] + 3) / 4);
-  const int64_t tiles_per_thread = threads <= 4 ? 4 : 16;
-  return tiles >= tiles_per_thread * threads;
+  int64_t min_tiles = 16;
+  if (const char* env = std::getenv("CONVOY_WINOGRAD_TILES")) min_tiles = std::atoi(env);  // for comparisons
+  return batch * ((out[1] + 3) / 4) * ((out[2] + 3) / 4) >= min_tiles;
 }
 
-// Whether a convolution of the plan runs as Winograd (oneDNN has it only for AVX-512).
-bool any_winograd(const std::vector<Model::GraphNode>& nodes, int64_t batch, int threads) {
-  if (!cpu_has(dnnl::cpu_isa::avx512_core)) return false;
-  return std::any_of(nodes.begin(), nodes.end(), [&](const Model::GraphNode& n) {
-    if (n.layer->type() != "conv2d") return false;
+// The share of the plan's convolution work that runs as Winograd (oneDNN has it only for AVX-512).
+double winograd_share(const std::vector<Model::GraphNode>& nodes, int64_t batch) {
+  if (!cpu_has(dnnl::cpu_isa::avx512_core)) return 0;
+  double all = 0, winograd = 0;
+  for (const Model::GraphNode& n : nodes) {
+    if (n.layer->type() != "conv2d") continue;
     const Tensor& w = n.layer->parameters().at(0)->value;  // (K, C/g, R, S)
-    return winograd_pays(n.layer->spec().conv, w.dim(2), w.dim(3), n.shape, batch, threads);
-  });
+    const double macs = static_cast<double>(w.numel()) * n.shape[1] * n.shape[2];
+    all += macs;
+    if (winograd_pays(n.layer->spec().conv, w, n.shape, batch)) winograd += macs;
+  }
+  return all > 0 ? winograd / all : 0;
 }
 
 }  // namespace
@@ -172,7 +176,7 @@ int InferencePlan::Impl::emit_conv(const Group& g, const std::vector<Model::Grap
                                           {p.pad_h, p.pad_w}, {p.pad_h, p.pad_w}, attr, alg);
     };
     // oneDNN refuses Winograd (unimplemented) where it has no kernel for it, and in bf16.
-    if (!int8 && winograd_pays(p, r, s, out, batch, threads)) {
+    if (!int8 && !bn_alone && winograd_pays(p, w, out, batch)) {
       try {
         return pd_with(dnnl::algorithm::convolution_winograd);
       } catch (const dnnl::error&) {
@@ -312,14 +316,18 @@ void InferencePlan::Impl::build() {
   value_of[0] = new_value(f32_md({batch, in[0], in[1], in[2]}, Tag::nchw), Buffer::Kind::input);
   values[0].range = range_of(-1);
   done.assign(nodes.size(), false);
-  // fp32 activations in nChw16c throughout where a convolution runs as Winograd: its kernel reads
-  // and writes nChw16c, and the brgemm kernels oneDNN picks for the others use nhwc, which would
-  // put two reorders around every Winograd convolution. Blocked throughout (oneDNN's jit
-  // kernels), a 2-core Intel VM ran ResNet-50 2-4%, ResNet-18 at batch 32 6% and fmnet 8-10%
-  // faster. Without Winograd oneDNN's choice stays: on 16 threads at batch 1 its brgemm kernels
-  // in nhwc ran ResNet-50 13% and ResNet-18 14% faster than its blocked ones (RESULTS.md,
-  // 2026-12-02). CONVOY_BLOCKED_LAYOUT=0 leaves every format to oneDNN, for comparisons.
-  if (precision == InferencePrecision::fp32 && switched_on("CONVOY_BLOCKED_LAYOUT") && any_winograd(nodes, batch, threads))
+  // fp32 activations in nChw16c throughout where Winograd carries the plan: its kernel reads and
+  // writes nChw16c, and the brgemm kernels oneDNN picks for the others use nhwc, which would put
+  // two reorders around every Winograd convolution. Blocked throughout (oneDNN's jit kernels), a
+  // 2-core Intel VM ran ResNet-50 2-4%, ResNet-18 at batch 32 6% and fmnet 8-10% faster. On larger
+  // teams the brgemm kernels in nhwc are the faster ones for the rest (16 threads, batch 1:
+  // ResNet-50 13%, ResNet-18 14%, RESULTS.md 2026-12-02), so there nChw16c is kept for plans whose
+  // work is mostly Winograd (ResNet-18, fmnet: 80-100%), and ResNet-50 (37%) keeps oneDNN's
+  // formats with reorders around its Winograd convolutions. CONVOY_BLOCKED_LAYOUT=0 or 1 leaves
+  // every format to oneDNN or blocks every plan with Winograd in it, for comparisons.
+  const double share = precision == InferencePrecision::fp32 ? winograd_share(nodes, batch) : 0;
+  const char* blocked = std::getenv("CONVOY_BLOCKED_LAYOUT");
+  if (share > 0 && (blocked ? std::string_view(blocked) != "0" : threads <= 4 || share >= 0.5))
     activations = Tag::aBcd16b;
   for (const Group& g : fuse(nodes)) {
     value_of[g.last + 1] = emit(g, nodes, value_of);
