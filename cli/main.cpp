@@ -19,19 +19,21 @@ constexpr int kExitInternal = EX_SOFTWARE;  // 70: a bug in Convoy
 
 // Inference (infer, serve, bench) runs a forward pass as dozens of short parallel regions:
 // threads that went to sleep after one cost tens of microseconds each to wake for the next
-// (fmnet at batch 1 on 16 cores: 0.74 ms per image passive, 0.23 ms with this spin). They
-// spin this many pauses (0.1-1 ms) before sleeping. Training waits passively from the start:
-// on a busy laptop or beside other jobs, spinning threads made CPU training many times slower
-// (benchmarks/RESULTS.md), and a training step's regions are long enough not to need it.
-constexpr const char* kInferenceSpinCount = "30000";
-
-bool latency_first(int argc, char** argv) {
+// (fmnet at batch 1 on 16 cores: 0.74 ms per image passive, 0.23 ms with a spin of 30000). They
+// spin this many pauses before sleeping: 30000 (0.1-1 ms) for infer and bench, 3000 for serve,
+// whose HTTP and batching threads need the cores between passes (LeNet-5 behind 256 connections
+// on 2 cores: 26% fewer images/s with 30000, RESULTS.md 2026-12-03). nullptr: wait passively,
+// as training does from the start: on a busy laptop or beside other jobs, spinning threads made
+// CPU training many times slower (benchmarks/RESULTS.md), and a training step's regions are
+// long enough not to need it.
+const char* inference_spin_count(int argc, char** argv) {
   for (int i = 1; i < argc; ++i) {
     const std::string arg = argv[i];
     if (arg.starts_with('-')) continue;  // an option before the command (--version, --help)
-    return arg == "infer" || arg == "serve" || arg == "bench";
+    if (arg == "serve") return "3000";
+    return arg == "infer" || arg == "bench" ? "30000" : nullptr;
   }
-  return false;
+  return nullptr;
 }
 
 int input_error(const std::string& what) {
@@ -59,8 +61,8 @@ int main(int argc, char** argv) {
   // quota (`docker run --cpus`, a Kubernetes limit), which gets OMP_NUM_THREADS where smaller.
   bool reexec = false;
   if (!std::getenv("OMP_WAIT_POLICY") && !std::getenv("GOMP_SPINCOUNT")) {
-    if (latency_first(argc, argv))
-      setenv("GOMP_SPINCOUNT", kInferenceSpinCount, 1);
+    if (const char* spin = inference_spin_count(argc, argv))
+      setenv("GOMP_SPINCOUNT", spin, 1);
     else
       setenv("OMP_WAIT_POLICY", "PASSIVE", 1);
     reexec = true;

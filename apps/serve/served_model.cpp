@@ -5,6 +5,7 @@
 #include <future>
 #include <iostream>
 
+#include "apps/serve/cpu_thread.h"
 #include "engine/backends/backend.h"
 #include "engine/core/error.h"
 #include "engine/graph/model.h"
@@ -118,7 +119,8 @@ ServedVersion::ServedVersion(const ModelConfig& config, int64_t version, const s
     instance->model->to(*instance->backend, DType::f32);
     instance->normalize = make_normalize(ckpt.info.mean, ckpt.info.std);
     if (i == 0) {  // every instance is the same model on the same kind of device
-      planned_ = instance->backend->device().is_cpu() && InferencePlan::unsupported_reason(*instance->model).empty();
+      on_cpu_ = instance->backend->device().is_cpu();
+      planned_ = on_cpu_ && InferencePlan::unsupported_reason(*instance->model).empty();
       plan_options_ = plan_options(config_, "model '" + config_.name + "' version " + std::to_string(version),
                                    ckpt.info, *instance->model, *instance->backend, checkpoint);
     }
@@ -262,14 +264,22 @@ std::vector<InferJob> ServedVersion::next_batch() {
   return batch;
 }
 
+void ServedVersion::on_device(const std::function<void()>& work) const {
+  if (on_cpu_)
+    run_on_cpu_thread(work);
+  else
+    work();
+}
+
 void ServedVersion::run_instance(Instance& instance) {
-  // The plans are built on the thread that runs them. OpenMP keeps a team of threads for each
-  // thread that starts parallel work; a team made by the loading thread too would leave libgomp
-  // more threads than CPUs, and then its threads sleep between parallel regions instead of
-  // spinning (LeNet-5 at batch 1 on 2 cores: 45 us a pass on the thread that built its plan,
-  // 500 us on another).
+  // On the CPU the plans are built, run and freed on the one CPU thread (cpu_thread.h): oneDNN
+  // partitions a primitive's work for the OpenMP team it is made under, and its scratchpads are
+  // per thread.
   try {
-    if (planned_) instance.plans = std::make_unique<BatchedPlans>(*instance.model, config_.max_batch_size, plan_options_);
+    if (planned_)
+      on_device([&] {
+        instance.plans = std::make_unique<BatchedPlans>(*instance.model, config_.max_batch_size, plan_options_);
+      });
     instance.ready.set_value();
   } catch (...) {
     instance.ready.set_exception(std::current_exception());
@@ -280,11 +290,13 @@ void ServedVersion::run_instance(Instance& instance) {
       std::unique_lock lock(mutex_);
       if (!stopping_ || !queue_.empty()) continue;
       lock.unlock();
-      // Freed on this thread: oneDNN keeps a scratchpad per thread that ran its primitives,
-      // released when the last primitive goes on that thread (it would leak otherwise).
-      instance.plans.reset();
-      instance.model.reset();
-      instance.backend.reset();
+      // Freed on the thread that ran them: oneDNN keeps a scratchpad per thread that ran its
+      // primitives, released when the last primitive goes on that thread (it would leak otherwise).
+      on_device([&] {
+        instance.plans.reset();
+        instance.model.reset();
+        instance.backend.reset();
+      });
       return;
     }
     execute(instance, batch);
@@ -299,30 +311,32 @@ void ServedVersion::execute(Instance& instance, std::vector<InferJob>& jobs) {
   InferResult failure{InferResult::Status::failed, "", {}, {}};
   std::vector<float> logits, probs;
   try {
-    Shape shape = {n, input_shape_[0], input_shape_[1], input_shape_[2]};
-    Tensor host = jobs.size() == 1 ? jobs.front().input : Tensor::empty(shape, dtype);
-    if (jobs.size() > 1) {
-      auto* dst = static_cast<char*>(host.raw());
-      for (const InferJob& j : jobs) {
-        std::memcpy(dst, j.input.raw(), j.input.nbytes());
-        dst += j.input.nbytes();
+    on_device([&] {
+      Shape shape = {n, input_shape_[0], input_shape_[1], input_shape_[2]};
+      Tensor host = jobs.size() == 1 ? jobs.front().input : Tensor::empty(shape, dtype);
+      if (jobs.size() > 1) {
+        auto* dst = static_cast<char*>(host.raw());
+        for (const InferJob& j : jobs) {
+          std::memcpy(dst, j.input.raw(), j.input.nbytes());
+          dst += j.input.nbytes();
+        }
       }
-    }
-    Backend& backend = *instance.backend;
-    Model& model = *instance.model;
-    Tensor x;
-    if (dtype == DType::u8) {
-      const Tensor images = backend.upload(host);
-      x = backend.empty(shape, model.compute_dtype(), model.layout());  // (N, C, H, W)
-      backend.ops().normalize_augment(images, instance.normalize, 0, x);
-    } else {
-      x = backend.upload(host);
-    }
-    const Tensor out = instance.plans ? instance.plans->run(x) : model.forward(backend, x, StepInfo{});  // (N, classes)
-    Tensor p = backend.empty(out.shape(), DType::f32);
-    backend.ops().softmax(out, p);
-    logits = out.to_floats();
-    probs = p.to_floats();
+      Backend& backend = *instance.backend;
+      Model& model = *instance.model;
+      Tensor x;
+      if (dtype == DType::u8) {
+        const Tensor images = backend.upload(host);
+        x = backend.empty(shape, model.compute_dtype(), model.layout());  // (N, C, H, W)
+        backend.ops().normalize_augment(images, instance.normalize, 0, x);
+      } else {
+        x = backend.upload(host);
+      }
+      const Tensor out = instance.plans ? instance.plans->run(x) : model.forward(backend, x, StepInfo{});  // (N, classes)
+      Tensor p = backend.empty(out.shape(), DType::f32);
+      backend.ops().softmax(out, p);
+      logits = out.to_floats();
+      probs = p.to_floats();
+    });
   } catch (const std::exception& e) {
     failure.error = std::string("inference failed: ") + e.what();
   }

@@ -87,6 +87,9 @@ class ServedVersion {
   // waiting up to max_queue_delay for more; empty when stopping with nothing queued.
   std::vector<InferJob> next_batch();
   void execute(Instance& instance, std::vector<InferJob>& jobs);
+  // Runs `work` where this version's device work runs: on the CPU thread (cpu_thread.h) for a
+  // CPU version, else on the calling instance thread.
+  void on_device(const std::function<void()>& work) const;
   // memory_.total from the weights and `per_instance` more bytes; an InputError naming them
   // (`what` max_batch_size) when that is over `budget_left` (0: no budget).
   void fit_budget(uint64_t budget_left, uint64_t per_instance, const std::string& what);
@@ -103,6 +106,7 @@ class ServedVersion {
   MemoryEstimate memory_;
   std::string device_;
   std::string execution_ = "layer by layer";
+  bool on_cpu_ = false;           // the instances run on the CPU
   bool planned_ = false;          // the instances run CPU inference plans (BatchedPlans)
   InferenceOptions plan_options_;  // and with these options
   ModelMetrics& metrics_;

@@ -1,11 +1,14 @@
 #!/usr/bin/env bash
 # convoy serve under load: wrk at 1, 16 and 256 connections, each request one image in Triton's
-# binary tensor format, against the offline forward pass (`convoy bench`) at the same batch.
+# binary tensor format, against the offline forward pass (`convoy bench`) at the same batch. The
+# batch-1 model runs first and last: before and after the other model it shares the server with
+# has served.
 #   bash benchmarks/serve/load_test.sh [BUILD_DIR] [SECONDS]      (default build-cpu, 10)
 # Prints one line per concurrency: served img/s, p50/p99 latency, and the ratio to offline.
 # Env: SERVE_DEVICE (cpu), SERVE_MODEL (models/lenet5.yaml), SERVE_BATCH (16), SERVE_SINGLE_EXTRA
 # (more config.yaml lines for the batch-1 model, e.g. $'threads: 1\n'), SERVE_PRECISION (fp32; bf16, or
-# int8 from a `convoy quantize` of the checkpoint: the CPU plans' precision, offline and served).
+# int8 from a `convoy quantize` of the checkpoint: the CPU plans' precision, offline and served),
+# SERVE_RUNS (model:connections in turn; default single:1 m:1 m:16 m:256 single:1).
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 build=${1:-build-cpu}
@@ -76,7 +79,7 @@ port=$(sed -n 's/.*HTTP on 127.0.0.1:\([0-9]*\).*/\1/p' "$work/serve.err")
 [ -n "$port" ] || { cat "$work/serve.err" >&2; exit 1; }
 
 echo "offline ($device, $(basename "$model")): batch 1 p50 ${offline1_ms} ms; batch $batch ${offline_ips} img/s"
-for run in single:1 m:1 m:16 m:256; do
+for run in ${SERVE_RUNS:-single:1 m:1 m:16 m:256 single:1}; do
   name=${run%:*} c=${run#*:}
   threads=$(( c < 2 ? 1 : 2 ))
   line=$(SERVE_BODY="$work/body.bin" SERVE_HEADER_LENGTH=$(cat "$work/header_length") \
