@@ -134,18 +134,25 @@ TEST_P(InferencePlanModels, AgreesWithTheLayerByLayerForward) {
   model.to(*cpu, DType::f32);
   const Tensor x = random_input(model, c.batch, 3);
   const Tensor expected = model.forward(*cpu, x, StepInfo{});  // (N, classes)
-  InferencePlan plan(model, c.batch);
-  RecordProperty("plan", plan.describe());  // the steps and their formats, in --gtest_output=xml
-  const Tensor got = plan.run(x);
-  ASSERT_EQ(got.shape(), expected.shape());
-  EXPECT_LT(scaled_error(got, expected), 1e-4) << plan.describe();
-  // A second run on other data: nothing left over from the first.
   const Tensor x2 = random_input(model, c.batch, 4);
   const Tensor expected2 = model.forward(*cpu, x2, StepInfo{});
-  EXPECT_LT(scaled_error(plan.run(x2), expected2), 1e-4);
-  if (c.float64) {
-    const ref::Vec truth = reference_forward(model, x2);
-    EXPECT_LT(scaled_error(plan.run(x2), ref::to_tensor(truth, expected2.shape())), 1e-4);
+  const ref::Vec truth = c.float64 ? reference_forward(model, x2) : ref::Vec{};
+  // Both activation layouts, whichever the plan would pick by timing them (PlanLayout::tuned).
+  for (const PlanLayout layout : {PlanLayout::blocked, PlanLayout::onednn}) {
+    const std::string name = layout == PlanLayout::blocked ? "blocked" : "onednn";
+    SCOPED_TRACE(name);
+    InferenceOptions options;
+    options.layout = layout;
+    InferencePlan plan(model, c.batch, options);
+    RecordProperty("plan_" + name, plan.describe());  // the steps and their formats, in --gtest_output=xml
+    const Tensor got = plan.run(x);
+    ASSERT_EQ(got.shape(), expected.shape());
+    EXPECT_LT(scaled_error(got, expected), 1e-4) << plan.describe();
+    // A second run on other data: nothing left over from the first.
+    EXPECT_LT(scaled_error(plan.run(x2), expected2), 1e-4);
+    if (c.float64) {
+      EXPECT_LT(scaled_error(plan.run(x2), ref::to_tensor(truth, expected2.shape())), 1e-4);
+    }
   }
 }
 
@@ -202,9 +209,10 @@ TEST(InferencePlan, ThreeByThreeConvolutionsUseWinogradWhereOneDnnHasIt) {
 }
 
 // Where a convolution runs as Winograd (oneDNN's AVX-512 kernel, which reads and writes
-// nChw16c), fp32 activations stay nChw16c from the stem to the classifier: nothing is reordered
-// between layers (left to oneDNN, the other convolutions take nhwc and every Winograd one gets
-// two reorders). Without Winograd the formats are oneDNN's choice, nhwc on these CPUs.
+// nChw16c), the blocked layout keeps fp32 activations nChw16c from the stem to the classifier:
+// nothing is reordered between layers; oneDNN's choice of formats takes nhwc for the other
+// convolutions and reorders around every Winograd one. Without Winograd the formats are
+// oneDNN's whatever is asked.
 TEST(InferencePlan, KeepsActivationsBlockedWhereWinogradRuns) {
   const std::string cpu = make_cpu_backend({})->describe();
   if (cpu.find("avx512") == std::string::npos) GTEST_SKIP() << "oneDNN has no Winograd kernel for this CPU: " << cpu;
@@ -216,43 +224,57 @@ TEST(InferencePlan, KeepsActivationsBlockedWhereWinogradRuns) {
       if (line.rfind("conv", 0) == 0 || line.rfind("global_avg_pool", 0) == 0) n += line.ends_with(" dst f32 blocked 16");
     return n;
   };
-  InferenceOptions one_thread;
-  one_thread.threads = 1;
-  const std::string steps = InferencePlan(model, 8, one_thread).describe();
+  auto plan_steps = [&](PlanLayout layout) {
+    InferenceOptions options;
+    options.threads = 1;
+    options.layout = layout;
+    InferencePlan plan(model, 8, options);
+    EXPECT_EQ(plan.layout(), layout);
+    return plan.describe();
+  };
+  const std::string steps = plan_steps(PlanLayout::blocked);
   const std::string after_input = steps.substr(steps.find('\n') + 1);  // the first step may reorder the input
   EXPECT_GT(occurrences(steps, "wino"), 0u) << steps;
   EXPECT_EQ(occurrences(after_input, "reorder"), 0u) << steps;
   EXPECT_EQ(blocked_outputs(steps), 22u) << steps;
-  // The formats left to oneDNN: reorders around the Winograd convolutions; without Winograd,
-  // nhwc for (most of) the others.
-  ::setenv("CONVOY_BLOCKED_LAYOUT", "0", 1);
-  const std::string chosen = InferencePlan(model, 8, one_thread).describe();
-  ::unsetenv("CONVOY_BLOCKED_LAYOUT");
+  const std::string chosen = plan_steps(PlanLayout::onednn);
+  EXPECT_GT(occurrences(chosen, "wino"), 0u) << chosen;
   EXPECT_GT(occurrences(chosen.substr(chosen.find('\n') + 1), "reorder"), 0u) << chosen;
+  EXPECT_LT(blocked_outputs(chosen), 22u) << chosen;
   ::setenv("CONVOY_WINOGRAD", "0", 1);
-  const std::string direct = InferencePlan(model, 8, one_thread).describe();
+  InferenceOptions asked_blocked;
+  asked_blocked.threads = 1;
+  asked_blocked.layout = PlanLayout::blocked;
+  const InferencePlan direct(model, 8, asked_blocked);
   ::unsetenv("CONVOY_WINOGRAD");
-  EXPECT_LT(blocked_outputs(direct), 22u) << direct;
+  EXPECT_EQ(direct.layout(), PlanLayout::onednn);
+  EXPECT_LT(blocked_outputs(direct.describe()), 22u) << direct.describe();
 }
 
-// On teams of more than 4 threads nChw16c is kept only where Winograd carries most of the work:
-// ResNet-50's Winograd convolutions are 37% of it, so on 8 threads its other convolutions keep
-// oneDNN's formats and the Winograd ones get reorders; on 2 threads it stays blocked throughout.
-TEST(InferencePlan, KeepsOneDnnsFormatsOnLargeTeamsWhereWinogradIsAMinority) {
+// By default (PlanLayout::tuned) a plan with Winograd in it is built both ways and keeps the
+// one that ran faster; CONVOY_BLOCKED_LAYOUT=1 or 0 overrides the choice. A plan without
+// Winograd (LeNet-5's 5x5 convolutions) takes oneDNN's formats without timing anything.
+TEST(InferencePlan, ChoosesTheActivationLayoutByTimingBoth) {
+  Model lenet = Model::from_file(kModels + "lenet5.yaml", 1);
+  EXPECT_EQ(InferencePlan(lenet, 4).layout(), PlanLayout::onednn);
   const std::string cpu = make_cpu_backend({})->describe();
   if (cpu.find("avx512") == std::string::npos) GTEST_SKIP() << "oneDNN has no Winograd kernel for this CPU: " << cpu;
-  Model model = Model::from_file(kModels + "resnet50.yaml", 1);
-  auto steps_on = [&](int threads) {
-    InferenceOptions options;
-    options.threads = threads;
-    const std::string steps = InferencePlan(model, 1, options).describe();
-    return steps.substr(steps.find('\n') + 1);  // the first step may reorder the input
-  };
-  const std::string eight = steps_on(8), two = steps_on(2);
-  EXPECT_GT(occurrences(eight, "wino"), 0u) << eight;
-  EXPECT_GT(occurrences(eight, "reorder"), 0u) << eight;
-  EXPECT_EQ(occurrences(two, "wino"), occurrences(eight, "wino")) << two;
-  EXPECT_EQ(occurrences(two, "reorder"), 0u) << two;
+  Model model = Model::from_file(kModels + "resnet20.yaml", 1);
+  const Tensor x = random_input(model, 8, 5);
+  InferenceOptions explicit_blocked;
+  explicit_blocked.layout = PlanLayout::blocked;
+  const Tensor expected = InferencePlan(model, 8, explicit_blocked).run(x).clone();
+  InferencePlan tuned(model, 8);
+  EXPECT_TRUE(tuned.layout() == PlanLayout::blocked || tuned.layout() == PlanLayout::onednn);
+  const size_t reorders = occurrences(tuned.describe().substr(tuned.describe().find('\n') + 1), "reorder");
+  EXPECT_EQ(reorders > 0, tuned.layout() == PlanLayout::onednn) << tuned.describe();
+  EXPECT_LT(scaled_error(tuned.run(x), expected), 1e-4);
+  for (const auto& [env, layout] : {std::pair{"1", PlanLayout::blocked}, std::pair{"0", PlanLayout::onednn}}) {
+    ::setenv("CONVOY_BLOCKED_LAYOUT", env, 1);
+    const InferencePlan forced(model, 8);
+    ::unsetenv("CONVOY_BLOCKED_LAYOUT");
+    EXPECT_EQ(forced.layout(), layout) << env;
+  }
 }
 
 TEST(InferencePlan, RereadsWeightsThatChanged) {

@@ -255,6 +255,7 @@ nlohmann::json run_bench_case(Backend& backend, const BenchSuite& suite, const B
       plan = std::make_unique<InferencePlan>(model, c.batch, o);
       rec["path"] = "inference plan";
       rec["threads_used"] = plan->threads();
+      rec["plan_layout"] = plan->layout() == PlanLayout::blocked ? "nChw16c" : "oneDNN's";
       step = [&] {
         const size_t i = static_cast<size_t>(iteration++) % images.size();
         backend.ops().normalize_augment(images[i], plain, 0, plan_input);

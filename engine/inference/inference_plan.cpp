@@ -29,7 +29,7 @@ void append_activation(dnnl::post_ops& ops, const LayerSpec& a, bool act_scaled,
 }
 
 // A switch for comparisons, on unless set to 0: CONVOY_WINOGRAD (Winograd for the 3x3
-// convolutions), CONVOY_BLOCKED_LAYOUT (nChw16c activations where Winograd runs).
+// convolutions).
 bool switched_on(const char* name) {
   const char* env = std::getenv(name);
   return !(env && std::string_view(env) == "0");
@@ -50,21 +50,17 @@ bool winograd_pays(const Conv2dParams& p, const Tensor& w, const Shape& out, int
   return batch * ((out[1] + 3) / 4) * ((out[2] + 3) / 4) >= min_tiles;
 }
 
-// The share of the plan's convolution work that runs as Winograd (oneDNN has it only for AVX-512).
-double winograd_share(const std::vector<Model::GraphNode>& nodes, int64_t batch) {
-  if (!cpu_has(dnnl::cpu_isa::avx512_core)) return 0;
-  double all = 0, winograd = 0;
-  for (const Model::GraphNode& n : nodes) {
-    if (n.layer->type() != "conv2d") continue;
-    const Tensor& w = n.layer->parameters().at(0)->value;  // (K, C/g, R, S)
-    const double macs = static_cast<double>(w.numel()) * n.shape[1] * n.shape[2];
-    all += macs;
-    if (winograd_pays(n.layer->spec().conv, w, n.shape, batch)) winograd += macs;
-  }
-  return all > 0 ? winograd / all : 0;
+}  // namespace
+
+bool plan::runs_winograd(Model& model, int64_t batch, InferencePrecision precision) {
+  if (precision != InferencePrecision::fp32 || !cpu_has(dnnl::cpu_isa::avx512_core)) return false;
+  for (const Model::GraphNode& n : model.graph_nodes())
+    if (n.layer->type() == "conv2d" &&
+        winograd_pays(n.layer->spec().conv, n.layer->parameters().at(0)->value, n.shape, batch))
+      return true;
+  return false;
 }
 
-}  // namespace
 using dnnl::algorithm;
 using dnnl::prop_kind;
 
@@ -316,19 +312,7 @@ void InferencePlan::Impl::build() {
   value_of[0] = new_value(f32_md({batch, in[0], in[1], in[2]}, Tag::nchw), Buffer::Kind::input);
   values[0].range = range_of(-1);
   done.assign(nodes.size(), false);
-  // fp32 activations in nChw16c throughout where Winograd carries the plan: its kernel reads and
-  // writes nChw16c, and the brgemm kernels oneDNN picks for the others use nhwc, which would put
-  // two reorders around every Winograd convolution. Blocked throughout (oneDNN's jit kernels), a
-  // 2-core Intel VM ran ResNet-50 2-4%, ResNet-18 at batch 32 6% and fmnet 8-10% faster. On larger
-  // teams the brgemm kernels in nhwc are the faster ones for the rest (16 threads, batch 1:
-  // ResNet-50 13%, ResNet-18 14%, RESULTS.md 2026-12-02), so there nChw16c is kept for plans whose
-  // work is mostly Winograd (ResNet-18, fmnet: 80-100%), and ResNet-50 (37%) keeps oneDNN's
-  // formats with reorders around its Winograd convolutions. CONVOY_BLOCKED_LAYOUT=0 or 1 leaves
-  // every format to oneDNN or blocks every plan with Winograd in it, for comparisons.
-  const double share = precision == InferencePrecision::fp32 ? winograd_share(nodes, batch) : 0;
-  const char* blocked = std::getenv("CONVOY_BLOCKED_LAYOUT");
-  if (share > 0 && (blocked ? std::string_view(blocked) != "0" : threads <= 4 || share >= 0.5))
-    activations = Tag::aBcd16b;
+  if (blocked) activations = Tag::aBcd16b;  // PlanLayout::blocked (the constructor chose)
   for (const Group& g : fuse(nodes)) {
     value_of[g.last + 1] = emit(g, nodes, value_of);
     for (int j : {g.head, g.bn, g.add, g.act})

@@ -34,6 +34,16 @@ InferencePrecision parse_inference_precision(const std::string& text, const std:
 // "" when this CPU (as oneDNN sees it, DNNL_MAX_CPU_ISA included) runs bf16 natively, else why not.
 std::string bf16_unsupported_reason();
 
+// The fp32 activations' memory format where convolutions run as Winograd, whose kernel reads
+// and writes nChw16c: `blocked` keeps nChw16c throughout (oneDNN's jit kernels for the other
+// convolutions, no reorders); `onednn` leaves each primitive oneDNN's choice (its brgemm kernels
+// in nhwc for the others, reorders around the Winograd ones). Which runs faster depends on the
+// CPU, the team and the batch (16-core Intel host, batch 1: ResNet-18 faster blocked, ResNet-50
+// in nhwc; 2-core AMD EPYC, batch 1: both 7-19% faster in nhwc, at batch 32 2-3% slower;
+// RESULTS.md 2026-12-03), so by default (`tuned`) the plan is built both ways and the one whose
+// passes ran faster is kept. Plans without Winograd take oneDNN's choice.
+enum class PlanLayout { tuned, blocked, onednn };
+
 struct InferenceOptions {
   int threads = 0;  // OpenMP threads for the plan's primitives; 0 = all cores
   // With threads = 0: one thread per this many FLOPs of the pass, at least one and at most all
@@ -48,6 +58,8 @@ struct InferenceOptions {
   // instance): where a primitive wants weights in a layout another of them holds, the plan shares
   // that copy, and all use one arena. Null: the plan has its own.
   std::shared_ptr<plan::PlanSharing> sharing;
+  // CONVOY_BLOCKED_LAYOUT=1 or 0 in the environment overrides it with blocked or onednn.
+  PlanLayout layout = PlanLayout::tuned;
 };
 
 // The work per thread of `convoy infer` and `convoy bench` for small passes: LeNet-5 at batch 1
@@ -80,6 +92,8 @@ class InferencePlan {
 
   int64_t batch() const;
   int threads() const;
+  // The layout the plan runs with: blocked or onednn (never tuned).
+  PlanLayout layout() const;
   // Bytes of the activation + scratchpad arena, of the reordered weights it runs with (shared
   // ones included), and the number of primitives (for tests).
   size_t arena_bytes() const;

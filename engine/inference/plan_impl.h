@@ -13,6 +13,11 @@
 
 namespace convoy {
 
+namespace plan {
+// Whether a plan of `model` at `batch` runs any convolution as Winograd (fp32, AVX-512).
+bool runs_winograd(Model& model, int64_t batch, InferencePrecision precision);
+}  // namespace plan
+
 using namespace plan;
 
 // Layers fused into one step: a convolution (or a batch norm alone), its batch norm, a residual
@@ -76,10 +81,11 @@ struct InferencePlan::Impl {
   std::vector<dnnl::memory*> input_mems;
   std::vector<bool> done;  // while building: the layers whose group has been emitted
   Tag activations = Tag::any;  // the fp32 activations' format for the convolutions (build)
+  bool blocked = false;        // PlanLayout::blocked: nChw16c throughout
 
-  Impl(Model& m, int64_t n, int t, const InferenceOptions& o)
+  Impl(Model& m, int64_t n, int t, const InferenceOptions& o, bool nchw16c)
       : model(m), batch(n), threads(t), precision(o.precision), act_max(o.activation_max),
-        sharing(o.sharing) {}
+        sharing(o.sharing), blocked(nchw16c) {}
   ~Impl() { std::free(arena); }
 
   int new_value(const Md& md, Buffer::Kind kind = Buffer::Kind::arena) {

@@ -3,8 +3,11 @@
 #include <omp.h>
 
 #include <algorithm>
+#include <chrono>
 #include <cmath>
+#include <cstdlib>
 #include <sstream>
+#include <string_view>
 
 #include "engine/backends/cpu/onednn_compat.h"
 #include "engine/core/error.h"
@@ -125,6 +128,29 @@ std::string InferencePlan::unsupported_reason(Model& model) {
   return "";
 }
 
+namespace {
+
+PlanLayout layout_asked(const InferenceOptions& options) {
+  if (const char* env = std::getenv("CONVOY_BLOCKED_LAYOUT"))  // for comparisons
+    return std::string_view(env) == "0" ? PlanLayout::onednn : PlanLayout::blocked;
+  return options.layout;
+}
+
+// Timing input for choosing a layout: uniform values in [0, 1), not zeros (they can run faster).
+Tensor tuning_input(const Model& model, int64_t batch) {
+  const Shape& in = model.input_shape();
+  Tensor x = Tensor::empty({batch, in[0], in[1], in[2]});
+  uint32_t state = 12345;
+  float* p = x.data<float>();
+  for (int64_t i = 0; i < x.numel(); ++i) {
+    state = state * 1664525u + 1013904223u;
+    p[i] = static_cast<float>(state >> 8) / 16777216.0f;
+  }
+  return x;
+}
+
+}  // namespace
+
 InferencePlan::InferencePlan(Model& model, int64_t batch, const InferenceOptions& options) {
   if (batch < 1) throw InputError("inference plan: batch must be positive, got " + std::to_string(batch));
   if (const std::string why = unsupported_reason(model); !why.empty())
@@ -133,7 +159,34 @@ InferencePlan::InferencePlan(Model& model, int64_t batch, const InferenceOptions
   if (options.threads == 0 && options.flops_per_thread > 0)
     threads = static_cast<int>(std::clamp<int64_t>(model.forward_flops() * batch / options.flops_per_thread, 1, threads));
   check_precision(model, options);
-  impl_ = std::make_unique<Impl>(model, batch, threads, options);
+  PlanLayout layout = runs_winograd(model, batch, options.precision) ? layout_asked(options) : PlanLayout::onednn;
+  if (layout == PlanLayout::tuned) {
+    // Built both ways without sharing (the loser's weights go with it) and timed on one input:
+    // a warm-up pass each, then the best of two passes each, alternating.
+    InferenceOptions alone = options;
+    alone.threads = threads;
+    alone.sharing = nullptr;
+    alone.layout = PlanLayout::blocked;
+    InferencePlan blocked(model, batch, alone);
+    alone.layout = PlanLayout::onednn;
+    InferencePlan chosen(model, batch, alone);
+    const Tensor x = tuning_input(model, batch);
+    InferencePlan* candidates[2] = {&blocked, &chosen};
+    double best[2] = {1e30, 1e30};  // seconds a pass
+    for (int round = 0; round < 3; ++round)
+      for (int i = 0; i < 2; ++i) {
+        const auto start = std::chrono::steady_clock::now();
+        candidates[i]->run(x);
+        const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+        if (round > 0) best[i] = std::min(best[i], s);
+      }
+    layout = best[0] <= best[1] ? PlanLayout::blocked : PlanLayout::onednn;
+    if (!options.sharing) {
+      impl_ = std::move(layout == PlanLayout::blocked ? blocked.impl_ : chosen.impl_);
+      return;
+    }
+  }
+  impl_ = std::make_unique<Impl>(model, batch, threads, options, layout == PlanLayout::blocked);
   try {
     ThreadScope scope(threads);  // oneDNN partitions its work for the team it is built under
     impl_->build();
@@ -196,6 +249,7 @@ InferencePrecision InferencePlan::precision() const { return impl_->precision; }
 
 int64_t InferencePlan::batch() const { return impl_->batch; }
 int InferencePlan::threads() const { return impl_->threads; }
+PlanLayout InferencePlan::layout() const { return impl_->blocked ? PlanLayout::blocked : PlanLayout::onednn; }
 size_t InferencePlan::arena_bytes() const { return impl_->arena_bytes; }
 size_t InferencePlan::weight_bytes() const {
   size_t n = 0;
