@@ -37,7 +37,8 @@ struct InferJob {
   Tensor input;  // (n, C, H, W) u8 or f32
   Clock::time_point enqueued;
   Clock::time_point deadline = Clock::time_point::max();
-  std::function<void(InferResult)> done;  // called once, from an instance thread
+  // Called once, from an instance thread; must not own the ServedVersion (see stop()).
+  std::function<void(InferResult)> done;
 };
 
 // Bytes a version needs: every instance's parameters and buffers, plus the activations of a
