@@ -358,12 +358,13 @@ TEST(Bench, OnnxRuntimePeerTimesTheSameInferenceCase) {
   fs::remove_all(dir);
 }
 
-TEST(Bench, CpuBf16AndInt8AreRowsBesideFp32) {
+// tf32 is a GPU math mode: its CPU rows are skipped with the reason, not run as fp32 again.
+TEST(Bench, CpuBf16AndInt8AreRowsBesideFp32AndTf32IsSkipped) {
   const fs::path dir = fs::temp_directory_path() / ("convoy_bench_prec_" + std::to_string(getpid()));
   fs::remove_all(dir);
   fs::create_directories(dir);
   const Result r = run_binary("bench --suite " + kSource + "/benchmarks/suites/quick.yaml --out " + (dir / "out").string() +
-                                  " --devices cpu --peers none --precision int8,bf16 --no-chart",
+                                  " --devices cpu --peers none --precision int8,bf16,tf32 --no-chart",
                               dir / "stderr.txt");
   ASSERT_EQ(r.status, 0) << r.out << r.err;
   std::ifstream in(dir / "out" / "results.json");
@@ -371,7 +372,11 @@ TEST(Bench, CpuBf16AndInt8AreRowsBesideFp32) {
   std::map<std::string, nlohmann::json> by;  // "mode precision" -> record
   for (const nlohmann::json& rec : doc.at("records"))
     if (rec.at("engine") == "convoy") by[rec.at("mode").get<std::string>() + " " + rec.at("precision").get<std::string>()] = rec;
-  ASSERT_EQ(by.size(), 6u) << doc.dump(2);
+  ASSERT_EQ(by.size(), 8u) << doc.dump(2);
+  for (const char* mode : {"inference tf32", "training tf32"}) {
+    EXPECT_EQ(by[mode].at("status"), "skipped") << mode;
+    EXPECT_NE(by[mode].value("reason", "").find("GPU math mode"), std::string::npos) << by[mode].dump(2);
+  }
   EXPECT_EQ(by["inference fp32"].at("status"), "ok");
   EXPECT_EQ(by["inference int8"].at("status"), "ok") << by["inference int8"].dump(2);
   EXPECT_EQ(by["inference int8"].value("path", ""), "inference plan");
@@ -429,9 +434,11 @@ TEST(Bench, SuiteErrorsNameFileLineAndKey) {
   EXPECT_NE(e.find("precisions: 'fp16' is not one of"), std::string::npos) << e;
   e = error_of(base + "devices: [tpu]\n");
   EXPECT_NE(e.find("devices: 'tpu'"), std::string::npos) << e;
-  // The shipped suites are valid.
-  for (const char* suite : {"default.yaml", "quick.yaml"})
+  // Every shipped suite is valid.
+  for (const fs::directory_entry& entry : fs::directory_iterator(kSource + "/benchmarks/suites")) {
+    const std::string suite = entry.path().filename().string();
     EXPECT_NO_THROW(load_bench_suite(kSource + "/benchmarks/suites/" + suite)) << suite;
+  }
   const BenchSuite d = load_bench_suite(kSource + "/benchmarks/suites/default.yaml");
   ASSERT_EQ(d.models.size(), 2u);
   EXPECT_EQ(d.models[1].inference_batches, (std::vector<int64_t>{1, 64, 512}));
@@ -439,6 +446,9 @@ TEST(Bench, SuiteErrorsNameFileLineAndKey) {
   EXPECT_EQ(d.precisions, (std::vector<std::string>{"fp32", "bf16"}));
   EXPECT_EQ(gpu_peak_tflops(d.gpu_peaks, "NVIDIA H200", "bf16").value_or(0), 989);
   EXPECT_EQ(gpu_peak_tflops(d.gpu_peaks, "NVIDIA H200", "fp32").value_or(0), 67);
+  // The suite gives fp32 and bf16 for the H200; tf32 is then half of bf16.
+  EXPECT_EQ(gpu_peak_tflops(d.gpu_peaks, "NVIDIA H200", "tf32").value_or(0), 494.5);
+  EXPECT_EQ(gpu_peak_tflops(builtin_gpu_peaks(), "NVIDIA H200", "tf32").value_or(0), 495);
   EXPECT_FALSE(gpu_peak_tflops(d.gpu_peaks, "Some GPU", "fp32").has_value());
 }
 

@@ -122,6 +122,14 @@ TEST_F(CliE2E, Bf16OnTheCpuTrainsInFp32AndSaysWhy) {
       << r.output;
 }
 
+// tf32 is the GPU's TF32 math: on the CPU the run says so in one line and trains in fp32.
+TEST_F(CliE2E, Tf32OnTheCpuTrainsInFp32AndSaysWhy) {
+  const Result r = run(small_run("tf32", 256, 1) + " --set precision=tf32 --max-steps 2");
+  ASSERT_EQ(r.status, 0) << r.output;
+  EXPECT_NE(r.output.find("precision tf32: cpu has no TF32 math; training in fp32"), std::string::npos) << r.output;
+  EXPECT_TRUE(std::regex_search(r.output, std::regex("training lenet5 .* on cpu.*, fp32,"))) << r.output;
+}
+
 TEST_F(CliE2E, ResumeGivesTheSameWeightsAsAnUninterruptedRun) {
   // 640 images at batch 64: 10 steps per epoch. Run A trains 2 epochs straight; run B
   // stops mid-epoch at step 13 and resumes.

@@ -114,7 +114,8 @@ TEST(Config, BadChoiceListsTheChoices) {
   const std::string e = error_of("model: lenet5.yaml\noptimizer: {type: rmsprop}\n");
   EXPECT_NE(e.find("optimizer.type: 'rmsprop' is not one of: sgd, adamw"), std::string::npos) << e;
   const std::string p = error_of("model: lenet5.yaml\nprecision: fp8\n");
-  EXPECT_NE(p.find("precision: 'fp8' is not one of: fp32, bf16"), std::string::npos) << p;
+  EXPECT_NE(p.find("precision: 'fp8' is not one of: fp32, bf16, tf32"), std::string::npos) << p;
+  EXPECT_EQ(parse("model: lenet5.yaml\nprecision: tf32\n").precision, "tf32");
   const std::string l = error_of("model: lenet5.yaml\nlayout: channels_last\n");
   EXPECT_NE(l.find("layout: 'channels_last' is not one of: auto, nchw, nhwc"), std::string::npos) << l;
 }

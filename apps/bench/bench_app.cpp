@@ -57,8 +57,8 @@ BenchSuite load_suite(const BenchOptions& options) {
   }
   if (options.threads >= 0) suite.threads = options.threads;
   for (const std::string& p : split_list(options.precisions)) {  // added as rows, fp32 stays
-    if (p != "fp32" && p != "bf16" && p != "int8")
-      throw InputError("--precision: '" + p + "' is not one of: fp32, bf16, int8");
+    if (p != "fp32" && p != "bf16" && p != "tf32" && p != "int8")
+      throw InputError("--precision: '" + p + "' is not one of: fp32, bf16, tf32, int8");
     if (std::find(suite.precisions.begin(), suite.precisions.end(), p) == suite.precisions.end())
       suite.precisions.push_back(p);
   }
@@ -135,25 +135,29 @@ fs::path bench_dir(const std::string& suite_path, const std::string& source_dir)
   return {};
 }
 
-// Backends by device, made on first use; a device that cannot be used is remembered with why.
+// Backends by device (and TF32 math: a GPU's tf32 rows get a backend of their own), made on
+// first use; a device that cannot be used is remembered with why.
 class BackendPool {
  public:
   explicit BackendPool(int64_t threads) { options_.threads = static_cast<int>(threads); }
 
-  Backend* get(const std::string& device) {
-    if (auto it = backends_.find(device); it != backends_.end()) return it->second.get();
+  Backend* get(const std::string& device, bool tf32 = false) {
+    const std::string key = device + (tf32 ? " tf32" : "");
+    if (auto it = backends_.find(key); it != backends_.end()) return it->second.get();
     if (unusable_.count(device)) return nullptr;
     try {
       std::ostringstream log;
       if (device == "cpu") {
-        backends_[device] = make_cpu_backend(options_);
+        backends_[key] = make_cpu_backend(options_);
       } else {
         // The bare reason for the record and the table, not select_backend's sentence around it.
         const std::string why = cuda_unavailable_reason();
         if (!why.empty()) throw DeviceError(why);
-        backends_[device] = select_backend(device, options_, log);
+        BackendOptions options = options_;
+        options.tf32 = tf32;
+        backends_[key] = select_backend(device, options, log);
       }
-      return backends_[device].get();
+      return backends_[key].get();
     } catch (const Error& e) {
       unusable_[device] = e.what();
       return nullptr;
@@ -163,7 +167,7 @@ class BackendPool {
 
  private:
   BackendOptions options_;
-  std::map<std::string, std::unique_ptr<Backend>> backends_;
+  std::map<std::string, std::unique_ptr<Backend>> backends_;  // "cuda:0", "cuda:0 tf32", "cpu"
   std::map<std::string, std::string> unusable_;  // device -> why
 };
 
@@ -181,7 +185,8 @@ CasePeak case_peak(const BenchCase& c, const Backend& backend, const BenchSuite&
     if (auto p = gpu_peak_tflops(suite.gpu_peaks, peak.device_name, c.precision)) {
       peak.tflops = *p;
       peak.note = peak.device_name + " dense " + c.precision + " datasheet peak " + bench_format_sig(peak.tflops) +
-                  " TFLOP/s" + (c.precision == "fp32" ? " (FMA pipes; Convoy's fp32 uses no TF32)" : "");
+                  " TFLOP/s" + (c.precision == "fp32" ? " (FMA pipes; Convoy's fp32 uses no TF32)"
+                                    : c.precision == "tf32" ? " (tensor cores)" : "");
     } else {
       peak.note = "no peak known for '" + peak.device_name + "' (add it under peaks.gpus in the suite)";
     }
@@ -306,6 +311,8 @@ void SuiteRun::run_interleaved(int round) {
 }
 
 json SuiteRun::run_case(const BenchCase& c) {
+  if (c.device == "cpu" && c.precision == "tf32")
+    return skipped_bench_record(c, "tf32 is a GPU math mode (the CPU path computes fp32 exactly: its fp32 rows)");
   if (cpu_reduced(c) && c.mode == "training")
     return skipped_bench_record(c, c.precision + " on the CPU is an inference precision (the training path computes in fp32)");
   if (cpu_reduced(c) && !suite_.cpu_inference_plan)
@@ -314,7 +321,7 @@ json SuiteRun::run_case(const BenchCase& c) {
     if (const std::string why = bf16_unsupported_reason(); !why.empty()) return skipped_bench_record(c, why);
   if (c.device != "cpu" && c.precision == "int8")
     return skipped_bench_record(c, "int8 is a CPU inference precision (oneDNN)");
-  Backend* backend = backends_->get(c.device);
+  Backend* backend = backends_->get(c.device, c.precision == "tf32");
   if (!backend) return skipped_bench_record(c, backends_->why_unusable(c.device));
   const CasePeak peak = case_peak(c, *backend, suite_, cpu_peak_);
   return run_bench_case(*backend, suite_, c, timing_, peak.tflops, peak.note, peak.device_name);

@@ -80,16 +80,17 @@ BenchTiming quick_bench_timing() {
 }
 
 std::vector<GpuPeak> builtin_gpu_peaks() {
-  // Dense (no sparsity) datasheet figures, TFLOP/s. Longer names first: first match wins.
+  // Dense (no sparsity) datasheet figures, TFLOP/s: fp32, bf16, tf32. Longer names first: first
+  // match wins.
   return {
-      {"H200 NVL", 60, 835},
-      {"H200", 67, 989},
-      {"H100 PCIe", 51, 756},
-      {"H100 NVL", 60, 835},
-      {"H100", 67, 989},
-      {"A100", 19.5, 312},
-      {"L40S", 91.6, 362},
-      {"L4", 30.3, 121},
+      {"H200 NVL", 60, 835, 418},
+      {"H200", 67, 989, 495},
+      {"H100 PCIe", 51, 756, 378},
+      {"H100 NVL", 60, 835, 418},
+      {"H100", 67, 989, 495},
+      {"A100", 19.5, 312, 156},
+      {"L40S", 91.6, 362, 183},
+      {"L4", 30.3, 121, 60},
   };
 }
 
@@ -97,7 +98,7 @@ std::optional<double> gpu_peak_tflops(const std::vector<GpuPeak>& table, const s
                                       const std::string& precision) {
   for (const GpuPeak& p : table) {
     if (p.match.empty() || gpu_name.find(p.match) == std::string::npos) continue;
-    const double v = precision == "bf16" ? p.bf16 : p.fp32;
+    const double v = precision == "bf16" ? p.bf16 : precision == "tf32" ? p.tf32 : p.fp32;
     if (v > 0) return v;
     return std::nullopt;
   }
@@ -191,8 +192,8 @@ BenchSuite parse_bench_suite(const std::string& yaml_text, const std::string& so
   if (s.devices.empty()) top.fail("devices", "needs at least one device");
   s.precisions = top.get_strings("precisions", s.precisions);
   for (const std::string& p : s.precisions)
-    if (p != "fp32" && p != "bf16" && p != "int8")
-      top.fail("precisions", "'" + p + "' is not one of: fp32, bf16, int8 (int8: CPU inference only)");
+    if (p != "fp32" && p != "bf16" && p != "tf32" && p != "int8")
+      top.fail("precisions", "'" + p + "' is not one of: fp32, bf16, tf32, int8 (tf32: GPU only; int8: CPU inference only)");
   if (s.precisions.empty()) top.fail("precisions", "needs at least one precision");
   s.gpu_layout = top.get_choice("gpu_layout", s.gpu_layout, {"auto", "nchw", "nhwc"});
   s.threads = top.get_int("threads", s.threads);
@@ -239,7 +240,7 @@ BenchSuite parse_bench_suite(const std::string& yaml_text, const std::string& so
   const YamlMap peaks = top.get_map("peaks");
   const YAML::Node gpus = peaks.raw("gpus");
   if (gpus.IsDefined() && !gpus.IsNull()) {
-    if (!gpus.IsSequence()) peaks.fail("gpus", "expected a list of {match: NAME, fp32: TFLOPS, bf16: TFLOPS}");
+    if (!gpus.IsSequence()) peaks.fail("gpus", "expected a list of {match: NAME, fp32: TFLOPS, bf16: TFLOPS, tf32: TFLOPS (default bf16 / 2)}");
     std::vector<GpuPeak> table;
     for (size_t i = 0; i < gpus.size(); ++i) {
       const YamlMap g(gpus[i], source, "peaks.gpus[" + std::to_string(i) + "]");
@@ -247,7 +248,8 @@ BenchSuite parse_bench_suite(const std::string& yaml_text, const std::string& so
       p.match = g.get_string("match");
       p.fp32 = g.get_double("fp32", 0);
       p.bf16 = g.get_double("bf16", 0);
-      if (p.fp32 < 0 || p.bf16 < 0) g.fail("peaks must not be negative");
+      p.tf32 = g.get_double("tf32", p.bf16 / 2);
+      if (p.fp32 < 0 || p.bf16 < 0 || p.tf32 < 0) g.fail("peaks must not be negative");
       g.finish();
       table.push_back(p);
     }

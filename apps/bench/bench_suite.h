@@ -36,6 +36,7 @@ struct GpuPeak {
   std::string match;
   double fp32 = 0;  // FMA pipes, no tensor cores (Convoy's fp32 is exact FMA math, no TF32)
   double bf16 = 0;  // tensor cores, dense
+  double tf32 = 0;  // tensor cores, dense (half the bf16 rate on NVIDIA's data-centre cards)
 };
 
 struct BenchSuite {

@@ -19,7 +19,10 @@ What is timed, per iteration (random u8 images and labels already on the device,
              with label smoothing, backward, SGD (momentum, Nesterov, weight decay) step
   inference: normalize and forward, in torch.inference_mode (eval-mode batch norm)
 bf16: torch.autocast(device_type="cuda", dtype=torch.bfloat16) with fp32 weights, as Convoy's
-mixed precision. ONNX Runtime: CPU inference only; the module, normalization included (u8 in),
+mixed precision. fp32 is exact on both sides (torch.backends.cudnn.allow_tf32 and
+torch.backends.cuda.matmul.allow_tf32 off, where PyTorch's own default runs convolutions in TF32);
+tf32 turns both on, as Convoy's precision tf32.
+ONNX Runtime: CPU inference only; the module, normalization included (u8 in),
 exported to ONNX and run with the CPUExecutionProvider with the same thread count: Python's onnxruntime where
 importable, else npm's onnxruntime-node through onnxruntime_bench.mjs (scripts/install-onnxruntime-node.sh).
 """
@@ -136,8 +139,8 @@ class Peer:
         if problem:
             rec.update(status="skipped", reason=problem)
             return rec
-        if device == "cpu" and case["precision"] == "bf16":
-            rec.update(status="skipped", reason="bf16 is compared on the GPU only (Convoy's CPU path is fp32)")
+        if device == "cpu" and case["precision"] in ("bf16", "tf32"):
+            rec.update(status="skipped", reason=f"{case['precision']} is compared on the GPU only (Convoy's CPU path is fp32)")
             return rec
         cuda = device.startswith("cuda")
         channels_last = bool(self.request.get("channels_last")) and cuda
@@ -152,6 +155,9 @@ class Peer:
                 net = net.to(memory_format=torch.channels_last)
             if cuda:
                 torch.backends.cudnn.benchmark = True
+                tf32 = case["precision"] == "tf32"
+                torch.backends.cudnn.allow_tf32 = tf32
+                torch.backends.cuda.matmul.allow_tf32 = tf32
             images, labels = self.inputs(net, case, device)
             mean, std = self.norm_tensors(net.input_shape[0], device)
             bf16 = case["precision"] == "bf16"
@@ -357,7 +363,7 @@ def main():
     ap.add_argument("--mode", choices=["training", "inference"], default="inference")
     ap.add_argument("--batch", type=int, action="append", help="batch size (repeatable)")
     ap.add_argument("--device", default="cpu")
-    ap.add_argument("--precision", choices=["fp32", "bf16"], default="fp32")
+    ap.add_argument("--precision", choices=["fp32", "bf16", "tf32"], default="fp32")
     ap.add_argument("--channels-last", action="store_true", help="channels_last memory format on the GPU")
     ap.add_argument("--peers", default="pytorch,onnxruntime", help="pytorch, pytorch_compiled, onnxruntime")
     ap.add_argument("--threads", type=int, default=0)

@@ -11,7 +11,8 @@ Convoy layer type, DAG inputs included), SGD with momentum / Nesterov and weight
 conv and linear weights only, Convoy's learning-rate schedule formula per step (one-cycle
 for fmnet), cross-entropy with label smoothing, random crop with zero padding + horizontal
 flip, the batch size and epochs of the config, drop_last, bf16 autocast on the GPU when the
-config says precision: bf16 (fp32 on the CPU, as Convoy). The data (Fashion-MNIST IDX files)
+config says precision: bf16 (fp32 on the CPU, as Convoy); TF32 convolutions and matmuls on the
+GPU where it says tf32, exact fp32 (TF32 off, as Convoy's fp32) where it says fp32. The data (Fashion-MNIST IDX files)
 is loaded onto the device once; batches are shuffled and augmented there.
 
 Time, as in Convoy's metrics.csv: per-epoch training wall seconds, synchronized at the end
@@ -97,8 +98,11 @@ def main():
     bf16 = precision == "bf16" and cuda
     channels_last = args.channels_last and cuda
     fmt = torch.channels_last if channels_last else torch.contiguous_format
+    tf32 = precision == "tf32" and cuda
     if cuda:  # the config's cudnn_benchmark, as Convoy reads it
         torch.backends.cudnn.benchmark = bool(cfg.get("cudnn_benchmark", True))
+        torch.backends.cudnn.allow_tf32 = tf32
+        torch.backends.cuda.matmul.allow_tf32 = tf32
 
     torch.manual_seed(seed)
     net = cm.build_model(cm.load_yaml(model_path)).to(device)
@@ -198,7 +202,7 @@ def main():
             log(f"epoch {epoch + 1}/{epochs}: train loss {train_loss:.4f}, test loss {test_loss:.4f}, "
                 f"test accuracy {100 * test_acc:.2f}% ({seconds:.1f} s, {ips:.0f} img/s)")
     print(json.dumps({"engine": "pytorch", "torch_version": torch.__version__, "device": device,
-                      "precision": "bf16" if bf16 else "fp32", "epochs": epochs, "train_seconds": total_train,
+                      "precision": "bf16" if bf16 else "tf32" if tf32 else "fp32", "epochs": epochs, "train_seconds": total_train,
                       "final_test_accuracy": rows[-1][2] if rows else None, "metrics": args.out}), flush=True)
     return 0
 

@@ -18,6 +18,9 @@ struct BackendOptions {
   bool deterministic = false;  // pick deterministic algorithms (cuDNN)
   bool benchmark = true;       // cuDNN: time the algorithms once per shape, else take its heuristics' pick
   int threads = 0;             // CPU threads; 0 = all cores
+  // f32 convolutions and GEMMs on TF32 tensor cores (10-bit mantissa products, f32 sums), as
+  // PyTorch's allow_tf32; CUDA only (the CPU computes f32 as it is). Off: f32 stays exact.
+  bool tf32 = false;
 };
 
 // Host batches to the device for the training loop. On CUDA: pinned host memory, a copy

@@ -80,7 +80,9 @@ struct RunConfig {
   bool nan_skip_step = false;
   uint64_t seed = 42;
   std::string device = "auto";     // auto | cpu | cuda | cuda:N
-  std::string precision = "fp32";  // fp32 | bf16
+  // fp32 (exact) | bf16 (mixed: bf16 activations, f32 master weights) | tf32 (f32 tensors,
+  // convolutions and GEMMs on TF32 tensor cores: CUDA only, the CPU computes fp32)
+  std::string precision = "fp32";
   std::string layout = "auto";     // activations: auto (the backend's choice) | nchw | nhwc (GPU only)
   bool deterministic = false;
   bool cudnn_benchmark = true;     // time cuDNN's algorithms per shape (PyTorch's cudnn.benchmark)

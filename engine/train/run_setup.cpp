@@ -23,8 +23,11 @@ std::string op_list(const std::vector<OpKind>& ops) {
 }
 
 // The config's precision where the backend runs every op of the model in it; bf16 falls back
-// to fp32 with one line saying why (the CPU path computes in fp32 only).
+// to fp32 with one line saying why (the CPU path computes in fp32 only). tf32 is f32 tensors
+// on a backend opened with TF32 math (open_backend).
 DType training_dtype(const RunConfig& config, const Model& model, Backend& backend, std::ostream& log) {
+  if (config.precision == "tf32" && backend.device().is_cpu())
+    log << "precision tf32: " << backend.device().str() << " has no TF32 math; training in fp32" << std::endl;
   const DType wanted = config.precision == "bf16" ? DType::bf16 : DType::f32;
   const Layout layout = choose_layout(config.layout, backend, wanted);
   if (wanted == DType::bf16) {
@@ -60,6 +63,7 @@ std::unique_ptr<Backend> open_backend(const RunConfig& config, std::ostream& log
   options.deterministic = config.deterministic;
   options.benchmark = config.cudnn_benchmark;
   options.threads = static_cast<int>(config.threads);
+  options.tf32 = config.precision == "tf32";
   return select_backend(config.device, options, log);
 }
 

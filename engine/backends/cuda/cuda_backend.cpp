@@ -131,6 +131,7 @@ class CudaBackend final : public Backend {
     ctx_.tensors = alloc;
     ctx_.deterministic = options.deterministic;
     ctx_.benchmark = options.benchmark;
+    ctx_.tf32 = options.tf32;
     cudaDeviceProp prop{};
     CONVOY_CUDA_CHECK(cudaGetDeviceProperties(&prop, index));
     ctx_.sm_count = prop.multiProcessorCount;
@@ -139,8 +140,8 @@ class CudaBackend final : public Backend {
       CONVOY_CUDNN_CHECK(cudnnSetStream(ctx_.cudnn, ctx_.stream));
       CONVOY_CUBLAS_CHECK(cublasCreate(&ctx_.cublas));
       CONVOY_CUBLAS_CHECK(cublasSetStream(ctx_.cublas, ctx_.stream));
-      // f32 GEMMs stay f32: no TF32 (CUBLAS_DEFAULT_MATH with CUBLAS_COMPUTE_32F).
-      CONVOY_CUBLAS_CHECK(cublasSetMathMode(ctx_.cublas, CUBLAS_DEFAULT_MATH));
+      // f32 GEMMs (CUBLAS_COMPUTE_32F) stay exact unless TF32 is asked for.
+      CONVOY_CUBLAS_CHECK(cublasSetMathMode(ctx_.cublas, options.tf32 ? CUBLAS_TF32_TENSOR_OP_MATH : CUBLAS_DEFAULT_MATH));
       // cuBLAS's workspace from our allocator: no allocation of its own later (and
       // CUDA-graph capture needs that).
       cublas_workspace_.bind(ctx_.allocator);
@@ -158,7 +159,7 @@ class CudaBackend final : public Backend {
                 std::to_string(prop.major) + "." + std::to_string(prop.minor) + ", " +
                 gib(prop.totalGlobalMem) + "), CUDA runtime " + cuda_version_str(runtime) +
                 ", cuDNN " + cudnn_version_str(cudnnGetVersion()) + ", cuBLAS " +
-                cublas_version_str() + (options.deterministic ? ", deterministic" : "") +
+                cublas_version_str() + (options.tf32 ? ", TF32 math" : "") + (options.deterministic ? ", deterministic" : "") +
                 (options.benchmark ? "" : ", cuDNN heuristics");
   }
 
@@ -206,7 +207,8 @@ class CudaBackend final : public Backend {
   // cuDNN's tensor-core convolutions read and write channels-last; given bf16 NCHW it picks
   // legacy kernels and transposes (measured on the H200: most of an fmnet step's time).
   Layout preferred_layout(DType compute) const override {
-    return compute == DType::bf16 || compute == DType::f16 ? Layout::nhwc : Layout::nchw;
+    // Tensor-core convolutions want channels-last; exact f32 runs on the FMA pipes, in nchw.
+    return compute == DType::bf16 || compute == DType::f16 || ctx_.tf32 ? Layout::nhwc : Layout::nchw;
   }
 
  private:

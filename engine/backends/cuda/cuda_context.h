@@ -16,11 +16,12 @@ struct CudaContext {
   int device = 0;
   cudaStream_t stream = nullptr;   // owned by the allocator
   cudnnHandle_t cudnn = nullptr;   // bound to `stream`
-  cublasHandle_t cublas = nullptr; // bound to `stream`, CUBLAS_DEFAULT_MATH (no TF32)
+  cublasHandle_t cublas = nullptr; // bound to `stream`; TF32 math only where `tf32`
   CudaAllocator* allocator = nullptr;
   std::shared_ptr<Allocator> tensors;  // the same allocator, for tensors the ops make themselves
   bool deterministic = false;
   bool benchmark = true;  // BackendOptions::benchmark
+  bool tf32 = false;      // BackendOptions::tf32
   int sm_count = 0;
 };
 

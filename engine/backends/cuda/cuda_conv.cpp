@@ -138,15 +138,15 @@ bool choose_algorithm(cudnnHandle_t hd, ConvPlan& plan, const ConvBuffers& buffe
   const cudnnStatus_t st =
       !benchmark ? CUDNN_STATUS_NOT_SUPPORTED : Calls::find(hd, plan, buffers, found, &nfound, workspace.get(ws), ws);
   const typename Calls::Perf* best = nullptr;
-  // f32 first looks for an exact algorithm (see transform_based), then takes any.
-  for (const bool exact : {plan.f32, false}) {
+  // Exact f32 first looks for an exact algorithm (see transform_based), then takes any.
+  for (const bool exact : {plan.exact, false}) {
     if (st == CUDNN_STATUS_SUCCESS) best = pick_algo(found, nfound, deterministic, ws, exact);
     if (!best) best = pick_algo(heur, got, deterministic, limit, exact);
     if (best) break;
   }
   if (!best) return false;
   plan.algo = best->algo;
-  CONVOY_CUDNN_CHECK(cudnnSetConvolutionMathType(plan.conv.d, plan.f32 ? CUDNN_FMA_MATH : best->mathType));
+  CONVOY_CUDNN_CHECK(cudnnSetConvolutionMathType(plan.conv.d, plan.exact ? CUDNN_FMA_MATH : best->mathType));
   plan.workspace = Calls::workspace(hd, plan, best->algo);
   return true;
 }
@@ -182,9 +182,10 @@ ConvPlan& CudaOps::conv_plan(ConvKind kind, const Conv2dParams& p, const Tensor&
       to_int(p.stride_w, "stride"), to_int(p.dilation_h, "dilation"),
       to_int(p.dilation_w, "dilation"), CUDNN_CROSS_CORRELATION, CUDNN_DATA_FLOAT));
   CONVOY_CUDNN_CHECK(cudnnSetConvolutionGroupCount(plan->conv.d, to_int(g, "groups")));
-  // f32 stays exact f32 (FMA math: no TF32); reduced-precision inputs use tensor cores.
-  plan->f32 = dtype == DType::f32;
-  CONVOY_CUDNN_CHECK(cudnnSetConvolutionMathType(plan->conv.d, plan->f32 ? CUDNN_FMA_MATH : CUDNN_TENSOR_OP_MATH));
+  // f32 stays exact f32 (FMA math) unless the backend allows TF32; reduced-precision inputs and
+  // TF32 use tensor cores.
+  plan->exact = dtype == DType::f32 && !ctx_.tf32;
+  CONVOY_CUDNN_CHECK(cudnnSetConvolutionMathType(plan->conv.d, plan->exact ? CUDNN_FMA_MATH : CUDNN_TENSOR_OP_MATH));
 
   size_t limit = size_t(1) << 30;
   {
@@ -200,9 +201,9 @@ ConvPlan& CudaOps::conv_plan(ConvKind kind, const Conv2dParams& p, const Tensor&
     (kind == ConvKind::forward ? buffers.y : kind == ConvKind::backward_data ? buffers.x : buffers.w) = stand_in.raw();
   }
   bool chosen = false;
-  // f32 stays on the legacy calls: their algorithm list is what the exactness rules above
+  // Exact f32 stays on the legacy calls: their algorithm list is what the exactness rules above
   // (transform_based) are written for; grouped convolutions too.
-  if (conv_graph_api_ && !plan->f32 && g == 1) {
+  if (conv_graph_api_ && !plan->exact && g == 1) {
     GraphConvSpec spec;
     spec.kind = kind;
     spec.dtype = dtype;

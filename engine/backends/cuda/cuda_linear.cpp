@@ -1,4 +1,5 @@
-// CudaOps linear layers: cuBLAS GEMMs, f32 accumulation, no TF32.
+// CudaOps linear layers: cuBLAS GEMMs, f32 accumulation; f32 inputs on TF32 tensor cores only
+// where the backend allows it (its cuBLAS math mode).
 #include "engine/backends/cuda/cuda_ops.h"
 
 #include "engine/backends/cuda/cuda_check.h"

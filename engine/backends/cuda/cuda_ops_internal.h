@@ -120,7 +120,7 @@ struct ConvPlan {
   ConvDesc conv;
   int algo = 0;
   size_t workspace = 0;
-  bool f32 = false;  // FMA math, never TF32
+  bool exact = false;  // f32 without TF32: FMA math, no transform-based algorithms
   // The graph API's plan where there is one (reduced precision), else the legacy `algo` runs.
   std::unique_ptr<GraphConvPlan> graph;
 };

@@ -177,6 +177,11 @@ std::unique_ptr<GraphConvPlan> GraphConvPlan::build(cudnnHandle_t handle, const 
       if (choice.deterministic && has_note(engine, CUDNN_ATTR_ENGINE_NUMERICAL_NOTE, CUDNN_TYPE_NUMERICAL_NOTE,
                                            CUDNN_NUMERICAL_NOTE_NONDETERMINISTIC))
         continue;
+      // f32 (TF32) keeps its inputs' 10-bit mantissas at least: no engine that narrows them to
+      // fp16 or bf16 first.
+      if (spec.dtype == DType::f32 && has_note(engine, CUDNN_ATTR_ENGINE_NUMERICAL_NOTE, CUDNN_TYPE_NUMERICAL_NOTE,
+                                               CUDNN_NUMERICAL_NOTE_DOWN_CONVERT_INPUTS))
+        continue;
       auto plan = std::make_unique<Desc>(CUDNN_BACKEND_EXECUTION_PLAN_DESCRIPTOR);
       plan->set(CUDNN_ATTR_EXECUTION_PLAN_HANDLE, CUDNN_TYPE_HANDLE, 1, &handle);
       plan->set(CUDNN_ATTR_EXECUTION_PLAN_ENGINE_CONFIG, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &raw[i]);

@@ -2,7 +2,8 @@
 // A convolution (forward, data gradient or weight gradient) as an execution plan of cuDNN's
 // graph API. The legacy calls (cudnnConvolutionForward and its algorithm list) reach only some
 // of cuDNN's engines: on the H200, bf16 channels-last, the graph API's picks ran ResNet-50's
-// 1x1 convolutions 2-4x faster at batch 256 and 5-30x faster at batch 1 (RESULTS.md).
+// 1x1 convolutions 2-4x faster at batch 256 and 5-30x faster at batch 1 (RESULTS.md). Used for
+// reduced precision and TF32, not for exact f32.
 // Internal to engine/backends/cuda.
 #include <cuda_runtime.h>
 #include <cudnn.h>
