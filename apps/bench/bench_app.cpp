@@ -57,8 +57,8 @@ BenchSuite load_suite(const BenchOptions& options) {
   }
   if (options.threads >= 0) suite.threads = options.threads;
   for (const std::string& p : split_list(options.precisions)) {  // added as rows, fp32 stays
-    if (p != "fp32" && p != "bf16" && p != "tf32" && p != "int8")
-      throw InputError("--precision: '" + p + "' is not one of: fp32, bf16, tf32, int8");
+    if (!is_bench_precision(p))
+      throw InputError("--precision: '" + p + "' is not one of: " + std::string(kBenchPrecisions));
     if (std::find(suite.precisions.begin(), suite.precisions.end(), p) == suite.precisions.end())
       suite.precisions.push_back(p);
   }

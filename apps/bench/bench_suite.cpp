@@ -79,6 +79,10 @@ BenchTiming quick_bench_timing() {
   return t;
 }
 
+bool is_bench_precision(const std::string& precision) {
+  return precision == "fp32" || precision == "bf16" || precision == "tf32" || precision == "int8";
+}
+
 std::vector<GpuPeak> builtin_gpu_peaks() {
   // Dense (no sparsity) datasheet figures, TFLOP/s: fp32, bf16, tf32. Longer names first: first
   // match wins.
@@ -192,8 +196,8 @@ BenchSuite parse_bench_suite(const std::string& yaml_text, const std::string& so
   if (s.devices.empty()) top.fail("devices", "needs at least one device");
   s.precisions = top.get_strings("precisions", s.precisions);
   for (const std::string& p : s.precisions)
-    if (p != "fp32" && p != "bf16" && p != "tf32" && p != "int8")
-      top.fail("precisions", "'" + p + "' is not one of: fp32, bf16, tf32, int8 (tf32: GPU only; int8: CPU inference only)");
+    if (!is_bench_precision(p))
+      top.fail("precisions", "'" + p + "' is not one of: " + kBenchPrecisions + " (tf32: GPU only; int8: CPU inference only)");
   if (s.precisions.empty()) top.fail("precisions", "needs at least one precision");
   s.gpu_layout = top.get_choice("gpu_layout", s.gpu_layout, {"auto", "nchw", "nhwc"});
   s.threads = top.get_int("threads", s.threads);

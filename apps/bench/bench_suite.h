@@ -72,9 +72,14 @@ BenchSuite parse_bench_suite(const std::string& yaml_text, const std::string& so
 // A short timing for smoke runs (`convoy bench --quick`).
 BenchTiming quick_bench_timing();
 
+// The precisions a case can have, for messages: tf32 is the GPU's (f32 tensors, TF32 math), int8
+// the CPU inference plan's.
+inline constexpr const char* kBenchPrecisions = "fp32, bf16, tf32, int8";
+bool is_bench_precision(const std::string& precision);
+
 // H200/H100/A100/L40S/... dense peaks (datasheet figures).
 std::vector<GpuPeak> builtin_gpu_peaks();
-// The peak of `gpu_name` at `precision` ("fp32", "bf16") from `table`, if listed.
+// The peak of `gpu_name` at `precision` ("fp32", "bf16", "tf32") from `table`, if listed.
 std::optional<double> gpu_peak_tflops(const std::vector<GpuPeak>& table, const std::string& gpu_name,
                                       const std::string& precision);
 

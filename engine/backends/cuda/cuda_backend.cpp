@@ -204,10 +204,10 @@ class CudaBackend final : public Backend {
   std::unique_ptr<KernelTrace> trace_kernels(std::string& why_not) override {
     return cuda::start_kernel_trace(ctx_.device, why_not);
   }
-  // cuDNN's tensor-core convolutions read and write channels-last; given bf16 NCHW it picks
-  // legacy kernels and transposes (measured on the H200: most of an fmnet step's time).
+  // cuDNN's tensor-core convolutions (bf16, f16, TF32) read and write channels-last; given bf16
+  // NCHW it picks legacy kernels and transposes (measured on the H200: most of an fmnet step's
+  // time). Exact f32 runs on the FMA pipes, fastest in nchw (ResNet-50: 879 against 480 img/s).
   Layout preferred_layout(DType compute) const override {
-    // Tensor-core convolutions want channels-last; exact f32 runs on the FMA pipes, in nchw.
     return compute == DType::bf16 || compute == DType::f16 || ctx_.tf32 ? Layout::nhwc : Layout::nchw;
   }
 
