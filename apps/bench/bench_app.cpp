@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "engine/inference/inference_plan.h"
+#include "apps/bench/backend_pool.h"
 #include "apps/bench/bench_profile.h"
 
 #include <cstdlib>
@@ -134,42 +135,6 @@ fs::path bench_dir(const std::string& suite_path, const std::string& source_dir)
     if (fs::exists(c / "peers" / "pytorch_bench.py")) return c;
   return {};
 }
-
-// Backends by device (and TF32 math: a GPU's tf32 rows get a backend of their own), made on
-// first use; a device that cannot be used is remembered with why.
-class BackendPool {
- public:
-  explicit BackendPool(int64_t threads) { options_.threads = static_cast<int>(threads); }
-
-  Backend* get(const std::string& device, bool tf32 = false) {
-    const std::string key = device + (tf32 ? " tf32" : "");
-    if (auto it = backends_.find(key); it != backends_.end()) return it->second.get();
-    if (unusable_.count(device)) return nullptr;
-    try {
-      std::ostringstream log;
-      if (device == "cpu") {
-        backends_[key] = make_cpu_backend(options_);
-      } else {
-        // The bare reason for the record and the table, not select_backend's sentence around it.
-        const std::string why = cuda_unavailable_reason();
-        if (!why.empty()) throw DeviceError(why);
-        BackendOptions options = options_;
-        options.tf32 = tf32;
-        backends_[key] = select_backend(device, options, log);
-      }
-      return backends_[key].get();
-    } catch (const Error& e) {
-      unusable_[device] = e.what();
-      return nullptr;
-    }
-  }
-  const std::string& why_unusable(const std::string& device) { return unusable_[device]; }
-
- private:
-  BackendOptions options_;
-  std::map<std::string, std::unique_ptr<Backend>> backends_;  // "cuda:0", "cuda:0 tf32", "cpu"
-  std::map<std::string, std::string> unusable_;  // device -> why
-};
 
 // The peak a case's TFLOP/s is compared with, where it comes from, and the device's name.
 struct CasePeak {

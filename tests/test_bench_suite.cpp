@@ -1,0 +1,144 @@
+// The benchmark harness's parts: the FLOP count against a hand count, suite validation and
+// peaks, the CPU peak estimate and the timing loop. `convoy bench` end to end: test_bench.cpp.
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <string>
+#include <vector>
+
+#include "apps/bench/bench_runner.h"
+#include "apps/bench/bench_suite.h"
+#include "engine/core/error.h"
+#include "engine/graph/model.h"
+
+namespace convoy {
+namespace {
+
+namespace fs = std::filesystem;
+const std::string kSource = CONVOY_SOURCE_DIR;
+
+TEST(Bench, FlopCountOfATinyModelMatchesAHandCount) {
+  const Model m = Model::from_yaml(R"(
+name: tiny
+input: [1, 6, 6]
+layers:
+  - {name: conv, type: conv2d, out_channels: 2, kernel: 3}
+  - {name: relu, type: relu}
+  - {name: pool, type: maxpool2d, kernel: 2}
+  - {name: flat, type: flatten}
+  - {name: fc, type: linear, out_features: 3}
+)", "tiny.yaml", 1);
+  // conv: output (2, 4, 4) = 32 values, each 1 channel x 3 x 3 multiply-adds: 2 * 32 * 9 = 576
+  // relu: 32; maxpool 2x2: output (2, 2, 2) = 8 values x 4 compares = 32; flatten: 0
+  // linear 8 -> 3: 2 * 8 * 3 = 48
+  EXPECT_EQ(m.forward_flops(), 576 + 32 + 32 + 48);
+  EXPECT_DOUBLE_EQ(bench_flops_per_iteration(688, 5, "inference"), 688.0 * 5);
+  EXPECT_DOUBLE_EQ(bench_flops_per_iteration(688, 5, "training"), 688.0 * 5 * 3);
+}
+
+TEST(Bench, SuiteErrorsNameFileLineAndKey) {
+  const std::string lenet = kSource + "/models/lenet5.yaml";
+  auto error_of = [](const std::string& yaml) {
+    try {
+      parse_bench_suite(yaml, "s.yaml", ".");
+    } catch (const InputError& e) {
+      return std::string(e.what());
+    }
+    return std::string();
+  };
+  const std::string base = "name: t\nmodels:\n  - {model: " + lenet + ", inference: [1, 4]}\n";
+  EXPECT_EQ(error_of(base), "");
+  std::string e = error_of(base + "bogus: 1\n");
+  EXPECT_NE(e.find("s.yaml:4"), std::string::npos) << e;
+  EXPECT_NE(e.find("bogus: unknown key"), std::string::npos) << e;
+  e = error_of(base + "timing: {warmup_seconds: 1, rounds: 3}\n");
+  EXPECT_NE(e.find("timing.rounds: unknown key"), std::string::npos) << e;
+  e = error_of("models:\n  - {model: " + lenet + ", inference: [0]}\n");
+  EXPECT_NE(e.find("models[0].inference: batch sizes must be positive"), std::string::npos) << e;
+  e = error_of("models:\n  - {model: nowhere.yaml, training: [8]}\n");
+  EXPECT_NE(e.find("s.yaml:2: models[0].model: file not found"), std::string::npos) << e;
+  e = error_of(base + "precisions: [fp16]\n");
+  EXPECT_NE(e.find("precisions: 'fp16' is not one of"), std::string::npos) << e;
+  e = error_of(base + "devices: [tpu]\n");
+  EXPECT_NE(e.find("devices: 'tpu'"), std::string::npos) << e;
+  // Every shipped suite is valid.
+  for (const fs::directory_entry& entry : fs::directory_iterator(kSource + "/benchmarks/suites")) {
+    const std::string suite = entry.path().filename().string();
+    EXPECT_NO_THROW(load_bench_suite(kSource + "/benchmarks/suites/" + suite)) << suite;
+  }
+  const BenchSuite d = load_bench_suite(kSource + "/benchmarks/suites/default.yaml");
+  ASSERT_EQ(d.models.size(), 2u);
+  EXPECT_EQ(d.models[1].inference_batches, (std::vector<int64_t>{1, 64, 512}));
+  EXPECT_EQ(d.models[1].training_batches, (std::vector<int64_t>{64, 512}));
+  EXPECT_EQ(d.precisions, (std::vector<std::string>{"fp32", "bf16"}));
+  EXPECT_EQ(gpu_peak_tflops(d.gpu_peaks, "NVIDIA H200", "bf16").value_or(0), 989);
+  EXPECT_EQ(gpu_peak_tflops(d.gpu_peaks, "NVIDIA H200", "fp32").value_or(0), 67);
+  // The suite gives fp32 and bf16 for the H200; tf32 is then half of bf16.
+  EXPECT_EQ(gpu_peak_tflops(d.gpu_peaks, "NVIDIA H200", "tf32").value_or(0), 494.5);
+  EXPECT_EQ(gpu_peak_tflops(builtin_gpu_peaks(), "NVIDIA H200", "tf32").value_or(0), 495);
+  EXPECT_FALSE(gpu_peak_tflops(d.gpu_peaks, "Some GPU", "fp32").has_value());
+}
+
+TEST(Bench, CpuPeakIsCoresTimesClockTimesFlopsPerCycle) {
+  const std::string avx512 =
+      "processor\t: 0\nmodel name\t: Intel(R) Xeon(R) Gold 6248 CPU @ 2.50GHz\ncpu MHz\t\t: 3100.000\n"
+      "flags\t\t: fpu sse avx avx2 fma avx512f avx512bw\nphysical id\t: 0\ncore id\t\t: 0\n\n"
+      "processor\t: 1\nmodel name\t: Intel(R) Xeon(R) Gold 6248 CPU @ 2.50GHz\ncpu MHz\t\t: 3100.000\n"
+      "flags\t\t: fpu sse avx avx2 fma avx512f avx512bw\nphysical id\t: 0\ncore id\t\t: 1\n\n"
+      "processor\t: 2\nmodel name\t: Intel(R) Xeon(R) Gold 6248 CPU @ 2.50GHz\ncpu MHz\t\t: 3100.000\n"
+      "flags\t\t: fpu sse avx avx2 fma avx512f avx512bw\nphysical id\t: 0\ncore id\t\t: 1\n\n";  // an SMT sibling
+  CpuPeak p = estimate_cpu_peak(avx512, 0);
+  EXPECT_EQ(p.cores, 2);  // 3 logical processors, 2 physical cores
+  EXPECT_DOUBLE_EQ(p.ghz, 2.5);  // the nominal clock in the name, not the current MHz
+  EXPECT_EQ(p.flops_per_cycle, 64);
+  EXPECT_NEAR(p.tflops, 2 * 2.5 * 64 / 1000.0, 1e-12);
+  EXPECT_NE(p.assumption.find("avx512f"), std::string::npos);
+  EXPECT_EQ(estimate_cpu_peak(avx512, 1).cores, 1);
+
+  const std::string avx2 = "processor : 0\nmodel name : AMD EPYC\ncpu MHz : 2000.0\nflags : sse avx avx2 fma\n";
+  p = estimate_cpu_peak(avx2, 0);
+  EXPECT_EQ(p.cores, 1);
+  EXPECT_DOUBLE_EQ(p.ghz, 2.0);  // no clock in the name: cpu MHz
+  EXPECT_EQ(p.flops_per_cycle, 32);
+  EXPECT_NEAR(p.tflops, 0.064, 1e-12);
+}
+
+TEST(Bench, TimingStopsWhenThreeRoundsAgreeAndReportsPercentiles) {
+  EXPECT_DOUBLE_EQ(percentile({4, 1, 3, 2}, 0.5), 2.5);
+  std::vector<double> hundred;
+  for (int i = 1; i <= 100; ++i) hundred.push_back(i);
+  EXPECT_NEAR(percentile(hundred, 0.99), 99.01, 1e-9);
+  EXPECT_DOUBLE_EQ(median_of({5}), 5);
+
+  // A simulated device: every iteration takes 1 ms of "device time" on a fake clock.
+  double now = 0;
+  BenchTiming t;
+  t.warmup_iterations = 3;
+  t.warmup_seconds = 0.01;
+  t.round_seconds = 0.05;
+  t.latency_samples = 30;
+  t.latency_seconds = 1;
+  int64_t steps = 0;
+  TimingResult r = measure_iterations([&] { now += 1e-3, ++steps; }, [] {}, t, [&] { return now; });
+  EXPECT_TRUE(r.stable);
+  EXPECT_EQ(r.rounds, 3);
+  EXPECT_EQ(r.iterations_per_round, 50);
+  EXPECT_NEAR(r.median, 1e-3, 1e-12);
+  EXPECT_EQ(r.latencies.size(), 30u);
+  EXPECT_NEAR(r.p99, 1e-3, 1e-12);
+  EXPECT_EQ(steps, r.warmup_iterations + 3 * 50 + 30);
+
+  // Rounds that never agree (every other round 50% slower): it stops at max_rounds and
+  // says it is not stable.
+  int64_t syncs = 0;
+  t.max_rounds = 7;
+  t.max_seconds = 1e9;
+  r = measure_iterations([&] { now += 1e-3 * (1 + 0.5 * static_cast<double>(syncs % 2)); }, [&] { ++syncs; }, t,
+                         [&] { return now; });
+  EXPECT_FALSE(r.stable);
+  EXPECT_EQ(r.rounds, 7);
+  EXPECT_GT(r.spread, 0.3);
+}
+
+}  // namespace
+}  // namespace convoy
