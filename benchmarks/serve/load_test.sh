@@ -8,7 +8,9 @@
 # Env: SERVE_DEVICE (cpu), SERVE_MODEL (models/lenet5.yaml), SERVE_BATCH (16), SERVE_SINGLE_EXTRA
 # (more config.yaml lines for the batch-1 model, e.g. $'threads: 1\n'), SERVE_PRECISION (fp32; bf16, or
 # int8 from a `convoy quantize` of the checkpoint: the CPU plans' precision, offline and served),
-# SERVE_RUNS (model:connections in turn; default single:1 m:1 m:16 m:256 single:1).
+# SERVE_RUNS (model:connections in turn; default single:1 m:1 m:16 m:256 single:1), SERVE_DATA (the
+# Fashion-MNIST folder the checkpoint is trained on; default the Debian package's), SERVE_IMAGES (images
+# per request, default 1).
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 build=${1:-build-cpu}
@@ -17,20 +19,28 @@ device=${SERVE_DEVICE:-cpu}
 model=${SERVE_MODEL:-models/lenet5.yaml}
 batch=${SERVE_BATCH:-16}
 precision=${SERVE_PRECISION:-fp32}
+images=${SERVE_IMAGES:-1}
+data=${SERVE_DATA:-/usr/share/datasets/fashion-mnist}
 convoy=$PWD/$build/convoy
 work=$(mktemp -d)
-trap 'kill $server 2>/dev/null || true; rm -rf "$work"' EXIT
+server=""
+trap '[ -n "$server" ] && kill "$server" 2>/dev/null; rm -rf "$work"' EXIT
+# A step that fails says why, with its own output, and stops the test.
+step() {
+  local what=$1; shift
+  "$@" >"$work/step.log" 2>&1 || { echo "load_test: $what failed:" >&2; tail -n 20 "$work/step.log" >&2; exit 1; }
+}
 command -v wrk >/dev/null || { echo "load_test: wrk is not installed (apt-get install wrk)" >&2; exit 1; }
 
 # A checkpoint of the model (initialized weights: speed does not depend on their values).
-"$convoy" train --config configs/fashion_mnist.yaml --set model=../"$model" --set name=m --set output.dir="$work/runs" \
-  --set dataset.train_limit=64 --set dataset.test_limit=64 --set epochs=1 --set batch_size=64 --set device="$device" --set num_classes=10 \
-  >/dev/null 2>&1
+step "training the checkpoint" "$convoy" train --config configs/fashion_mnist.yaml --set model=../"$model" --set name=m \
+  --set output.dir="$work/runs" --set dataset.path="$data" --set dataset.train_limit=64 --set dataset.test_limit=64 --set epochs=1 \
+  --set batch_size=64 --set device="$device" --set num_classes=10
 mkdir -p "$work/repo/m/1" "$work/repo/single/1"
 checkpoint=$work/runs/m/best.safetensors
 if [ "$precision" = int8 ]; then  # calibrated on 256 training images, as a user would
-  "$convoy" quantize --model "$checkpoint" --calibration fashion-mnist:train --samples 256 -o "$work/int8.safetensors" \
-    >/dev/null
+  step "convoy quantize" "$convoy" quantize --model "$checkpoint" --calibration fashion-mnist:train --data-path "$data" \
+    --samples 256 -o "$work/int8.safetensors"
   checkpoint=$work/int8.safetensors
 fi
 cp "$checkpoint" "$work/repo/m/1/model.safetensors"
@@ -49,7 +59,7 @@ YAML
 sed "s|inference: \[1, 16\]|inference: [1, $batch]|; s|lenet5.yaml|$(basename "$model")|; s|precisions: \[fp32\]|precisions: [$precision]|" \
   benchmarks/suites/serve_cpu.yaml >"$work/suite.yaml"
 sed -i "s|\.\./\.\./models/|$PWD/models/|" "$work/suite.yaml"
-"$convoy" bench --suite "$work/suite.yaml" --devices "$device" --peers none --no-chart -o "$work/bench" >/dev/null 2>&1
+step "the offline bench" "$convoy" bench --suite "$work/suite.yaml" --devices "$device" --peers none --no-chart -o "$work/bench"
 read -r offline1_ms offline_ips < <(python3 - "$work/bench/results.json" "$batch" <<'PY'
 import json, sys
 rows = [r for r in json.load(open(sys.argv[1]))["records"] if r.get("mode") == "inference" and r.get("engine", "convoy") == "convoy"]
@@ -59,13 +69,13 @@ print(one["p50_ms"], big["images_per_second"])
 PY
 )
 
-# The request: one image (1, C, H, W) UINT8 as binary tensor data.
-python3 - "$work" "$model" <<'PY'
+# The request: SERVE_IMAGES images (n, C, H, W) UINT8 as binary tensor data.
+python3 - "$work" "$model" "$images" <<'PY'
 import json, sys, re
-work, model = sys.argv[1], sys.argv[2]
+work, model, images = sys.argv[1], sys.argv[2], int(sys.argv[3])
 shape = [int(x) for x in re.search(r"^input:\s*\[([^\]]*)\]", open(model).read(), re.M).group(1).split(",")]
-n = shape[0] * shape[1] * shape[2]
-header = json.dumps({"inputs": [{"name": "input", "shape": [1] + shape, "datatype": "UINT8",
+n = images * shape[0] * shape[1] * shape[2]
+header = json.dumps({"inputs": [{"name": "input", "shape": [images] + shape, "datatype": "UINT8",
                                  "parameters": {"binary_data_size": n}}],
                      "outputs": [{"name": "probabilities", "parameters": {"binary_data": True}}]}).encode()
 open(work + "/body.bin", "wb").write(header + bytes(range(256)) * (n // 256) + bytes(n % 256))
@@ -86,11 +96,11 @@ for run in ${SERVE_RUNS:-single:1 m:1 m:16 m:256 single:1}; do
     wrk -t"$threads" -c"$c" -d"${seconds}s" --timeout 10s -s benchmarks/serve/post.lua \
     "http://127.0.0.1:$port/v2/models/$name/infer" | grep '^SERVE')
   echo -n "$name: "
-  python3 - "$line" "$c" "$offline_ips" "$offline1_ms" <<'PY'
+  python3 - "$line" "$c" "$offline_ips" "$offline1_ms" "$images" <<'PY'
 import sys
 f = dict(kv.split("=") for kv in sys.argv[1].split()[1:])
-c, offline, one = int(sys.argv[2]), float(sys.argv[3]), float(sys.argv[4])
-ips = float(f["requests"]) / float(f["seconds"])
+c, offline, one, images = int(sys.argv[2]), float(sys.argv[3]), float(sys.argv[4]), int(sys.argv[5])
+ips = float(f["requests"]) * images / float(f["seconds"])
 print(f"served, {c:3d} connections: {ips:8.0f} img/s ({ips / offline * 100:5.1f}% of offline), "
       f"p50 {float(f['p50_ms']):.3f} ms, p99 {float(f['p99_ms']):.3f} ms, non-2xx {f['non2xx']}, socket errors {f['errors']}"
       + (f"; batch-1 overhead over offline {float(f['p50_ms']) - one:.3f} ms" if c == 1 else ""))
