@@ -6,7 +6,7 @@
 
 namespace convoy {
 
-Tensor GraphedForward::run(const Tensor& x) {
+Tensor GraphedForward::run(const Tensor& x, bool stable_input) {
   last_replayed_ = false;
   if (unsupported_) return model_.forward(backend_, x, StepInfo{});
   const Key key{x.shape(), x.dtype(), x.layout()};
@@ -19,8 +19,12 @@ Tensor GraphedForward::run(const Tensor& x) {
   }
   if (it == recordings_by_shape_.end()) {
     Recording r;
-    r.input = backend_.empty(x.shape(), x.dtype(), x.layout());
-    r.input.copy_from(x);
+    if (stable_input) {
+      r.input = x;
+    } else {
+      r.input = backend_.empty(x.shape(), x.dtype(), x.layout());
+      r.input.copy_from(x);
+    }
     // One plain pass first: it makes the convolution plans (cuDNN's algorithm search waits for
     // the device, which a recording must not) and sizes the scratch buffers.
     model_.forward(backend_, r.input, StepInfo{});
@@ -38,7 +42,7 @@ Tensor GraphedForward::run(const Tensor& x) {
     r.weights_version = model_.weights_version();
     ++recordings_;
     it = recordings_by_shape_.emplace(key, std::move(r)).first;
-  } else {
+  } else if (it->second.input.raw() != x.raw()) {
     it->second.input.copy_from(x);
   }
   it->second.work->replay();

@@ -21,7 +21,9 @@ class GraphedForward {
   // logits live in the recording's own buffer: read them before the next run().
   // A new shape, dtype or layout, changed weights (Model::weights_version) or a recording
   // whose buffers moved (RecordedWork::valid) is recorded anew, never replayed stale.
-  Tensor run(const Tensor& x);
+  // `stable_input`: x is a buffer the caller keeps, for this shape, at this address: the
+  // recording reads it where it is instead of a copy of it (one pass over the input saved).
+  Tensor run(const Tensor& x, bool stable_input = false);
 
   // How many recordings have been made (tests: a new shape makes one, the same shape none).
   int recordings() const { return recordings_; }
