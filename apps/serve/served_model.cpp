@@ -12,6 +12,7 @@
 #include "engine/core/error.h"
 #include "engine/graph/model.h"
 #include "engine/inference/batched_plans.h"
+#include "engine/inference/graphed_batches.h"
 #include "engine/inference/quantize.h"
 #include "engine/train/evaluate.h"
 #include "engine/train/run_checkpoint.h"
@@ -44,6 +45,7 @@ InferenceOptions plan_options(const ModelConfig& config, const std::string& what
                                            : parse_inference_precision(config.precision, "precision");
   if (o.precision == InferencePrecision::fp32) return o;
   const std::string prefix = what + ": " + precision_name(o.precision) + " inference";
+  if (!backend.device().is_cpu() && o.precision == InferencePrecision::bf16) return o;  // GraphedBatches in bf16
   if (!backend.device().is_cpu())
     throw InputError(prefix + " runs on the CPU only (oneDNN); set device: cpu" +
                      (int8_file ? ", or precision: fp32 to serve this int8 checkpoint's fp32 weights on the GPU" : ""));
@@ -64,11 +66,13 @@ InferenceOptions plan_options(const ModelConfig& config, const std::string& what
 
 // An execution instance: a backend and a model of its own, so instances run side by side
 // without sharing the model's per-forward state. On the CPU, the model's inference plans for
-// the batches the batcher forms (as `convoy infer` runs it), where every layer has one.
+// the batches the batcher forms (as `convoy infer` runs it), where every layer has one; on a
+// GPU, one recorded forward per batch size (GraphedBatches), as `convoy bench` runs it.
 struct ServedVersion::Instance {
   std::unique_ptr<Backend> backend;
   std::unique_ptr<Model> model;
-  std::unique_ptr<BatchedPlans> plans;  // built by the instance's own thread where planned_
+  std::unique_ptr<BatchedPlans> plans;      // built by the instance's own thread where planned_
+  std::unique_ptr<GraphedBatches> graphed;  // on a GPU
   NormalizeAugment normalize;
   std::promise<void> ready;  // the thread is taking jobs, or why it cannot
 };
@@ -118,7 +122,8 @@ ServedVersion::ServedVersion(const ModelConfig& config, int64_t version, const s
     instance->model = std::make_unique<Model>(
         Model::from_yaml(ckpt.info.model_yaml, checkpoint + " (model_yaml)", 0));
     instance->model->load_state(ckpt.tensors, checkpoint);
-    instance->model->to(*instance->backend, DType::f32);
+    // On a GPU in the backend's layout for the dtype (channels-last for tensor cores).
+    instance->model->to(*instance->backend, DType::f32, instance->backend->preferred_layout(DType::f32));
     instance->normalize = make_normalize(ckpt.info.mean, ckpt.info.std);
     if (i == 0) {  // every instance is the same model on the same kind of device
       on_cpu_ = instance->backend->device().is_cpu();
@@ -126,6 +131,8 @@ ServedVersion::ServedVersion(const ModelConfig& config, int64_t version, const s
       plan_options_ = plan_options(config_, "model '" + config_.name + "' version " + std::to_string(version),
                                    ckpt.info, *instance->model, *instance->backend, checkpoint);
     }
+    if (!on_cpu_ && plan_options_.precision == InferencePrecision::bf16)
+      instance->model->to(*instance->backend, DType::bf16, instance->backend->preferred_layout(DType::bf16));
     instances_.push_back(std::move(instance));
   }
   device_ = instances_.front()->backend->device().str();
@@ -144,6 +151,11 @@ ServedVersion::ServedVersion(const ModelConfig& config, int64_t version, const s
         execution_ += "inference plans for batches";
         for (int64_t size : instance.plans->sizes()) execution_ += (size == 1 ? " " : ", ") + std::to_string(size);
         execution_ += " (" + mib(instance.plans->bytes()) + ")";
+      }
+      if (i == 0 && instance.graphed) {
+        const InferencePrecision p = plan_options_.precision;
+        execution_ = std::string(precision_name(p)) + " recorded forwards (CUDA graphs) for batches";
+        for (int64_t size : instance.graphed->sizes()) execution_ += (size == 1 ? " " : ", ") + std::to_string(size);
       }
     } catch (...) {
       stop();
@@ -285,6 +297,9 @@ void ServedVersion::run_instance(Instance& instance) {
       on_device([&] {
         instance.plans = std::make_unique<BatchedPlans>(*instance.model, config_.max_batch_size, plan_options_);
       });
+    if (!on_cpu_)
+      instance.graphed = std::make_unique<GraphedBatches>(*instance.backend, *instance.model, config_.max_batch_size,
+                                                          instance.normalize);
     instance.ready.set_value();
   } catch (...) {
     instance.ready.set_exception(std::current_exception());
@@ -299,6 +314,7 @@ void ServedVersion::run_instance(Instance& instance) {
       // primitives, released when the last primitive goes on that thread (it would leak otherwise).
       on_device([&] {
         instance.plans.reset();
+        instance.graphed.reset();
         instance.model.reset();
         instance.backend.reset();
       });
@@ -318,7 +334,19 @@ void ServedVersion::execute(Instance& instance, std::vector<InferJob>& jobs) {
   try {
     on_device([&] {
       Shape shape = {n, input_shape_[0], input_shape_[1], input_shape_[2]};
-      Tensor host = jobs.size() == 1 ? jobs.front().input : Tensor::empty(shape, dtype);
+      // On a GPU the batch is assembled in pinned staging, which uploads without a bounce.
+      Tensor host = jobs.size() == 1 && !instance.graphed ? jobs.front().input
+                    : instance.graphed && dtype == DType::u8 ? instance.graphed->staging(n)
+                                                               : Tensor::empty(shape, dtype);
+      if (instance.graphed) {
+        auto* dst = static_cast<char*>(host.raw());
+        for (const InferJob& j : jobs) {
+          std::memcpy(dst, j.input.raw(), j.input.nbytes());
+          dst += j.input.nbytes();
+        }
+        instance.graphed->run(host, logits, probs);
+        return;
+      }
       if (jobs.size() > 1) {
         auto* dst = static_cast<char*>(host.raw());
         for (const InferJob& j : jobs) {
