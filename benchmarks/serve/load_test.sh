@@ -10,7 +10,8 @@
 # int8 from a `convoy quantize` of the checkpoint: the CPU plans' precision, offline and served),
 # SERVE_RUNS (model:connections in turn; default single:1 m:1 m:16 m:256 single:1), SERVE_DATA (the
 # Fashion-MNIST folder the checkpoint is trained on; default the Debian package's), SERVE_IMAGES (images
-# per request, default 1).
+# per request, default 1), SERVE_PROTOCOL (http: wrk, Triton's binary tensor format; grpc: h2load from
+# nghttp2-client sending ModelInfer with raw_input_contents; failures counted from the server's metrics).
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 build=${1:-build-cpu}
@@ -20,6 +21,7 @@ model=${SERVE_MODEL:-models/lenet5.yaml}
 batch=${SERVE_BATCH:-16}
 precision=${SERVE_PRECISION:-fp32}
 images=${SERVE_IMAGES:-1}
+protocol=${SERVE_PROTOCOL:-http}
 data=${SERVE_DATA:-/usr/share/datasets/fashion-mnist}
 convoy=$PWD/$build/convoy
 work=$(mktemp -d)
@@ -31,6 +33,8 @@ step() {
   "$@" >"$work/step.log" 2>&1 || { echo "load_test: $what failed:" >&2; tail -n 20 "$work/step.log" >&2; exit 1; }
 }
 command -v wrk >/dev/null || { echo "load_test: wrk is not installed (apt-get install wrk)" >&2; exit 1; }
+[ "$protocol" = http ] || command -v h2load >/dev/null ||
+  { echo "load_test: h2load is not installed (apt-get install nghttp2-client)" >&2; exit 1; }
 
 # A checkpoint of the model (initialized weights: speed does not depend on their values).
 step "training the checkpoint" "$convoy" train --config configs/fashion_mnist.yaml --set model=../"$model" --set name=m \
@@ -87,14 +91,37 @@ server=$!
 for _ in $(seq 300); do grep -q "HTTP on" "$work/serve.err" && break; sleep 0.1; done
 port=$(sed -n 's/.*HTTP on 127.0.0.1:\([0-9]*\).*/\1/p' "$work/serve.err")
 [ -n "$port" ] || { cat "$work/serve.err" >&2; exit 1; }
+grpc_port=$(sed -n 's/.*gRPC on 127.0.0.1:\([0-9]*\).*/\1/p' "$work/serve.err")
+[ "$protocol" = http ] || [ -n "$grpc_port" ] || { echo "load_test: this convoy serve has no gRPC endpoint" >&2; exit 1; }
+# gRPC answers HTTP 200 with the status in a trailer, which h2load does not read: the server's own
+# count of failed requests says whether any failed.
+failures() { curl -s "http://127.0.0.1:$port/metrics" | awk '/^nv_inference_request_failure/ {s += $2} END {print s + 0}'; }
 
 echo "offline ($device, $(basename "$model")): batch 1 p50 ${offline1_ms} ms; batch $batch ${offline_ips} img/s"
 for run in ${SERVE_RUNS:-single:1 m:1 m:16 m:256 single:1}; do
   name=${run%:*} c=${run#*:}
   threads=$(( c < 2 ? 1 : 2 ))
+  if [ "$protocol" = grpc ]; then
+    python3 benchmarks/serve/grpc_request.py "$name" "$images" $(python3 -c "import re,sys; print(*re.search(r'^input:\s*\[([^\]]*)\]', open(sys.argv[1]).read(), re.M).group(1).split(','))" "$model") "$work/grpc.bin"
+    before=$(failures)
+    h2load -D "$seconds" -c "$c" -t "$threads" -m 1 -H 'content-type: application/grpc' -H 'te: trailers' \
+      -d "$work/grpc.bin" --log-file="$work/h2load.log" "http://127.0.0.1:$grpc_port/inference.GRPCInferenceService/ModelInfer" \
+      >"$work/h2load.out" 2>&1 || { cat "$work/h2load.out" >&2; exit 1; }
+    line=$(python3 - "$work/h2load.log" "$seconds" "$(( $(failures) - before ))" <<'PY'
+import sys
+rows = [l.split("\t") for l in open(sys.argv[1]) if l.strip()]
+lat = sorted(int(r[2]) / 1000 for r in rows)
+non2xx = sum(1 for r in rows if not r[1].startswith("2"))
+pct = lambda q: lat[min(len(lat) - 1, int(q * len(lat)))] if lat else float("nan")
+print(f"SERVE requests={len(rows)} seconds={sys.argv[2]} non2xx={non2xx + int(sys.argv[3])} errors=0 "
+      f"p50_ms={pct(0.5):.3f} p99_ms={pct(0.99):.3f}")
+PY
+)
+  else
   line=$(SERVE_BODY="$work/body.bin" SERVE_HEADER_LENGTH=$(cat "$work/header_length") \
     wrk -t"$threads" -c"$c" -d"${seconds}s" --timeout 10s -s benchmarks/serve/post.lua \
     "http://127.0.0.1:$port/v2/models/$name/infer" | grep '^SERVE')
+  fi
   echo -n "$name: "
   python3 - "$line" "$c" "$offline_ips" "$offline1_ms" "$images" <<'PY'
 import sys
