@@ -17,6 +17,7 @@ packages=(
   libgrpc++-dev protobuf-compiler-grpc   # convoy serve's KServe v2 gRPC endpoint (CONVOY_GRPC)
   python3-grpcio python3-grpc-tools      # convoy serve's tests: a gRPC client generated from the .proto
   wrk                    # convoy serve's load test (tests/serve, benchmarks/serve/load_test.sh)
+  nghttp2-client         # h2load: benchmarks/serve/load_test.sh SERVE_PROTOCOL=grpc (a gRPC load that is not Python)
   zlib1g-dev             # gzip IDX files
   libgtest-dev libgmock-dev libbenchmark-dev
   clang libfuzzer-14-dev # scripts/fuzz.sh: the libFuzzer targets (tests/fuzz/) need clang's libFuzzer

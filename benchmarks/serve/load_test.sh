@@ -91,16 +91,25 @@ server=$!
 for _ in $(seq 300); do grep -q "HTTP on" "$work/serve.err" && break; sleep 0.1; done
 port=$(sed -n 's/.*HTTP on 127.0.0.1:\([0-9]*\).*/\1/p' "$work/serve.err")
 [ -n "$port" ] || { cat "$work/serve.err" >&2; exit 1; }
+metrics_port=$(sed -n 's/.*metrics on 127.0.0.1:\([0-9]*\).*/\1/p' "$work/serve.err")
 grpc_port=$(sed -n 's/.*gRPC on 127.0.0.1:\([0-9]*\).*/\1/p' "$work/serve.err")
 [ "$protocol" = http ] || [ -n "$grpc_port" ] || { echo "load_test: this convoy serve has no gRPC endpoint" >&2; exit 1; }
 # gRPC answers HTTP 200 with the status in a trailer, which h2load does not read: the server's own
 # count of failed requests says whether any failed.
-failures() { curl -s "http://127.0.0.1:$port/metrics" | awk '/^nv_inference_request_failure/ {s += $2} END {print s + 0}'; }
+failures() { curl -s "http://127.0.0.1:$metrics_port/metrics" | awk '/^nv_inference_request_failure/ {s += $2} END {print s + 0}'; }
+# The server's own account of a model: requests, inferences, executions, queue and compute microseconds.
+model_counters() {
+  curl -s "http://127.0.0.1:$metrics_port/metrics" | awk -v m="model=\"$1\"" 'index($0, m) {
+    split($1, n, "{"); v[n[1]] += $2 }
+    END { printf "%d %d %d %d %d\n", v["nv_inference_request_success"], v["nv_inference_count"],
+          v["nv_inference_exec_count"], v["nv_inference_queue_duration_us"], v["nv_inference_compute_infer_duration_us"] }'
+}
 
 echo "offline ($device, $(basename "$model")): batch 1 p50 ${offline1_ms} ms; batch $batch ${offline_ips} img/s"
 for run in ${SERVE_RUNS:-single:1 m:1 m:16 m:256 single:1}; do
   name=${run%:*} c=${run#*:}
   threads=$(( c < 2 ? 1 : 2 ))
+  read -r r0 i0 e0 q0 x0 < <(model_counters "$name")
   if [ "$protocol" = grpc ]; then
     python3 benchmarks/serve/grpc_request.py "$name" "$images" $(python3 -c "import re,sys; print(*re.search(r'^input:\s*\[([^\]]*)\]', open(sys.argv[1]).read(), re.M).group(1).split(','))" "$model") "$work/grpc.bin"
     before=$(failures)
@@ -122,6 +131,7 @@ PY
     wrk -t"$threads" -c"$c" -d"${seconds}s" --timeout 10s -s benchmarks/serve/post.lua \
     "http://127.0.0.1:$port/v2/models/$name/infer" | grep '^SERVE')
   fi
+  read -r r1 i1 e1 q1 x1 < <(model_counters "$name")
   echo -n "$name: "
   python3 - "$line" "$c" "$offline_ips" "$offline1_ms" "$images" <<'PY'
 import sys
@@ -132,5 +142,8 @@ print(f"served, {c:3d} connections: {ips:8.0f} img/s ({ips / offline * 100:5.1f}
       f"p50 {float(f['p50_ms']):.3f} ms, p99 {float(f['p99_ms']):.3f} ms, non-2xx {f['non2xx']}, socket errors {f['errors']}"
       + (f"; batch-1 overhead over offline {float(f['p50_ms']) - one:.3f} ms" if c == 1 else ""))
 PY
+  python3 -c "import sys; r, i, e, q, x = (int(b) - int(a) for a, b in zip(sys.argv[1:6], sys.argv[6:11])); \
+print(f'    server: {i / max(e, 1):.1f} images an execution, queue {q / max(r, 1) / 1000:.3f} ms and compute {x / max(r, 1) / 1000:.3f} ms a request')" \
+    "$r0" "$i0" "$e0" "$q0" "$x0" "$r1" "$i1" "$e1" "$q1" "$x1"
 done
 kill -TERM $server; wait $server

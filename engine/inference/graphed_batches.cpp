@@ -17,6 +17,20 @@ GraphedBatches::GraphedBatches(Backend& backend, Model& model, int64_t max_batch
   const Shape& in = model.input_shape();  // (C, H, W)
   for (int64_t size : sizes_)
     inputs_.push_back(backend.zeros({size, in[0], in[1], in[2]}, model.compute_dtype(), model.layout()));
+  record_every_size();
+}
+
+void GraphedBatches::record_every_size() {
+  // A long-lived scratch buffer (cuDNN's workspace) that grows for one batch size moves, and every
+  // recording made before then is stale (RecordedWork::valid): a server alternating between batch
+  // sizes would record on every request. So each size is recorded here, the largest first, and
+  // again until a round records nothing new; buffers only grow, so this ends within a few rounds.
+  for (int round = 0; round < 4; ++round) {
+    const int before = forward_.recordings();
+    for (size_t k = sizes_.size(); k-- > 0;) forward_.run(inputs_[k], /*stable_input=*/true);
+    if (!forward_.last_run_replayed() || (round > 0 && forward_.recordings() == before)) break;
+  }
+  backend_.synchronize();
 }
 
 GraphedBatches::~GraphedBatches() = default;

@@ -3,7 +3,7 @@
 // to max_batch, at the speed of the offline engine. The model is on the device in its inference
 // dtype and layout (Model::to: weights converted once, batch norm and ReLUs fused as in
 // training's evaluation pass); each batch size of BatchedPlans::planned_sizes (1, 2, 4, ... and
-// max_batch) has its own recorded forward (a CUDA graph, recorded on first use); u8 images go up
+// max_batch) has its own recorded forward (a CUDA graph, all recorded up front); u8 images go up
 // from pinned staging on a copy stream (BatchUploader), are normalized into the recording's
 // input in one kernel, and the softmax runs on the device. A batch of another size runs as
 // passes of those sizes, the last one padded (BatchedPlans::passes). Not for concurrent use: a
@@ -37,11 +37,15 @@ class GraphedBatches {
   void run(const Tensor& images, std::vector<float>& logits, std::vector<float>& probabilities);
 
   const std::vector<int64_t>& sizes() const { return sizes_; }
-  // How many recorded forwards replayed so far, and whether every pass replayed one (false where
-  // the backend cannot record: then each pass was a plain forward).
+  // Whether the last pass replayed a recording (false where the backend cannot record: then each
+  // pass is a plain forward), and how many recordings were made in all (one per size, unless a
+  // recording went stale and was made again).
   bool replaying() const { return forward_.last_run_replayed(); }
+  int recordings() const { return forward_.recordings(); }
 
  private:
+  void record_every_size();
+
   Backend& backend_;
   Model& model_;
   NormalizeAugment normalize_;

@@ -62,6 +62,8 @@ TEST_F(GraphedBatchesTest, EveryBatchSizeAgreesWithTheCpuInF32AndBf16) {
     m.to(*gpu, dtype, gpu->preferred_layout(dtype));
     GraphedBatches batches(*gpu, m, 8, norm);
     EXPECT_EQ(batches.sizes(), (std::vector<int64_t>{1, 2, 4, 8}));
+    const int recorded = batches.recordings();
+    EXPECT_GE(recorded, 4) << "every batch size is recorded up front";
     // Sizes that are planned, padded (3, 5) and split (7 = 4 + 2 + 1 or padded to 8), twice:
     // the second round replays what the first recorded.
     for (int round = 0; round < 2; ++round)
@@ -81,6 +83,7 @@ TEST_F(GraphedBatchesTest, EveryBatchSizeAgreesWithTheCpuInF32AndBf16) {
         EXPECT_EQ(again, logits) << "the same images give the same logits";
       }
     EXPECT_TRUE(batches.replaying());
+    EXPECT_EQ(batches.recordings(), recorded) << "no batch size was recorded again while running";
   }
 }
 
