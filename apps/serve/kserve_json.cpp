@@ -47,8 +47,15 @@ Tensor make_input_tensor(const std::string& name, const std::string& datatype, c
   if (name != kInputName)
     bad("unknown input " + (name.empty() ? std::string("(no name)") : "'" + name + "'") + "; the model's input is '" +
         kInputName + "'");
-  if (datatype != "UINT8" && datatype != "FP32")
-    bad("input 'input': datatype " + datatype + " is not supported (UINT8 or FP32)");
+  if (datatype != "UINT8" && datatype != "FP32" && datatype != "BYTES")
+    bad("input 'input': datatype " + datatype + " is not supported (UINT8, FP32, or BYTES for encoded images)");
+  if (datatype == "BYTES") {
+    if (shape.empty() || shape.size() > 2 || (shape.size() == 2 && shape[1] != 1) || shape[0] < 1 ||
+        shape[0] > spec.max_batch_size)
+      bad("input 'input': BYTES shape " + shape_str(shape) + ", expected [n] or [n, 1] encoded images with 1 <= n <= " +
+          std::to_string(spec.max_batch_size));
+    return {};
+  }
   const Shape& want = spec.input;
   if (shape.size() != 4 || shape[1] != want[0] || shape[2] != want[1] || shape[3] != want[2] || shape[0] < 1 ||
       shape[0] > spec.max_batch_size)
@@ -56,6 +63,25 @@ Tensor make_input_tensor(const std::string& name, const std::string& datatype, c
         std::to_string(want[1]) + ", " + std::to_string(want[2]) + "] with 1 <= n <= " +
         std::to_string(spec.max_batch_size));
   return Tensor::empty(shape, datatype == "UINT8" ? DType::u8 : DType::f32);
+}
+
+std::vector<std::string> split_bytes_elements(std::string_view data, int64_t n) {
+  std::vector<std::string> out;
+  while (!data.empty()) {
+    if (data.size() < 4) bad("input 'input': BYTES data ends inside an element's 4-byte length");
+    const auto* p = reinterpret_cast<const unsigned char*>(data.data());
+    const uint32_t length = p[0] | p[1] << 8 | p[2] << 16 | static_cast<uint32_t>(p[3]) << 24;
+    data.remove_prefix(4);
+    if (length > data.size())
+      bad("input 'input': BYTES element " + std::to_string(out.size()) + " is " + std::to_string(length) +
+          " bytes, but only " + std::to_string(data.size()) + " follow");
+    if (static_cast<int64_t>(out.size()) == n) bad("input 'input': more BYTES elements than its shape's " + std::to_string(n));
+    out.emplace_back(data.substr(0, length));
+    data.remove_prefix(length);
+  }
+  if (static_cast<int64_t>(out.size()) != n)
+    bad("input 'input': " + std::to_string(out.size()) + " BYTES elements for shape [" + std::to_string(n) + "]");
+  return out;
 }
 
 InferRequest parse_infer_request(std::string_view body, std::optional<size_t> header_length, const TensorSpec& spec) {
@@ -103,10 +129,20 @@ InferRequest parse_infer_request(std::string_view body, std::optional<size_t> he
   req.input = make_input_tensor(name && name->is_string() ? name->get<std::string>() : "", dt, shape, spec);
   const bool is_u8 = dt == "UINT8";
   const auto count = static_cast<size_t>(shape_numel(shape));
-  const size_t bytes = req.input.nbytes();
+  const size_t bytes = req.input.defined() ? req.input.nbytes() : 0;
   const json* params = find_member(in, "parameters");
   const json* binary_size = params && params->is_object() ? find_member(*params, "binary_data_size") : nullptr;
-  if (binary_size) {
+  if (dt == "BYTES") {
+    if (!binary_size || !binary_size->is_number_unsigned() || !header_length)
+      bad("input 'input': send BYTES (encoded images) as binary data: parameters.binary_data_size and the "
+          "Inference-Header-Content-Length header");
+    const auto size = binary_size->get<uint64_t>();
+    if (size > binary.size())
+      bad("input 'input': truncated binary data: " + std::to_string(binary.size()) + " of " + std::to_string(size) +
+          " bytes");
+    req.encoded = split_bytes_elements(binary.substr(0, size), shape[0]);
+    binary.remove_prefix(size);
+  } else if (binary_size) {
     if (!header_length) bad("input 'input': binary_data_size without an Inference-Header-Content-Length header");
     if (!binary_size->is_number_unsigned()) bad("input 'input': binary_data_size must be a byte count");
     const auto size = binary_size->get<uint64_t>();

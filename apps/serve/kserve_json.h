@@ -37,16 +37,24 @@ struct TensorSpec {
 
 struct InferRequest {
   std::string id;
-  Tensor input;             // (n, C, H, W) on the CPU, u8 or f32
+  Tensor input;             // (n, C, H, W) on the CPU, u8 or f32; undefined for encoded images
+  // A BYTES input (Triton's convention for image models): one encoded JPEG or PNG per element,
+  // decoded and preprocessed by the server with the checkpoint's preprocessing.
+  std::vector<std::string> encoded;
   int64_t timeout_us = 0;   // parameters.timeout; 0 = the model's default
   // The outputs to return, in order, and whether each goes as binary data.
   std::vector<std::pair<std::string, bool>> outputs;
 };
 
 // The (n, C, H, W) tensor for an input named `name` of `datatype` and `shape`, uninitialized;
-// RequestError(400) when the name, datatype or shape is not the model's.
+// RequestError(400) when the name, datatype or shape is not the model's. For BYTES (shape [n] or
+// [n, 1]) an undefined tensor: the images are InferRequest::encoded.
 Tensor make_input_tensor(const std::string& name, const std::string& datatype, const Shape& shape,
                          const TensorSpec& spec);
+
+// The elements of a BYTES tensor in Triton's serialization (each a 4-byte little-endian length and
+// that many bytes), exactly n of them filling `data`; RequestError(400) otherwise.
+std::vector<std::string> split_bytes_elements(std::string_view data, int64_t n);
 
 // Parses an infer request body. `header_length`: the Inference-Header-Content-Length header,
 // when present (the JSON is the body's first that many bytes, binary tensors follow). Throws

@@ -57,6 +57,8 @@ unsigned status_of(InferResult::Status s) {
   switch (s) {
     case InferResult::Status::ok:
       return 200;
+    case InferResult::Status::invalid:
+      return 400;
     case InferResult::Status::unavailable:
       return 503;
     case InferResult::Status::timeout:
@@ -73,10 +75,12 @@ Clock::time_point deadline_after(int64_t timeout_us, Clock::time_point start) {
 
 // Queues a job on `served`, counting a success or failure for the request when it completes.
 void run_job(const std::shared_ptr<ServedVersion>& served, MetricsRegistry& metrics, Tensor input,
-             int64_t timeout_us, std::function<HttpReply(InferResult&)> make, ReplyFn reply) {
+             std::vector<std::string> encoded, int64_t timeout_us, std::function<HttpReply(InferResult&)> make,
+             ReplyFn reply) {
   ModelMetrics& m = metrics.get(served->config().name, served->version());
   InferJob job;
   job.input = std::move(input);
+  job.encoded = std::move(encoded);
   job.enqueued = Clock::now();
   job.deadline = deadline_after(timeout_us, job.enqueued);
   const std::string model = served->config().name;
@@ -228,7 +232,7 @@ void Router::infer(const std::string& model, int64_t version, const HttpRequest&
   auto parsed = std::make_shared<InferRequest>(parse_infer_request(request.body, request.inference_header_length, spec));
   const int64_t classes = served->classes(), v = served->version();
   Tensor input = parsed->input;
-  run_job(served, metrics_, std::move(input), parsed->timeout_us,
+  run_job(served, metrics_, std::move(input), std::move(parsed->encoded), parsed->timeout_us,
           [parsed, model, v, classes](InferResult& r) {
             InferReplyBody body = make_infer_reply(*parsed, model, v, r.logits, r.probabilities, classes);
             HttpReply out;
@@ -246,14 +250,11 @@ void Router::classify(const std::string& model, int64_t version, const HttpReque
   std::shared_ptr<ServedVersion> served = repository_.find(model, version, why);
   if (!served) return reply(error_reply(404, why));
   if (request.body.empty()) return reply(error_reply(400, "classify: the body must be a JPEG or PNG image"));
-  const Preprocess& pre = served->preprocess();
-  Tensor image = Tensor::empty({1, pre.channels, pre.height, pre.width}, DType::u8);  // (1, C, H, W)
-  const auto* bytes = reinterpret_cast<const uint8_t*>(request.body.data());
-  decode_preprocess(std::span<const uint8_t>(bytes, request.body.size()), "the request body", pre, SampleMode::eval, 0,
-                    image.data<uint8_t>());  // an InputError (400) for a corrupt or non-image body
+  // Decoded by the model's instance (nvJPEG on a GPU), not on this I/O thread; an unreadable
+  // image is a 400 from there.
   const std::vector<std::string> names = served->class_names();
   const int64_t v = served->version();
-  run_job(served, metrics_, std::move(image), 0,
+  run_job(served, metrics_, Tensor{}, {request.body}, 0,
           [names, model, v, top_k](InferResult& r) {
             std::vector<int> order(r.probabilities.size());
             std::iota(order.begin(), order.end(), 0);

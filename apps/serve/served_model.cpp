@@ -8,6 +8,7 @@
 #include <iostream>
 
 #include "apps/serve/cpu_thread.h"
+#include "datasets/nvjpeg.h"
 #include "engine/backends/backend.h"
 #include "engine/core/error.h"
 #include "engine/graph/model.h"
@@ -73,6 +74,8 @@ struct ServedVersion::Instance {
   std::unique_ptr<Model> model;
   std::unique_ptr<BatchedPlans> plans;      // built by the instance's own thread where planned_
   std::unique_ptr<GraphedBatches> graphed;  // on a GPU
+  std::shared_ptr<BatchDecoder> decoder;     // nvJPEG, made for the first encoded images on a GPU
+  bool decoder_refused = false;              // nvJPEG is absent or failed: the CPU decodes
   NormalizeAugment normalize;
   std::promise<void> ready;  // the thread is taking jobs, or why it cannot
 };
@@ -229,13 +232,13 @@ std::vector<InferJob> ServedVersion::next_batch() {
     std::unique_lock lock(mutex_);
     wake_.wait(lock, [&] { return stopping_ || !queue_.empty(); });
     if (queue_.empty()) return batch;
-    const DType dtype = queue_.front().input.dtype();
+    const int kind = queue_.front().kind();
     // Samples queued that could join the first job's batch, in order.
     auto available = [&] {
       int64_t n = 0;
       for (const InferJob& j : queue_) {
-        if (j.input.dtype() != dtype || n + j.input.dim(0) > config_.max_batch_size) break;
-        n += j.input.dim(0);
+        if (j.kind() != kind || n + j.rows() > config_.max_batch_size) break;
+        n += j.rows();
       }
       return n;
     };
@@ -247,7 +250,7 @@ std::vector<InferJob> ServedVersion::next_batch() {
       if (queue_.empty()) return batch;  // another instance took them
     }
     // The largest preferred size the queue can fill, else as many as fit.
-    int64_t cap = config_.dynamic_batching ? config_.max_batch_size : queue_.front().input.dim(0);
+    int64_t cap = config_.dynamic_batching ? config_.max_batch_size : queue_.front().rows();
     const int64_t have = available();
     for (auto it = config_.preferred_batch_size.rbegin(); it != config_.preferred_batch_size.rend(); ++it)
       if (*it <= have) {
@@ -263,8 +266,8 @@ std::vector<InferJob> ServedVersion::next_batch() {
         queue_.pop_front();
         continue;
       }
-      if (j.input.dtype() != dtype || (n > 0 && n + j.input.dim(0) > cap)) break;
-      n += j.input.dim(0);
+      if (j.kind() != kind || (n > 0 && n + j.rows() > cap)) break;
+      n += j.rows();
       batch.push_back(std::move(j));
       queue_.pop_front();
     }
@@ -324,45 +327,114 @@ void ServedVersion::run_instance(Instance& instance) {
   }
 }
 
+Tensor ServedVersion::assemble(Instance& instance, std::vector<InferJob>& jobs, std::vector<int64_t>& first_row) {
+  int64_t n = 0;
+  for (const InferJob& j : jobs) {
+    first_row.push_back(n);
+    n += j.rows();
+  }
+  const DType dtype = jobs.front().input.dtype();
+  if (jobs.size() == 1 && !instance.graphed) return jobs.front().input;
+  // On a GPU the batch is assembled in pinned staging, which uploads without a bounce.
+  Tensor host = instance.graphed && dtype == DType::u8
+                    ? instance.graphed->staging(n)
+                    : Tensor::empty({n, input_shape_[0], input_shape_[1], input_shape_[2]}, dtype);
+  auto* dst = static_cast<char*>(host.raw());
+  for (const InferJob& j : jobs) {
+    std::memcpy(dst, j.input.raw(), j.input.nbytes());
+    dst += j.input.nbytes();
+  }
+  return host;
+}
+
+Tensor ServedVersion::decode(Instance& instance, std::vector<InferJob>& jobs, std::vector<int64_t>& first_row) {
+  std::vector<EncodedSample> samples;
+  std::vector<size_t> owner;  // the job of each sample
+  for (size_t i = 0; i < jobs.size(); ++i)
+    for (size_t e = 0; e < jobs[i].encoded.size(); ++e) {
+      const std::string& b = jobs[i].encoded[e];
+      samples.push_back({{reinterpret_cast<const uint8_t*>(b.data()), b.size()}, "input element " + std::to_string(e), 0});
+      owner.push_back(i);
+    }
+  std::vector<std::string> bad(jobs.size());  // the first unreadable image of each job
+  std::vector<int64_t> row(samples.size(), -1);
+  Tensor images;  // (kept, C, H, W) u8
+  if (!on_cpu_ && !instance.decoder && !instance.decoder_refused) {
+    if (const std::string why = nvjpeg_unavailable_reason(); !why.empty()) {
+      instance.decoder_refused = true;
+    } else {
+      try {
+        instance.decoder = make_nvjpeg_batch_decoder(instance.backend->device().index);
+      } catch (const DeviceError& e) {
+        std::cerr << "convoy serve: model '" << config_.name << "': nvJPEG could not start (" << e.what()
+                  << "); images are decoded on the CPU\n";
+        instance.decoder_refused = true;
+      }
+    }
+  }
+  if (instance.decoder) {
+    BatchDecoder::Result r = instance.decoder->decode(samples, preprocess_, SampleMode::eval, /*skip_bad=*/true);
+    for (size_t k : r.skipped)
+      if (bad[owner[k]].empty()) bad[owner[k]] = samples[k].name + " is not a JPEG or PNG image that can be read";
+    int64_t next = 0;
+    for (size_t k = 0, s = 0; k < samples.size(); ++k) {
+      if (s < r.skipped.size() && r.skipped[s] == k) {
+        ++s;
+        continue;
+      }
+      row[k] = next++;
+    }
+    images = r.images;
+  } else {
+    const int64_t n = static_cast<int64_t>(samples.size());
+    Tensor host = instance.graphed ? instance.graphed->staging(n)
+                                   : Tensor::empty({n, input_shape_[0], input_shape_[1], input_shape_[2]}, DType::u8);
+    const auto sample_bytes = static_cast<size_t>(shape_numel(input_shape_));
+    int64_t next = 0;
+    for (size_t k = 0; k < samples.size(); ++k) {
+      try {
+        decode_preprocess(samples[k].bytes, samples[k].name, preprocess_, SampleMode::eval, 0,
+                          host.data<uint8_t>() + static_cast<size_t>(next) * sample_bytes);
+        row[k] = next++;
+      } catch (const InputError& e) {
+        if (bad[owner[k]].empty()) bad[owner[k]] = e.what();
+      }
+    }
+    if (next > 0) images = host.slice_rows(0, next);
+  }
+  for (size_t i = 0, k = 0; i < jobs.size(); k += jobs[i].encoded.size(), ++i) {
+    first_row.push_back(bad[i].empty() ? row[k] : -1);
+    if (bad[i].empty()) continue;
+    metrics_.request_failure++;
+    jobs[i].done({InferResult::Status::invalid, bad[i], {}, {}});
+    jobs[i].done = nullptr;
+  }
+  return images;
+}
+
 void ServedVersion::execute(Instance& instance, std::vector<InferJob>& jobs) {
   const Clock::time_point start = Clock::now();
-  int64_t n = 0;
-  for (const InferJob& j : jobs) n += j.input.dim(0);
-  const DType dtype = jobs.front().input.dtype();
   InferResult failure{InferResult::Status::failed, "", {}, {}};
   std::vector<float> logits, probs;
+  std::vector<int64_t> first_row;  // by job: where its rows start in the batch; -1: answered already
   try {
     on_device([&] {
-      Shape shape = {n, input_shape_[0], input_shape_[1], input_shape_[2]};
-      // On a GPU the batch is assembled in pinned staging, which uploads without a bounce.
-      Tensor host = jobs.size() == 1 && !instance.graphed ? jobs.front().input
-                    : instance.graphed && dtype == DType::u8 ? instance.graphed->staging(n)
-                                                               : Tensor::empty(shape, dtype);
+      const Tensor batch = jobs.front().input.defined() ? assemble(instance, jobs, first_row)
+                                                        : decode(instance, jobs, first_row);
+      if (!batch.defined()) return;  // every image was unreadable
       if (instance.graphed) {
-        auto* dst = static_cast<char*>(host.raw());
-        for (const InferJob& j : jobs) {
-          std::memcpy(dst, j.input.raw(), j.input.nbytes());
-          dst += j.input.nbytes();
-        }
-        instance.graphed->run(host, logits, probs);
+        instance.graphed->run(batch, logits, probs);
         return;
-      }
-      if (jobs.size() > 1) {
-        auto* dst = static_cast<char*>(host.raw());
-        for (const InferJob& j : jobs) {
-          std::memcpy(dst, j.input.raw(), j.input.nbytes());
-          dst += j.input.nbytes();
-        }
       }
       Backend& backend = *instance.backend;
       Model& model = *instance.model;
       Tensor x;
-      if (dtype == DType::u8) {
-        const Tensor images = backend.upload(host);
-        x = backend.empty(shape, model.compute_dtype(), model.layout());  // (N, C, H, W)
+      if (batch.dtype() == DType::u8) {
+        const Tensor images = backend.upload(batch);
+        x = backend.empty(batch.shape(), model.compute_dtype(), model.layout());  // (N, C, H, W)
         backend.ops().normalize_augment(images, instance.normalize, 0, x);
       } else {
-        x = backend.upload(host);
+        x = backend.upload(batch);
       }
       const Tensor out = instance.plans ? instance.plans->run(x) : model.forward(backend, x, StepInfo{});  // (N, classes)
       Tensor p = backend.empty(out.shape(), DType::f32);
@@ -376,22 +448,23 @@ void ServedVersion::execute(Instance& instance, std::vector<InferJob>& jobs) {
   const Clock::time_point end = Clock::now();
   metrics_.exec_count++;
   const auto compute_us = static_cast<uint64_t>(us_between(start, end));
-  int64_t offset = 0;
-  for (InferJob& j : jobs) {
-    const int64_t m = j.input.dim(0);
+  for (size_t i = 0; i < jobs.size(); ++i) {
+    InferJob& j = jobs[i];
+    if (!j.done) continue;  // answered by decode()
     metrics_.queue_duration_us += static_cast<uint64_t>(us_between(j.enqueued, start));
     metrics_.compute_duration_us += compute_us;
-    if (!failure.error.empty()) {
+    if (!failure.error.empty() || i >= first_row.size()) {
+      if (failure.error.empty()) failure.error = "inference failed before the batch was assembled";
       metrics_.request_failure++;
       j.done(failure);
       continue;
     }
+    const int64_t m = j.rows();
     metrics_.inference_count += static_cast<uint64_t>(m);
     InferResult r;
-    const auto begin = static_cast<long>(offset * classes_), stop = static_cast<long>((offset + m) * classes_);
+    const auto begin = static_cast<long>(first_row[i] * classes_), stop = static_cast<long>((first_row[i] + m) * classes_);
     r.logits.assign(logits.begin() + begin, logits.begin() + stop);
     r.probabilities.assign(probs.begin() + begin, probs.begin() + stop);
-    offset += m;
     j.done(std::move(r));
   }
 }

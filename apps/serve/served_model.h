@@ -24,7 +24,7 @@ using Clock = std::chrono::steady_clock;
 
 // What a request gets back: the outputs for its samples, or why not.
 struct InferResult {
-  enum class Status { ok, unavailable, timeout, failed };
+  enum class Status { ok, invalid, unavailable, timeout, failed };  // invalid: the request's own data (a bad image)
   Status status = Status::ok;
   std::string error;
   std::vector<float> logits;         // (n, classes)
@@ -32,13 +32,21 @@ struct InferResult {
 };
 
 // One request's samples, queued for a batch. `input` is (n, C, H, W) on the CPU: u8 pixels
-// (normalized with the checkpoint's mean and std) or f32 values fed to the model as they are.
+// (normalized with the checkpoint's mean and std) or f32 values fed to the model as they are; or
+// `encoded` holds the request's encoded images, which the instance decodes and preprocesses with
+// the checkpoint's preprocessing (nvJPEG on a GPU, libjpeg-turbo/libpng on the CPU), never an I/O
+// thread.
 struct InferJob {
-  Tensor input;  // (n, C, H, W) u8 or f32
+  Tensor input;  // (n, C, H, W) u8 or f32; undefined when `encoded` holds the images
+  std::vector<std::string> encoded;  // one JPEG or PNG file's bytes per sample
   Clock::time_point enqueued;
   Clock::time_point deadline = Clock::time_point::max();
   // Called once, from an instance thread; must not own the ServedVersion (see stop()).
   std::function<void(InferResult)> done;
+
+  int64_t rows() const { return input.defined() ? input.dim(0) : static_cast<int64_t>(encoded.size()); }
+  // Jobs batch together only with jobs of the same kind: u8, f32 or encoded.
+  int kind() const { return input.defined() ? static_cast<int>(input.dtype()) : -1; }
 };
 
 // Bytes a version needs: every instance's parameters and buffers, plus the activations of a
@@ -88,6 +96,12 @@ class ServedVersion {
   // waiting up to max_queue_delay for more; empty when stopping with nothing queued.
   std::vector<InferJob> next_batch();
   void execute(Instance& instance, std::vector<InferJob>& jobs);
+  // The jobs' tensors in one (n, C, H, W) batch; `first_row` gets each job's first row.
+  Tensor assemble(Instance& instance, std::vector<InferJob>& jobs, std::vector<int64_t>& first_row);
+  // The encoded images of `jobs` decoded and preprocessed into one (kept, C, H, W) u8 batch, on
+  // the GPU with nvJPEG where the instance has it; a job with an unreadable image is answered here
+  // (Status::invalid, naming the element), its `done` cleared and its first row -1.
+  Tensor decode(Instance& instance, std::vector<InferJob>& jobs, std::vector<int64_t>& first_row);
   // Runs `work` where this version's device work runs: on the CPU thread (cpu_thread.h) for a
   // CPU version, else on the calling instance thread.
   void on_device(const std::function<void()>& work) const;

@@ -11,7 +11,9 @@
 # SERVE_RUNS (model:connections in turn; default single:1 m:1 m:16 m:256 single:1), SERVE_DATA (the
 # Fashion-MNIST folder the checkpoint is trained on; default the Debian package's), SERVE_IMAGES (images
 # per request, default 1), SERVE_PROTOCOL (http: wrk, Triton's binary tensor format; grpc: h2load from
-# nghttp2-client sending ModelInfer with raw_input_contents; failures counted from the server's metrics).
+# nghttp2-client sending ModelInfer with raw_input_contents; failures counted from the server's metrics),
+# SERVE_INPUT (u8: decoded pixels, UINT8 [n, C, H, W]; jpeg: a BYTES input of n encoded 500x375 JPEGs,
+# decoded and preprocessed by the server, over HTTP).
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 build=${1:-build-cpu}
@@ -22,6 +24,7 @@ batch=${SERVE_BATCH:-16}
 precision=${SERVE_PRECISION:-fp32}
 images=${SERVE_IMAGES:-1}
 protocol=${SERVE_PROTOCOL:-http}
+input=${SERVE_INPUT:-u8}
 data=${SERVE_DATA:-/usr/share/datasets/fashion-mnist}
 convoy=$PWD/$build/convoy
 work=$(mktemp -d)
@@ -73,16 +76,27 @@ print(one["p50_ms"], big["images_per_second"])
 PY
 )
 
-# The request: SERVE_IMAGES images (n, C, H, W) UINT8 as binary tensor data.
-python3 - "$work" "$model" "$images" <<'PY'
-import json, sys, re
-work, model, images = sys.argv[1], sys.argv[2], int(sys.argv[3])
+# The request: SERVE_IMAGES images (n, C, H, W) UINT8 as binary tensor data, or n JPEGs as BYTES.
+python3 - "$work" "$model" "$images" "$input" <<'PY'
+import io, json, math, struct, sys, re
+work, model, images, kind = sys.argv[1], sys.argv[2], int(sys.argv[3]), sys.argv[4]
 shape = [int(x) for x in re.search(r"^input:\s*\[([^\]]*)\]", open(model).read(), re.M).group(1).split(",")]
-n = images * shape[0] * shape[1] * shape[2]
-header = json.dumps({"inputs": [{"name": "input", "shape": [images] + shape, "datatype": "UINT8",
-                                 "parameters": {"binary_data_size": n}}],
+if kind == "jpeg":  # a smooth colour pattern with some detail, 500x375 as a typical ImageNet photo
+    from PIL import Image
+    w, h = 500, 375
+    img = Image.new("RGB", (w, h))
+    img.putdata([(int(128 + 120 * math.sin(x / 23 + y / 41)), int(128 + 120 * math.sin(x * y / 5000)), (x ^ y) & 255)
+                 for y in range(h) for x in range(w)])
+    jpeg = io.BytesIO()
+    img.save(jpeg, "JPEG", quality=90)
+    element = struct.pack("<I", len(jpeg.getvalue())) + jpeg.getvalue()
+    data, spec = element * images, {"shape": [images], "datatype": "BYTES"}
+else:
+    n = images * shape[0] * shape[1] * shape[2]
+    data, spec = bytes(range(256)) * (n // 256) + bytes(n % 256), {"shape": [images] + shape, "datatype": "UINT8"}
+header = json.dumps({"inputs": [dict(name="input", parameters={"binary_data_size": len(data)}, **spec)],
                      "outputs": [{"name": "probabilities", "parameters": {"binary_data": True}}]}).encode()
-open(work + "/body.bin", "wb").write(header + bytes(range(256)) * (n // 256) + bytes(n % 256))
+open(work + "/body.bin", "wb").write(header + data)
 open(work + "/header_length", "w").write(str(len(header)))
 PY
 "$convoy" serve --model-repository "$work/repo" --host 127.0.0.1 --http-port 0 --metrics-port 0 --grpc-port 0 \

@@ -144,9 +144,22 @@ class Service final : public inference::GRPCInferenceService::Service {
     const auto& in = q.inputs(0);
     const TensorSpec spec{served->input_shape(), served->config().max_batch_size, served->classes()};
     Tensor input = make_input_tensor(in.name(), in.datatype(), Shape(in.shape().begin(), in.shape().end()), spec);
-    const auto count = static_cast<size_t>(input.numel());
-    const bool is_u8 = input.dtype() == DType::u8;
-    if (q.raw_input_contents_size() > 0) {
+    std::vector<std::string> encoded;  // BYTES: encoded images, decoded by the model's instance
+    const auto count = static_cast<size_t>(input.defined() ? input.numel() : 0);
+    const bool is_u8 = input.defined() && input.dtype() == DType::u8;
+    if (!input.defined()) {
+      const int64_t n = in.shape(0);
+      if (q.raw_input_contents_size() > 0) {
+        if (q.raw_input_contents_size() != 1) throw RequestError(400, "raw_input_contents: one entry per input (1)");
+        encoded = split_bytes_elements(q.raw_input_contents(0), n);
+      } else {
+        const auto& v = in.contents().bytes_contents();
+        if (v.size() != n)
+          throw RequestError(400, "input 'input': " + std::to_string(v.size()) + " bytes_contents for shape [" +
+                                      std::to_string(n) + "]");
+        encoded.assign(v.begin(), v.end());
+      }
+    } else if (q.raw_input_contents_size() > 0) {
       if (q.raw_input_contents_size() != 1) throw RequestError(400, "raw_input_contents: one entry per input (1)");
       const std::string& raw = q.raw_input_contents(0);
       if (raw.size() != input.nbytes())
@@ -168,7 +181,7 @@ class Service final : public inference::GRPCInferenceService::Service {
         throw RequestError(400, "input 'input': " + std::to_string(v.size()) + " fp32_contents for " + std::to_string(count) + " elements");
       std::memcpy(input.raw(), v.data(), count * sizeof(float));
     }
-    if (!is_u8) {
+    if (input.defined() && !is_u8) {
       const float* f = input.data<float>();
       for (size_t i = 0; i < count; ++i)
         if (!std::isfinite(f[i])) throw RequestError(400, "input 'input': FP32 data must be finite");
@@ -187,9 +200,10 @@ class Service final : public inference::GRPCInferenceService::Service {
     std::promise<InferResult> promise;
     std::future<InferResult> future = promise.get_future();
     InferJob job;
-    const int64_t n = input.dim(0);
+    const int64_t n = input.defined() ? input.dim(0) : static_cast<int64_t>(encoded.size());
     const Clock::time_point start = Clock::now();
     job.input = std::move(input);
+    job.encoded = std::move(encoded);
     job.enqueued = start;
     if (timeout_us > 0) job.deadline = job.enqueued + std::chrono::microseconds(timeout_us);
     job.done = [&promise](InferResult result) { promise.set_value(std::move(result)); };
@@ -199,7 +213,9 @@ class Service final : public inference::GRPCInferenceService::Service {
     }
     InferResult result = future.get();
     if (result.status != InferResult::Status::ok)
-      return Status(result.status == InferResult::Status::timeout ? StatusCode::DEADLINE_EXCEEDED : StatusCode::INTERNAL,
+      return Status(result.status == InferResult::Status::timeout   ? StatusCode::DEADLINE_EXCEEDED
+                    : result.status == InferResult::Status::invalid ? StatusCode::INVALID_ARGUMENT
+                                                                    : StatusCode::INTERNAL,
                     result.error);
     m.request_success++;
     m.request_duration_us += static_cast<uint64_t>(
