@@ -1,5 +1,6 @@
 #include "apps/serve/kserve_json.h"
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 
@@ -207,7 +208,7 @@ InferReplyBody make_infer_reply(const InferRequest& request, const std::string& 
                                 int64_t classes) {
   json doc = {{"model_name", model}, {"model_version", std::to_string(version)}};
   if (!request.id.empty()) doc["id"] = request.id;
-  const int64_t n = request.input.dim(0);
+  const auto n = static_cast<int64_t>(logits.size()) / std::max<int64_t>(classes, 1);  // rows answered
   json outputs = json::array();
   std::string binary;
   for (const auto& [name, as_binary] : request.outputs) {

@@ -42,10 +42,11 @@ std::string bytes_elements(const std::vector<std::vector<uint8_t>>& elements) {
 
 // The probabilities of a binary-output reply, (n, 10).
 std::vector<float> binary_probabilities(const convoy::testing::HttpResult& r) {
-  const size_t at = r.headers.find("Inference-Header-Content-Length: ");
+  const std::string name = "Inference-Header-Content-Length: ";
+  const size_t at = r.headers.find(name);
   EXPECT_NE(at, std::string::npos) << r.headers;
   if (at == std::string::npos) return {};
-  const size_t header = std::stoul(r.headers.substr(at + 34));
+  const size_t header = std::stoul(r.headers.substr(at + name.size()));
   std::vector<float> out((r.body.size() - header) / sizeof(float));
   std::memcpy(out.data(), r.body.data() + header, out.size() * sizeof(float));
   return out;
