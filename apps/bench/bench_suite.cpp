@@ -251,9 +251,9 @@ BenchSuite parse_bench_suite(const std::string& yaml_text, const std::string& so
       const YamlMap g(gpus[i], source, "peaks.gpus[" + std::to_string(i) + "]");
       GpuPeak p;
       p.match = g.get_string("match");
-      p.fp32 = g.get_double("fp32", 0);
-      p.bf16 = g.get_double("bf16", 0);
-      p.tf32 = g.get_double("tf32", p.bf16 / 2);
+      p.fp32 = g.get_double(to_string(Precision::fp32), 0);
+      p.bf16 = g.get_double(to_string(Precision::bf16), 0);
+      p.tf32 = g.get_double(to_string(Precision::tf32), p.bf16 / 2);
       if (p.fp32 < 0 || p.bf16 < 0 || p.tf32 < 0) g.fail("peaks must not be negative");
       g.finish();
       table.push_back(p);
