@@ -8,9 +8,9 @@
 #include <iostream>
 
 #include "apps/serve/cpu_thread.h"
+#include "engine/backends/backend.h"
 #include "engine/bundle/inference_precision.h"
 #include "engine/bundle/run_checkpoint.h"
-#include "engine/backends/backend.h"
 #include "engine/core/error.h"
 #include "engine/graph/model.h"
 #include "engine/inference/batched_plans.h"
