@@ -4,10 +4,10 @@
 #include <iostream>
 
 #include "cli/commands.h"
+#include "engine/bundle/run_checkpoint.h"
 #include "engine/checkpoint/safetensors.h"
 #include "engine/core/error.h"
 #include "engine/graph/model.h"
-#include "engine/train/run_checkpoint.h"
 #ifdef CONVOY_HAVE_ONNX
 #include "engine/interchange/onnx_export.h"
 #endif

@@ -7,15 +7,16 @@
 #include <numeric>
 
 #include "cli/commands.h"
-#include "cli/loaded_model.h"
 #include "datasets/dataset.h"
 #include "datasets/loader.h"
 #include "engine/backends/backend.h"
+#include "engine/bundle/inference_precision.h"
+#include "engine/bundle/loaded_model.h"
+#include "engine/bundle/predict.h"
 #include "engine/core/error.h"
+#include "engine/core/precision.h"
 #include "engine/graph/model.h"
-#include "engine/inference/quantize.h"
-#include "engine/train/evaluate.h"
-#include "engine/train/run_checkpoint.h"
+#include "engine/train/evaluate.h"  // evaluate(): --data's accuracy and confusion matrix
 
 namespace convoy::cli {
 
@@ -33,7 +34,7 @@ struct InferArgs {
   int64_t workers = 4;  // decoding threads
   int threads = 0;      // CPU threads for the model; 0 = all cores (one for a tiny pass)
   bool no_plan = false;  // run the layers one by one (the training graph's forward)
-  std::string precision = "auto";  // CPU plan: fp32, bf16, int8; auto = int8 for an int8 checkpoint, else fp32
+  std::string precision = "auto";  // CPU plan: kPlanPrecisions; auto = int8 for an int8 checkpoint, else fp32
   bool invert = false;
 };
 
@@ -135,26 +136,24 @@ void classify_images(const InferArgs& args, LoadedModel& loaded, Backend& backen
   }
 }
 
-// The plan's precision: reduced precision only where asked for (or an int8 checkpoint), only on
-// the CPU and through the plan; each refusal says what to do instead.
+// The plan's precision (engine/bundle/inference_precision.h), refusals in the flags' terms.
 InferenceOptions choose_precision(const InferArgs& args, LoadedModel& loaded, const Backend& backend) {
-  InferenceOptions o;
-  const bool int8_file = !loaded.int8_activation_max.empty();
-  o.precision = args.precision == "auto" ? (int8_file ? InferencePrecision::int8 : InferencePrecision::fp32)
-                                         : parse_inference_precision(args.precision, "--precision");
-  if (o.precision == InferencePrecision::fp32) return o;
-  const std::string what = std::string(precision_name(o.precision)) + " inference";
-  if (!backend.device().is_cpu())
-    throw InputError(args.model + ": " + what + " runs on the CPU only (oneDNN); use --device cpu" +
-                     (int8_file ? ", or --precision fp32 to run this int8 checkpoint's fp32 weights on the GPU" : ""));
-  if (args.no_plan) throw InputError("--no-plan: " + what + " runs through the inference plan only");
-  if (o.precision == InferencePrecision::int8) {
-    if (!int8_file)
-      throw InputError(args.model + ": not an int8 checkpoint (no calibrated ranges); make one with "
-                       "convoy quantize --model " + args.model + " --calibration fashion-mnist:train -o model-int8.safetensors");
-    o.activation_max = activation_max_by_node(loaded.model, loaded.int8_activation_max, args.model);
-  }
-  return o;
+  PrecisionRequest request;
+  if (args.precision != "auto") request.asked = parse_precision(args.precision, kPlanPrecisions, "--precision");
+  request.words.subject = args.model;
+  request.words.use_cpu = "use --device cpu";
+  request.words.fp32_on_gpu = ", or --precision fp32 to run this int8 checkpoint's fp32 weights on the GPU";
+  request.words.not_int8 = "not an int8 checkpoint (no calibrated ranges); make one with convoy quantize --model " +
+                           args.model + " --calibration fashion-mnist:train -o model-int8.safetensors";
+  if (args.no_plan) request.words.plan_off = "--no-plan";
+  return choose_inference_precision(request, loaded.model, loaded.int8_activation_max, backend.device(), args.model);
+}
+
+// --precision's values: auto, then the plans' precisions.
+std::vector<std::string> precision_choices() {
+  std::vector<std::string> names = precision_names(kPlanPrecisions);
+  names.insert(names.begin(), "auto");
+  return names;
 }
 
 int run_infer(const InferArgs& args) {
@@ -189,7 +188,7 @@ void add_infer_command(CLI::App& app, Action& chosen) {
   cmd->add_option("--precision", args->precision,
                   "CPU plan precision: fp32, bf16 (AVX-512 BF16/AMX CPUs), int8 (a convoy quantize checkpoint); "
                   "auto = int8 for an int8 checkpoint, else fp32")
-      ->capture_default_str()->check(CLI::IsMember({"auto", "fp32", "bf16", "int8"}));
+      ->capture_default_str()->check(CLI::IsMember(precision_choices()));
   cmd->add_flag("--no-plan", args->no_plan, "CPU: run the layers one by one instead of the compiled inference plan");
   cmd->add_flag("--invert", args->invert, "invert the image (dark object on a light background, as in photos)");
   cmd->callback([args, &chosen] { chosen = [args] { return run_infer(*args); }; });

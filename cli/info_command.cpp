@@ -6,8 +6,8 @@
 #include <sstream>
 
 #include "cli/commands.h"
+#include "engine/bundle/run_checkpoint.h"
 #include "engine/graph/model.h"
-#include "engine/train/run_checkpoint.h"
 
 namespace convoy::cli {
 

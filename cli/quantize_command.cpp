@@ -7,12 +7,13 @@
 #include <iostream>
 
 #include "cli/commands.h"
-#include "cli/loaded_model.h"
 #include "datasets/dataset.h"
 #include "datasets/loader.h"
+#include "engine/bundle/loaded_model.h"
+#include "engine/bundle/predict.h"
+#include "engine/bundle/run_checkpoint.h"
 #include "engine/core/error.h"
 #include "engine/inference/quantize.h"
-#include "engine/train/run_checkpoint.h"
 
 namespace convoy::cli {
 
@@ -62,9 +63,9 @@ int run_quantize(const QuantizeArgs& args) {
   RunCheckpoint source = read_run_checkpoint(args.model, CheckpointUse::inference);
   RunCheckpointInfo info = std::move(source.info);
   info.input_shape = loaded.model.input_shape();
-  info.precision = "int8";
+  info.precision = Precision::int8;
   info.int8_activation_max = activation_max_by_name(loaded.model, node_max);
-  save_run_checkpoint(args.out, loaded.model, nullptr, info);
+  save_run_checkpoint(args.out, loaded.model, {}, info);
   std::cout << "calibrated " << info.int8_activation_max.size() << " tensor ranges on " << images << " images of "
             << data->name() << "; wrote " << args.out << " (run it: convoy infer --model " << args.out << ")\n";
   return 0;

@@ -91,23 +91,30 @@ function(convoy_module name)
   endif()
 endfunction()
 
-# convoy_layering_test(<module> ALLOWS <header> FORBIDS <header>): two tests that compile just one
+# convoy_layering_test(<module> ALLOWS <header> FORBIDS <header>...): tests that compile just one
 # #include with <module>'s include path, as its sources are compiled: the allowed header (one of
-# a dependency) must compile, and the forbidden one must not be found. They guard the mechanism
+# a dependency) must compile, and each forbidden one must not be found. They guard the mechanism
 # above: a repository root on some include path would let every wrong include through again.
 function(convoy_layering_test module)
-  cmake_parse_arguments(PARSE_ARGV 1 T "" "ALLOWS;FORBIDS" "")
+  cmake_parse_arguments(PARSE_ARGV 1 T "" "ALLOWS" "FORBIDS")
   set(includes "$<TARGET_PROPERTY:convoy_${module},INCLUDE_DIRECTORIES>")
   # -include: the header as the first line of an empty file; it is looked up in the working
   # directory first, so the tests run in the build tree, where no engine/ folder is.
   set(compile ${CMAKE_CXX_COMPILER} -std=c++20 -fsyntax-only "-I$<JOIN:${includes},$<SEMICOLON>-I>" -x c++)
   add_test(NAME layering.${module}.allows COMMAND ${compile} -include ${T_ALLOWS} /dev/null
            WORKING_DIRECTORY ${PROJECT_BINARY_DIR} COMMAND_EXPAND_LISTS)
-  add_test(NAME layering.${module}.forbids COMMAND ${compile} -include ${T_FORBIDS} /dev/null
-           WORKING_DIRECTORY ${PROJECT_BINARY_DIR} COMMAND_EXPAND_LISTS)
-  string(REPLACE "." "\\." forbidden "${T_FORBIDS}")
-  # GCC: "fatal error: a/b.h: No such file or directory"; Clang: "'a/b.h' file not found".
-  set_tests_properties(layering.${module}.forbids PROPERTIES
-      PASS_REGULAR_EXPRESSION "${forbidden}(: No such file|' file not found)")
-  set_tests_properties(layering.${module}.allows layering.${module}.forbids PROPERTIES LABELS layering)
+  set_tests_properties(layering.${module}.allows PROPERTIES LABELS layering)
+  set(suffix "")
+  set(n 1)
+  foreach(header IN LISTS T_FORBIDS)
+    set(name layering.${module}.forbids${suffix})
+    add_test(NAME ${name} COMMAND ${compile} -include ${header} /dev/null
+             WORKING_DIRECTORY ${PROJECT_BINARY_DIR} COMMAND_EXPAND_LISTS)
+    string(REPLACE "." "\\." forbidden "${header}")
+    # GCC: "fatal error: a/b.h: No such file or directory"; Clang: "'a/b.h' file not found".
+    set_tests_properties(${name} PROPERTIES
+        PASS_REGULAR_EXPRESSION "${forbidden}(: No such file|' file not found)" LABELS layering)
+    math(EXPR n "${n} + 1")
+    set(suffix ".${n}")
+  endforeach()
 endfunction()

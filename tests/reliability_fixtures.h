@@ -13,7 +13,7 @@
 #include <string>
 #include <vector>
 
-#include "engine/train/run_checkpoint.h"
+#include "engine/bundle/run_checkpoint.h"
 #include "run_command.h"
 #include "synthetic_run.h"
 

@@ -70,13 +70,13 @@ TEST(Bench, SuiteErrorsNameFileLineAndKey) {
   ASSERT_EQ(d.models.size(), 2u);
   EXPECT_EQ(d.models[1].inference_batches, (std::vector<int64_t>{1, 64, 512}));
   EXPECT_EQ(d.models[1].training_batches, (std::vector<int64_t>{64, 512}));
-  EXPECT_EQ(d.precisions, (std::vector<std::string>{"fp32", "bf16"}));
-  EXPECT_EQ(gpu_peak_tflops(d.gpu_peaks, "NVIDIA H200", "bf16").value_or(0), 989);
-  EXPECT_EQ(gpu_peak_tflops(d.gpu_peaks, "NVIDIA H200", "fp32").value_or(0), 67);
+  EXPECT_EQ(d.precisions, (std::vector<convoy::Precision>{convoy::Precision::fp32, convoy::Precision::bf16}));
+  EXPECT_EQ(gpu_peak_tflops(d.gpu_peaks, "NVIDIA H200", convoy::Precision::bf16).value_or(0), 989);
+  EXPECT_EQ(gpu_peak_tflops(d.gpu_peaks, "NVIDIA H200", convoy::Precision::fp32).value_or(0), 67);
   // The suite gives fp32 and bf16 for the H200; tf32 is then half of bf16.
-  EXPECT_EQ(gpu_peak_tflops(d.gpu_peaks, "NVIDIA H200", "tf32").value_or(0), 494.5);
-  EXPECT_EQ(gpu_peak_tflops(builtin_gpu_peaks(), "NVIDIA H200", "tf32").value_or(0), 495);
-  EXPECT_FALSE(gpu_peak_tflops(d.gpu_peaks, "Some GPU", "fp32").has_value());
+  EXPECT_EQ(gpu_peak_tflops(d.gpu_peaks, "NVIDIA H200", convoy::Precision::tf32).value_or(0), 494.5);
+  EXPECT_EQ(gpu_peak_tflops(builtin_gpu_peaks(), "NVIDIA H200", convoy::Precision::tf32).value_or(0), 495);
+  EXPECT_FALSE(gpu_peak_tflops(d.gpu_peaks, "Some GPU", convoy::Precision::fp32).has_value());
 }
 
 TEST(Bench, CpuPeakIsCoresTimesClockTimesFlopsPerCycle) {

@@ -5,11 +5,11 @@
 #include <map>
 #include <string>
 
-#include "input_error.h"
-#include "temp_dir.h"
+#include "engine/bundle/run_checkpoint.h"
 #include "engine/checkpoint/safetensors.h"
 #include "engine/graph/model.h"
-#include "engine/train/run_checkpoint.h"
+#include "input_error.h"
+#include "temp_dir.h"
 
 namespace {
 
@@ -59,7 +59,7 @@ RunCheckpointInfo info_of(Model& model) {
   info.step = 30;
   info.seed = 7;
   info.optimizer = "sgd";
-  info.precision = "fp32";
+  info.precision = convoy::Precision::fp32;
   return info;
 }
 
@@ -70,7 +70,7 @@ class CheckpointPreprocess : public ::testing::Test {
   // A checkpoint whose metadata 'preprocess' is `value` (the key absent for nullopt).
   fs::path with_preprocess(const std::string& name, const std::optional<std::string>& value) {
     const fs::path good = dir_ / "good.safetensors";
-    convoy::save_run_checkpoint(good, model_, nullptr, info_);
+    convoy::save_run_checkpoint(good, model_, {}, info_);
     convoy::SafetensorsFile file = convoy::read_safetensors(good);
     if (value)
       file.metadata["preprocess"] = *value;
@@ -88,7 +88,7 @@ class CheckpointPreprocess : public ::testing::Test {
 
 TEST_F(CheckpointPreprocess, RoundTripsEveryField) {
   const fs::path path = dir_ / "best.safetensors";
-  convoy::save_run_checkpoint(path, model_, nullptr, info_);
+  convoy::save_run_checkpoint(path, model_, {}, info_);
   const convoy::RunCheckpoint ckpt = convoy::read_run_checkpoint(path, CheckpointUse::inference);
   ASSERT_TRUE(ckpt.info.preprocess.has_value());
   EXPECT_EQ(*ckpt.info.preprocess, unusual_preprocess());
@@ -115,7 +115,7 @@ TEST_F(CheckpointPreprocess, RoundTripsEveryField) {
   info_.horizontal_flip = false;
   info_.crop_padding = 0;
   const fs::path plain = dir_ / "plain.safetensors";
-  convoy::save_run_checkpoint(plain, model_, nullptr, info_);
+  convoy::save_run_checkpoint(plain, model_, {}, info_);
   const auto back = convoy::read_run_checkpoint(plain, CheckpointUse::inference).info;
   ASSERT_TRUE(back.preprocess.has_value());
   EXPECT_FALSE(back.preprocess->random_resized_crop);
@@ -133,7 +133,7 @@ TEST_F(CheckpointPreprocess, WithoutTheKeyIsNullopt) {
   // Saved without a preprocess, the key is not written at all.
   info_.preprocess.reset();
   const fs::path none = dir_ / "none.safetensors";
-  convoy::save_run_checkpoint(none, model_, nullptr, info_);
+  convoy::save_run_checkpoint(none, model_, {}, info_);
   EXPECT_EQ(convoy::read_safetensors(none).metadata.count("preprocess"), 0u);
   EXPECT_FALSE(convoy::read_run_checkpoint(none, CheckpointUse::inference).info.preprocess.has_value());
 }

@@ -5,10 +5,10 @@
 #include <regex>
 #include <string>
 
+#include "engine/bundle/run_checkpoint.h"
+#include "engine/graph/model.h"
 #include "run_command.h"
 #include "temp_dir.h"
-#include "engine/graph/model.h"
-#include "engine/train/run_checkpoint.h"
 
 namespace {
 
@@ -49,7 +49,7 @@ TEST(CliInfo, ReadsTheModelOfACheckpoint) {
   meta.mean = {0.5, 0.5, 0.5};
   meta.std = {0.25, 0.25, 0.25};
   const auto path = dir / "best.safetensors";
-  convoy::save_run_checkpoint(path, model, nullptr, meta);
+  convoy::save_run_checkpoint(path, model, {}, meta);
   const auto r = info(path.string());
   ASSERT_EQ(r.status, 0) << r.output;
   EXPECT_NE(r.output.find("model resnet20: input (3, 32, 32), 10 classes"), std::string::npos) << r.output;

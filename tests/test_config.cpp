@@ -46,7 +46,7 @@ TEST(Config, ShippedDefaultConfigIsValid) {
   EXPECT_TRUE(std::filesystem::exists(c.model_path));
   const RunConfig f = load_run_config(std::string(CONVOY_SOURCE_DIR) + "/configs/fmnet.yaml", {});
   EXPECT_EQ(f.batch_size, 512);
-  EXPECT_EQ(f.precision, "bf16");
+  EXPECT_EQ(f.precision, convoy::Precision::bf16);
 }
 
 TEST(Config, FullConfigIsRead) {
@@ -115,7 +115,7 @@ TEST(Config, BadChoiceListsTheChoices) {
   EXPECT_NE(e.find("optimizer.type: 'rmsprop' is not one of: sgd, adamw"), std::string::npos) << e;
   const std::string p = error_of("model: lenet5.yaml\nprecision: fp8\n");
   EXPECT_NE(p.find("precision: 'fp8' is not one of: fp32, bf16, tf32"), std::string::npos) << p;
-  EXPECT_EQ(parse("model: lenet5.yaml\nprecision: tf32\n").precision, "tf32");
+  EXPECT_EQ(parse("model: lenet5.yaml\nprecision: tf32\n").precision, convoy::Precision::tf32);
   const std::string l = error_of("model: lenet5.yaml\nlayout: channels_last\n");
   EXPECT_NE(l.find("layout: 'channels_last' is not one of: auto, nchw, nhwc"), std::string::npos) << l;
 }

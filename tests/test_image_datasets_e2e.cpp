@@ -17,16 +17,16 @@
 #include <string>
 #include <vector>
 
-#include "run_command.h"
-#include "temp_dir.h"
 #include "datasets/dataset.h"
 #include "datasets/image_codec.h"
 #include "datasets/loader.h"
 #include "datasets/preprocess.h"
 #include "engine/backends/backend.h"
+#include "engine/bundle/run_checkpoint.h"
 #include "engine/core/file_io.h"
 #include "engine/graph/model.h"
-#include "engine/train/run_checkpoint.h"
+#include "run_command.h"
+#include "temp_dir.h"
 
 using convoy::testing::write_file;
 

@@ -17,10 +17,10 @@
 #include "datasets/dataset.h"
 #include "datasets/loader.h"
 #include "engine/backends/backend.h"
+#include "engine/bundle/run_checkpoint.h"
 #include "engine/inference/inference_plan.h"
 #include "engine/inference/quantize.h"
 #include "engine/train/evaluate.h"
-#include "engine/train/run_checkpoint.h"
 #include "tests/run_command.h"
 
 namespace convoy {
@@ -121,7 +121,7 @@ TEST_F(QuantTest, Int8LogitsTrackFp32AndTop1AgreesOnAtLeast97Percent) {
   const Tensor test = images("test", 512, 512).at(0);  // (512, 1, 28, 28)
   InferencePlan fp32(model, 512);
   InferenceOptions o;
-  o.precision = InferencePrecision::int8;
+  o.precision = Precision::int8;
   o.activation_max = ranges;
   InferencePlan int8(model, 512, o);
   EXPECT_NE(int8.describe().find("src s8"), std::string::npos) << "no int8 convolution:\n" << int8.describe();
@@ -156,7 +156,7 @@ TEST(Int8Plan, GeluModelTracksFp32) {
     return x;
   };
   InferenceOptions o;
-  o.precision = InferencePrecision::int8;
+  o.precision = Precision::int8;
   o.activation_max = calibrate_activation_max(model, {input(1), input(2)});
   const Tensor x = input(3);
   InferencePlan fp32(model, 64), int8(model, 64, o);
@@ -184,7 +184,7 @@ TEST(Int8Plan, ResNet18ResidualsTrackFp32) {
     return x;
   };
   InferenceOptions o;
-  o.precision = InferencePrecision::int8;
+  o.precision = Precision::int8;
   o.activation_max = calibrate_activation_max(model, {input(1), input(2)});
   const Tensor x = input(3);
   InferencePlan fp32(model, 2), int8(model, 2, o);
@@ -210,7 +210,7 @@ TEST_F(QuantTest, CheckpointRoundTripRunsInt8WithoutCalibration) {
   for (size_t i = 0; i < read.size(); ++i) EXPECT_EQ(read[i], ranges[i]) << "tensor " << i;
   const Tensor test = images("test", 64, 64).at(0);
   InferenceOptions here, from_file;
-  here.precision = from_file.precision = InferencePrecision::int8;
+  here.precision = from_file.precision = Precision::int8;
   here.activation_max = ranges;
   from_file.activation_max = read;
   InferencePlan a(model, 64, here), b(stored, 64, from_file);
@@ -254,7 +254,7 @@ TEST_F(QuantTest, RefusesBadInput) {
   // In-process: an int8 plan needs one range per tensor.
   Model model = load(fp32_path());
   InferenceOptions o;
-  o.precision = InferencePrecision::int8;
+  o.precision = Precision::int8;
   o.activation_max = {1.0f, 2.0f};
   EXPECT_THROW(InferencePlan(model, 4, o), InputError);
 }
@@ -270,7 +270,7 @@ TEST_F(QuantTest, Bf16TracksFp32WhereTheCpuHasIt) {
   const Tensor test = images("test", 256, 256).at(0);
   InferencePlan fp32(model, 256);
   InferenceOptions o;
-  o.precision = InferencePrecision::bf16;
+  o.precision = Precision::bf16;
   InferencePlan bf16(model, 256, o);
   EXPECT_NE(bf16.describe().find("src bf16"), std::string::npos) << bf16.describe();
   const std::vector<float> a = fp32.run(test).to_floats(), b = bf16.run(test).to_floats();

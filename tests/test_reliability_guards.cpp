@@ -6,10 +6,10 @@
 #include <sstream>
 #include <string>
 
+#include "engine/bundle/run_checkpoint.h"
 #include "engine/checkpoint/safetensors.h"
 #include "engine/config/run_config.h"
 #include "engine/core/error.h"
-#include "engine/train/run_checkpoint.h"
 #include "engine/train/trainer.h"
 #include "reliability_fixtures.h"
 #include "temp_dir.h"

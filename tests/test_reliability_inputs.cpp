@@ -9,13 +9,13 @@
 #include <fstream>
 #include <limits>
 
+#include "engine/bundle/run_checkpoint.h"
 #include "engine/checkpoint/safetensors.h"
 #include "engine/config/run_config.h"
 #include "engine/config/yaml_map.h"
 #include "engine/core/error.h"
 #include "engine/core/tensor.h"
 #include "engine/graph/model.h"
-#include "engine/train/run_checkpoint.h"
 #include "input_error.h"
 #include "reliability_fixtures.h"
 #include "temp_dir.h"
@@ -273,7 +273,7 @@ class CraftedCheckpoint : public ::testing::Test {
     info.test_accuracy = 0.5;
     info.best_accuracy = 0.75;
     path_ = dir_ / "last.safetensors";
-    save_run_checkpoint(path_, model, nullptr, info);
+    save_run_checkpoint(path_, model, {}, info);
   }
   // The checkpoint with one metadata value replaced.
   fs::path with_metadata(const std::string& key, const std::string& value) {

@@ -15,9 +15,9 @@
 #include <sstream>
 #include <thread>
 
+#include "engine/bundle/run_checkpoint.h"
 #include "engine/config/run_config.h"
 #include "engine/core/error.h"
-#include "engine/train/run_checkpoint.h"
 #include "engine/train/trainer.h"
 #include "reliability_fixtures.h"
 #include "run_command.h"
@@ -118,7 +118,7 @@ TEST(ReliabilityRun, NonFiniteWeightsAreNotSaved) {
   convoy::RunCheckpointInfo info;
   info.model_yaml = model.yaml();
   try {
-    convoy::save_run_checkpoint(dir / "x.safetensors", model, nullptr, info);
+    convoy::save_run_checkpoint(dir / "x.safetensors", model, {}, info);
     ADD_FAILURE() << "saved";
   } catch (const convoy::NumericError& e) {
     EXPECT_NE(std::string(e.what()).find("tensor '" + state.front().name + "'"), std::string::npos) << e.what();

@@ -57,9 +57,8 @@ BenchSuite load_suite(const BenchOptions& options) {
     if (suite.devices.empty()) throw InputError("--devices: give at least one of cpu, cuda, cuda:N");
   }
   if (options.threads >= 0) suite.threads = options.threads;
-  for (const std::string& p : split_list(options.precisions)) {  // added as rows, fp32 stays
-    if (!is_bench_precision(p))
-      throw InputError("--precision: '" + p + "' is not one of: " + std::string(kBenchPrecisions));
+  for (const std::string& text : split_list(options.precisions)) {  // added as rows, fp32 stays
+    const Precision p = parse_precision(text, kBenchPrecisions, "--precision");
     if (std::find(suite.precisions.begin(), suite.precisions.end(), p) == suite.precisions.end())
       suite.precisions.push_back(p);
   }
@@ -82,17 +81,17 @@ std::vector<BenchCase> list_cases(const BenchSuite& suite) {
     for (const std::string mode : {"training", "inference"})
       for (int64_t batch : mode == std::string("training") ? m.training_batches : m.inference_batches)
         for (const std::string& device : suite.devices)
-          for (const std::string& precision : suite.precisions)
+          for (Precision precision : suite.precisions)
             cases.push_back({m.path, name, mode, batch, device, precision});
   }
   return cases;
 }
 
 // CPU bf16 and int8 run the inference plan only; peers are measured in fp32 (their rows compare).
-bool cpu_reduced(const BenchCase& c) { return c.device == "cpu" && c.precision != "fp32"; }
+bool cpu_reduced(const BenchCase& c) { return c.device == "cpu" && c.precision != Precision::fp32; }
 
 std::string case_label(const BenchCase& c) {
-  return c.model + " " + c.mode + " b" + std::to_string(c.batch) + " " + c.device + " " + c.precision;
+  return c.model + " " + c.mode + " b" + std::to_string(c.batch) + " " + c.device + " " + to_string(c.precision);
 }
 
 json timing_json(const BenchTiming& t) {
@@ -149,9 +148,11 @@ CasePeak case_peak(const BenchCase& c, const Backend& backend, const BenchSuite&
     peak.device_name = gpu_name_from_describe(backend.describe());
     if (auto p = gpu_peak_tflops(suite.gpu_peaks, peak.device_name, c.precision)) {
       peak.tflops = *p;
-      peak.note = peak.device_name + " dense " + c.precision + " datasheet peak " + bench_format_sig(peak.tflops) +
-                  " TFLOP/s" + (c.precision == "fp32" ? " (FMA pipes; Convoy's fp32 uses no TF32)"
-                                    : c.precision == "tf32" ? " (tensor cores)" : "");
+      peak.note = peak.device_name + " dense " + to_string(c.precision) + " datasheet peak " +
+                  bench_format_sig(peak.tflops) + " TFLOP/s" +
+                  (c.precision == Precision::fp32   ? " (FMA pipes; Convoy's fp32 uses no TF32)"
+                   : c.precision == Precision::tf32 ? " (tensor cores)"
+                                                    : "");
     } else {
       peak.note = "no peak known for '" + peak.device_name + "' (add it under peaks.gpus in the suite)";
     }
@@ -276,17 +277,19 @@ void SuiteRun::run_interleaved(int round) {
 }
 
 json SuiteRun::run_case(const BenchCase& c) {
-  if (c.device == "cpu" && c.precision == "tf32")
+  if (c.device == "cpu" && !infers_in(c.precision, DeviceKind::cpu))
     return skipped_bench_record(c, "tf32 is a GPU math mode (the CPU path computes fp32 exactly: its fp32 rows)");
   if (cpu_reduced(c) && c.mode == "training")
-    return skipped_bench_record(c, c.precision + " on the CPU is an inference precision (the training path computes in fp32)");
+    return skipped_bench_record(
+        c, std::string(to_string(c.precision)) + " on the CPU is an inference precision (the training path computes in fp32)");
   if (cpu_reduced(c) && !suite_.cpu_inference_plan)
-    return skipped_bench_record(c, c.precision + " on the CPU runs through the inference plan only (--no-plan)");
-  if (c.device == "cpu" && c.precision == "bf16")
+    return skipped_bench_record(c, std::string(to_string(c.precision)) +
+                                       " on the CPU runs through the inference plan only (--no-plan)");
+  if (c.device == "cpu" && c.precision == Precision::bf16)
     if (const std::string why = bf16_unsupported_reason(); !why.empty()) return skipped_bench_record(c, why);
-  if (c.device != "cpu" && c.precision == "int8")
+  if (c.device != "cpu" && !infers_in(c.precision, DeviceKind::cuda))
     return skipped_bench_record(c, "int8 is a CPU inference precision (oneDNN)");
-  Backend* backend = backends_->get(c.device, c.precision == "tf32");
+  Backend* backend = backends_->get(c.device, c.precision == Precision::tf32);
   if (!backend) return skipped_bench_record(c, backends_->why_unusable(c.device));
   const CasePeak peak = case_peak(c, *backend, suite_, cpu_peak_);
   return run_bench_case(*backend, suite_, c, timing_, peak.tflops, peak.note, peak.device_name);
@@ -337,9 +340,9 @@ void SuiteRun::keep_median_runs() {
 json SuiteRun::peer_request(const std::vector<BenchCase>& cases) const {
   json peer_cases = json::array();
   for (const BenchCase& c : cases)
-    if (!cpu_reduced(c) && c.precision != "int8")
+    if (!cpu_reduced(c) && c.precision != Precision::int8)
       peer_cases.push_back({{"model_path", fs::absolute(c.model_path).string()}, {"model", c.model},
-                            {"mode", c.mode}, {"batch", c.batch}, {"device", c.device}, {"precision", c.precision}});
+                            {"mode", c.mode}, {"batch", c.batch}, {"device", c.device}, {"precision", to_string(c.precision)}});
   return {{"peers", suite_.peers}, {"cases", peer_cases}, {"timing", timing_json(timing_)},
           {"threads", threads_used_}, {"seed", suite_.seed}, {"input_sets", suite_.input_sets},
           {"channels_last", suite_.gpu_layout == "nhwc"},

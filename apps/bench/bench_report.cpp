@@ -7,6 +7,8 @@
 #include <sstream>
 #include <utility>
 
+#include "engine/core/precision.h"
+
 namespace convoy {
 
 using nlohmann::json;
@@ -215,7 +217,7 @@ void write_gpu_over_cpu(std::ostream& md, const json& records) {
   for (const json& g : records) {
     if (!convoy_ok(g) || g.value("device", "").rfind("cuda", 0) != 0) continue;
     for (const json& c : records)
-      if (convoy_ok(c) && c.value("device", "") == "cpu" && c.value("precision", "") == "fp32" &&
+      if (convoy_ok(c) && c.value("device", "") == "cpu" && precision_from_string(c.value("precision", "")) == Precision::fp32 &&
           c.value("model", "") == g.value("model", "") && c.value("mode", "") == g.value("mode", "") &&
           c.value("batch", 0) == g.value("batch", 0))
         speed << "| " << g.value("model", "") << " | " << g.value("mode", "") << " | " << g.value("batch", 0) << " | "

@@ -161,7 +161,7 @@ namespace {
 
 nlohmann::json base_record(const BenchCase& c) {
   return {{"engine", "convoy"}, {"model", c.model}, {"model_path", c.model_path}, {"mode", c.mode},
-          {"batch", c.batch}, {"device", c.device}, {"precision", c.precision}};
+          {"batch", c.batch}, {"device", c.device}, {"precision", to_string(c.precision)}};
 }
 
 }  // namespace
@@ -180,8 +180,8 @@ nlohmann::json run_bench_case(Backend& backend, const BenchSuite& suite, const B
   rec["device_name"] = device_name;
   const bool training = c.mode == "training";
   // The CPU keeps f32 weights; its bf16 and int8 are the inference plan's precisions.
-  const bool cpu_plan_precision = backend.device().is_cpu() && c.precision != "fp32";
-  const DType dtype = c.precision == "bf16" && !cpu_plan_precision ? DType::bf16 : DType::f32;
+  const bool cpu_plan_precision = backend.device().is_cpu() && c.precision != Precision::fp32;
+  const DType dtype = c.precision == Precision::bf16 && !cpu_plan_precision ? DType::bf16 : DType::f32;
   const Layout layout = choose_layout(suite.gpu_layout, backend, dtype);
   rec["layout"] = layout == Layout::nhwc ? "nhwc" : "nchw";
   try {
@@ -244,9 +244,9 @@ nlohmann::json run_bench_case(Backend& backend, const BenchSuite& suite, const B
       InferenceOptions o;
       o.threads = static_cast<int>(suite.threads);
       o.flops_per_thread = kFlopsPerThread;
-      o.precision = parse_inference_precision(c.precision, "precision");
+      o.precision = c.precision;
       plan_input = backend.empty(shape, dtype);  // (N, C, H, W)
-      if (o.precision == InferencePrecision::int8) {
+      if (o.precision == Precision::int8) {
         // Random weights: the ranges come from this case's own random images (speed, not accuracy).
         backend.ops().normalize_augment(images[0], plain, 0, plan_input);
         o.activation_max = calibrate_activation_max(model, {plan_input}, o.threads);

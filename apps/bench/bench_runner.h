@@ -9,6 +9,7 @@
 
 #include "engine/backends/backend.h"
 #include "apps/bench/bench_suite.h"
+#include "engine/core/precision.h"
 
 namespace convoy {
 
@@ -44,7 +45,7 @@ struct BenchCase {
   std::string mode;       // "training" or "inference"
   int64_t batch = 0;
   std::string device;     // "cpu", "cuda", "cuda:N"
-  std::string precision;  // "fp32", "bf16", "tf32" (GPU: f32 tensors, TF32 math) or "int8" (CPU)
+  Precision precision = Precision::fp32;  // tf32: GPU (f32 tensors, TF32 math); int8: CPU
 };
 
 // Runs one case on `backend` and returns its record (status "ok" or "failed" with the

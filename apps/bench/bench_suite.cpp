@@ -79,10 +79,6 @@ BenchTiming quick_bench_timing() {
   return t;
 }
 
-bool is_bench_precision(const std::string& precision) {
-  return precision == "fp32" || precision == "bf16" || precision == "tf32" || precision == "int8";
-}
-
 std::vector<GpuPeak> builtin_gpu_peaks() {
   // Dense (no sparsity) datasheet figures, TFLOP/s: fp32, bf16, tf32. Longer names first: first
   // match wins.
@@ -99,10 +95,10 @@ std::vector<GpuPeak> builtin_gpu_peaks() {
 }
 
 std::optional<double> gpu_peak_tflops(const std::vector<GpuPeak>& table, const std::string& gpu_name,
-                                      const std::string& precision) {
+                                      Precision precision) {
   for (const GpuPeak& p : table) {
     if (p.match.empty() || gpu_name.find(p.match) == std::string::npos) continue;
-    const double v = precision == "bf16" ? p.bf16 : precision == "tf32" ? p.tf32 : p.fp32;
+    const double v = precision == Precision::bf16 ? p.bf16 : precision == Precision::tf32 ? p.tf32 : p.fp32;
     if (v > 0) return v;
     return std::nullopt;
   }
@@ -194,10 +190,15 @@ BenchSuite parse_bench_suite(const std::string& yaml_text, const std::string& so
     if (d != "cpu" && d != "cuda" && d.rfind("cuda:", 0) != 0)
       top.fail("devices", "'" + d + "' is not one of: cpu, cuda, cuda:N");
   if (s.devices.empty()) top.fail("devices", "needs at least one device");
-  s.precisions = top.get_strings("precisions", s.precisions);
-  for (const std::string& p : s.precisions)
-    if (!is_bench_precision(p))
-      top.fail("precisions", "'" + p + "' is not one of: " + kBenchPrecisions + " (tf32: GPU only; int8: CPU inference only)");
+  const std::vector<std::string> precision_texts = top.get_strings("precisions", precision_names(s.precisions));
+  s.precisions.clear();
+  for (const std::string& p : precision_texts) {
+    const std::optional<Precision> precision = precision_from_string(p);
+    if (!precision)
+      top.fail("precisions", "'" + p + "' is not one of: " + precision_list(kBenchPrecisions) +
+                                 " (tf32: GPU only; int8: CPU inference only)");
+    s.precisions.push_back(*precision);
+  }
   if (s.precisions.empty()) top.fail("precisions", "needs at least one precision");
   s.gpu_layout = top.get_choice("gpu_layout", s.gpu_layout, {"auto", "nchw", "nhwc"});
   s.threads = top.get_int("threads", s.threads);
@@ -250,9 +251,9 @@ BenchSuite parse_bench_suite(const std::string& yaml_text, const std::string& so
       const YamlMap g(gpus[i], source, "peaks.gpus[" + std::to_string(i) + "]");
       GpuPeak p;
       p.match = g.get_string("match");
-      p.fp32 = g.get_double("fp32", 0);
-      p.bf16 = g.get_double("bf16", 0);
-      p.tf32 = g.get_double("tf32", p.bf16 / 2);
+      p.fp32 = g.get_double(to_string(Precision::fp32), 0);
+      p.bf16 = g.get_double(to_string(Precision::bf16), 0);
+      p.tf32 = g.get_double(to_string(Precision::tf32), p.bf16 / 2);
       if (p.fp32 < 0 || p.bf16 < 0 || p.tf32 < 0) g.fail("peaks must not be negative");
       g.finish();
       table.push_back(p);

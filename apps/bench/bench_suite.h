@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "engine/config/run_config.h"
+#include "engine/core/precision.h"
 
 namespace convoy {
 
@@ -44,7 +45,7 @@ struct BenchSuite {
   std::string name = "suite";
   std::vector<BenchModel> models;
   std::vector<std::string> devices = {"cuda", "cpu"};  // cuda, cuda:N, cpu
-  std::vector<std::string> precisions = {"fp32"};      // fp32, bf16
+  std::vector<Precision> precisions = {Precision::fp32};
   std::string gpu_layout = "auto";  // auto (the backend's choice) | nchw | nhwc; GPU cases only
   int64_t threads = 0;                                 // CPU threads; 0 = all cores
   uint64_t seed = 1;
@@ -72,16 +73,15 @@ BenchSuite parse_bench_suite(const std::string& yaml_text, const std::string& so
 // A short timing for smoke runs (`convoy bench --quick`).
 BenchTiming quick_bench_timing();
 
-// The precisions a case can have, for messages: tf32 is the GPU's (f32 tensors, TF32 math), int8
-// the CPU inference plan's.
-inline constexpr const char* kBenchPrecisions = "fp32, bf16, tf32, int8";
-bool is_bench_precision(const std::string& precision);
+// The precisions a case can have: all of them. tf32 is the GPU's (f32 tensors, TF32 math), int8
+// the CPU inference plan's (infers_in).
+inline constexpr auto& kBenchPrecisions = kAllPrecisions;
 
 // H200/H100/A100/L40S/... dense peaks (datasheet figures).
 std::vector<GpuPeak> builtin_gpu_peaks();
-// The peak of `gpu_name` at `precision` ("fp32", "bf16", "tf32") from `table`, if listed.
+// The peak of `gpu_name` at `precision` (fp32, bf16, tf32) from `table`, if listed.
 std::optional<double> gpu_peak_tflops(const std::vector<GpuPeak>& table, const std::string& gpu_name,
-                                      const std::string& precision);
+                                      Precision precision);
 
 // The CPU's fp32 peak, estimated from /proc/cpuinfo text: cores used x GHz x FLOP/cycle/core.
 struct CpuPeak {

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 #include <filesystem>
+#include <span>
 
 #include "engine/config/yaml_map.h"
 #include "engine/core/error.h"
@@ -103,9 +104,13 @@ ModelConfig read_model_config(const std::string& path, const std::string& name) 
     root.fail("device", "expected auto, cpu, cuda or cuda:N");
   c.threads = root.get_int("threads", 0);
   if (c.threads < 0 || c.threads > 1024) root.fail("threads", "expected 0 (all cores) to 1024");
-  c.precision = root.get_string("precision", c.precision);
-  if (c.precision != "auto" && c.precision != "fp32" && c.precision != "bf16" && c.precision != "int8")
-    root.fail("precision", "expected auto, fp32, bf16 or int8");
+  if (const std::string text = root.get_string("precision", "auto"); text != "auto") {
+    c.precision = precision_from_string(text);
+    const auto plan = std::span(kPlanPrecisions);
+    if (!c.precision || std::find(plan.begin(), plan.end(), *c.precision) == plan.end())
+      root.fail("precision", "expected auto, " + precision_list(plan.first(plan.size() - 1)) + " or " +
+                                 to_string(plan.back()));
+  }
   if (root.has("max_memory")) {
     const std::string text = root.get_string("max_memory");
     const int64_t bytes = parse_memory_size(text);

@@ -2,8 +2,11 @@
 // A served model's REPO/<model>/config.yaml: batching, instances, device, memory budget and
 // which versions to serve, in Triton's terms. Validated like every Convoy YAML.
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
+
+#include "engine/core/precision.h"
 
 namespace convoy::serve {
 
@@ -26,9 +29,9 @@ struct ModelConfig {
   int64_t instance_count = 1;       // execution instances (each its own copy of the model)
   std::string device = "auto";      // auto | cpu | cuda | cuda:N
   int64_t threads = 0;              // CPU threads per instance, 0 = all cores
-  // What the CPU inference plans compute in: auto (int8 for a `convoy quantize` checkpoint, else
-  // fp32) | fp32 | bf16 | int8, as `convoy infer --precision`.
-  std::string precision = "auto";
+  // What the CPU inference plans compute in (kPlanPrecisions), as `convoy infer --precision`;
+  // nullopt is `auto`: int8 for a `convoy quantize` checkpoint, else fp32.
+  std::optional<Precision> precision;
   uint64_t max_memory = 0;          // bytes for all served versions together; 0 = no budget
   VersionPolicy version_policy;
 };

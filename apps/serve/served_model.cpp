@@ -10,13 +10,13 @@
 #include "apps/serve/cpu_thread.h"
 #include "datasets/nvjpeg.h"
 #include "engine/backends/backend.h"
+#include "engine/bundle/inference_precision.h"
+#include "engine/bundle/run_checkpoint.h"
 #include "engine/core/error.h"
 #include "engine/graph/model.h"
 #include "engine/inference/batched_plans.h"
 #include "engine/inference/graphed_batches.h"
-#include "engine/inference/quantize.h"
-#include "engine/train/evaluate.h"
-#include "engine/train/run_checkpoint.h"
+#include "engine/ops/normalize_augment.h"
 
 namespace convoy::serve {
 
@@ -33,33 +33,22 @@ int64_t us_between(Clock::time_point a, Clock::time_point b) {
   return std::chrono::duration_cast<std::chrono::microseconds>(b - a).count();
 }
 
-// The CPU inference plans' options: the config's `precision` (auto: int8 for a `convoy quantize`
-// checkpoint, else fp32), refused with the reason where it cannot run, as `convoy infer
-// --precision` refuses it.
+// The CPU inference plans' options: the config's `precision` (engine/bundle/inference_precision.h),
+// refused with the reason where it cannot run, in the config's terms, before the version is ready.
 InferenceOptions plan_options(const ModelConfig& config, const std::string& what, const RunCheckpointInfo& info,
                               Model& model, const Backend& backend, const std::string& checkpoint) {
-  InferenceOptions o;
+  PrecisionRequest request;
+  request.asked = config.precision;
+  request.check_plans_now = true;
+  request.words.subject = what;
+  request.words.use_cpu = "set device: cpu";
+  request.words.fp32_on_gpu = ", or precision: fp32 to serve this int8 checkpoint's fp32 weights on the GPU";
+  request.words.not_int8 = "int8 inference: " + checkpoint + " is not an int8 checkpoint (no calibrated ranges); "
+                           "make one with convoy quantize";
+  InferenceOptions o =
+      choose_inference_precision(request, model, info.int8_activation_max, backend.device(), checkpoint);
   o.threads = static_cast<int>(config.threads);
   o.flops_per_thread = kFlopsPerThread;
-  const bool int8_file = !info.int8_activation_max.empty();
-  o.precision = config.precision == "auto" ? (int8_file ? InferencePrecision::int8 : InferencePrecision::fp32)
-                                           : parse_inference_precision(config.precision, "precision");
-  if (o.precision == InferencePrecision::fp32) return o;
-  const std::string prefix = what + ": " + precision_name(o.precision) + " inference";
-  if (!backend.device().is_cpu() && o.precision == InferencePrecision::bf16) return o;  // GraphedBatches in bf16
-  if (!backend.device().is_cpu())
-    throw InputError(prefix + " runs on the CPU only (oneDNN); set device: cpu" +
-                     (int8_file ? ", or precision: fp32 to serve this int8 checkpoint's fp32 weights on the GPU" : ""));
-  if (const std::string why = InferencePlan::unsupported_reason(model); !why.empty())
-    throw InputError(prefix + " runs through inference plans, and " + why);
-  if (o.precision == InferencePrecision::bf16) {
-    if (const std::string why = bf16_unsupported_reason(); !why.empty()) throw InputError(prefix + ": " + why);
-  } else {
-    if (!int8_file)
-      throw InputError(prefix + ": " + checkpoint + " is not an int8 checkpoint (no calibrated ranges); make one with "
-                       "convoy quantize");
-    o.activation_max = activation_max_by_node(model, info.int8_activation_max, checkpoint);
-  }
   return o;
 }
 
@@ -134,7 +123,7 @@ ServedVersion::ServedVersion(const ModelConfig& config, int64_t version, const s
       plan_options_ = plan_options(config_, "model '" + config_.name + "' version " + std::to_string(version),
                                    ckpt.info, *instance->model, *instance->backend, checkpoint);
     }
-    if (!on_cpu_ && plan_options_.precision == InferencePrecision::bf16)
+    if (!on_cpu_ && plan_options_.precision == Precision::bf16)
       instance->model->to(*instance->backend, DType::bf16, instance->backend->preferred_layout(DType::bf16));
     instances_.push_back(std::move(instance));
   }
@@ -149,15 +138,14 @@ ServedVersion::ServedVersion(const ModelConfig& config, int64_t version, const s
       ready.get();
       if (i == 0 && instance.plans) {
         check_plan_memory(instance.plans->bytes(), budget_left);
-        const InferencePrecision p = plan_options_.precision;
-        execution_ = p == InferencePrecision::fp32 ? "" : std::string(precision_name(p)) + " ";
+        const Precision p = plan_options_.precision;
+        execution_ = p == Precision::fp32 ? "" : std::string(to_string(p)) + " ";
         execution_ += "inference plans for batches";
         for (int64_t size : instance.plans->sizes()) execution_ += (size == 1 ? " " : ", ") + std::to_string(size);
         execution_ += " (" + mib(instance.plans->bytes()) + ")";
       }
       if (i == 0 && instance.graphed) {
-        const InferencePrecision p = plan_options_.precision;
-        execution_ = std::string(precision_name(p)) + " recorded forwards (CUDA graphs) for batches";
+        execution_ = std::string(to_string(plan_options_.precision)) + " recorded forwards (CUDA graphs) for batches";
         for (int64_t size : instance.graphed->sizes()) execution_ += (size == 1 ? " " : ", ") + std::to_string(size);
       }
     } catch (...) {

@@ -229,7 +229,8 @@ RunConfig parse_run_config(const std::string& yaml_text, const std::string& sour
                       c.device.find_first_not_of("0123456789", 5) == std::string::npos;
   if (c.device != "auto" && c.device != "cpu" && c.device != "cuda" && !cuda_n)
     top.fail("device", "'" + c.device + "' is not one of: auto, cpu, cuda, cuda:N");
-  c.precision = top.get_choice("precision", "fp32", {"fp32", "bf16", "tf32"});
+  c.precision = *precision_from_string(
+      top.get_choice("precision", to_string(Precision::fp32), precision_names(kTrainingPrecisions)));
   c.layout = top.get_choice("layout", "auto", {"auto", "nchw", "nhwc"});
   c.deterministic = top.get_bool("deterministic", false);
   c.cudnn_benchmark = top.get_bool("cudnn_benchmark", true);

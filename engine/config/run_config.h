@@ -4,6 +4,8 @@
 #include <string>
 #include <vector>
 
+#include "engine/core/precision.h"
+
 namespace convoy {
 
 // Bounds of the config's sizes: a value beyond them is a typo, never a run.
@@ -82,7 +84,7 @@ struct RunConfig {
   std::string device = "auto";     // auto | cpu | cuda | cuda:N
   // fp32 (exact) | bf16 (mixed: bf16 activations, f32 master weights) | tf32 (f32 tensors,
   // convolutions and GEMMs on TF32 tensor cores: CUDA only, the CPU computes fp32)
-  std::string precision = "fp32";
+  Precision precision = Precision::fp32;
   std::string layout = "auto";     // activations: auto (the backend's choice) | nchw | nhwc (GPU only)
   bool deterministic = false;
   bool cudnn_benchmark = true;     // time cuDNN's algorithms per shape (PyTorch's cudnn.benchmark)

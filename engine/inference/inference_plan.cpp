@@ -52,8 +52,8 @@ bool winograd_pays(const Conv2dParams& p, const Tensor& w, const Shape& out, int
 
 }  // namespace
 
-bool plan::runs_winograd(Model& model, int64_t batch, InferencePrecision precision) {
-  if (precision != InferencePrecision::fp32 || !cpu_has(dnnl::cpu_isa::avx512_core)) return false;
+bool plan::runs_winograd(Model& model, int64_t batch, Precision precision) {
+  if (precision != Precision::fp32 || !cpu_has(dnnl::cpu_isa::avx512_core)) return false;
   for (const Model::GraphNode& n : model.graph_nodes())
     if (n.layer->type() == "conv2d" &&
         winograd_pays(n.layer->spec().conv, n.layer->parameters().at(0)->value, n.shape, batch))
@@ -108,8 +108,8 @@ std::vector<Group> InferencePlan::Impl::fuse(const std::vector<Model::GraphNode>
 // The data type a convolution or inner product writes: the logits stay f32; int8 writes u8
 // after a ReLU (when a residual added before it is u8 too), else s8.
 Dt InferencePlan::Impl::dst_type(const Group& g, const std::vector<Model::GraphNode>& nodes, Dt residual) const {
-  if (g.last == model.output_node() || precision == InferencePrecision::fp32) return Dt::f32;
-  if (precision == InferencePrecision::bf16) return Dt::bf16;
+  if (g.last == model.output_node() || precision == Precision::fp32) return Dt::f32;
+  if (precision == Precision::bf16) return Dt::bf16;
   const bool relu = g.act >= 0 && nodes[g.act].layer->type() == "relu";
   return relu && (g.add < 0 || residual == Dt::u8) ? Dt::u8 : Dt::s8;
 }
@@ -147,8 +147,8 @@ int InferencePlan::Impl::emit_conv(const Group& g, const std::vector<Model::Grap
                                            user_w, bias, engine);
   const int res = g.add >= 0 ? value_of[g.residual + 1] : -1;
   const Dt src_dt = src_type(in), dst_dt = dst_type(g, nodes, res >= 0 ? dt_of(res) : Dt::f32);
-  const Dt w_dt = precision == InferencePrecision::int8 ? Dt::s8 : compute_type();
-  const bool int8 = precision == InferencePrecision::int8;
+  const Dt w_dt = precision == Precision::int8 ? Dt::s8 : compute_type();
+  const bool int8 = precision == Precision::int8;
   const float sx = quant_scale(src_dt, values[in].range), sy = quant_scale(dst_dt, range_of(g.last));
   const float sr = res >= 0 ? quant_scale(dt_of(res), values[res].range) : 1.0f;
   const std::vector<float> sw = int8 ? weight_scales(*slot) : std::vector<float>{};
@@ -235,7 +235,7 @@ int InferencePlan::Impl::emit_linear(const Group& g, const std::vector<Model::Gr
   wd.insert(wd.end(), xd.begin() + 1, xd.end());
   const Md user_w = f32_md(wd, plain_tag(wd.size())), bias = f32_md({o}, Tag::a);
   auto slot = std::make_shared<WeightSlot>(nullptr, nullptr, head.layer, user_w, bias, engine);
-  const bool int8 = precision == InferencePrecision::int8;
+  const bool int8 = precision == Precision::int8;
   const Dt src_dt = src_type(in), dst_dt = dst_type(g, nodes, Dt::f32);
   const float sx = quant_scale(src_dt, values[in].range), sy = quant_scale(dst_dt, range_of(g.last));
   const std::vector<float> sw = int8 ? weight_scales(*slot) : std::vector<float>{};
@@ -291,7 +291,7 @@ int InferencePlan::Impl::emit(const Group& g, const std::vector<Model::GraphNode
   // An add no convolution could take: copy the first input, then a binary-free sum through a
   // reorder with the sum post-op (dst += src), which oneDNN 2.x and 3.x spell the same way.
   CONVOY_CHECK(t == "add", "inference plan: unexpected layer type");
-  if (precision == InferencePrecision::int8)
+  if (precision == Precision::int8)
     throw InputError("int8 inference plan: layer '" + head.layer->name() +
                      "' adds two tensors outside a convolution, which int8 plans do not support");
   const int b = in_format(value_of[head.inputs[1] + 1], x);

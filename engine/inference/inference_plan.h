@@ -14,6 +14,7 @@
 #include <string>
 #include <vector>
 
+#include "engine/core/precision.h"
 #include "engine/core/tensor.h"
 #include "engine/graph/model.h"
 
@@ -22,14 +23,6 @@ namespace convoy {
 namespace plan {
 class PlanSharing;
 }
-
-// What the plan's convolutions and inner products compute in. fp32 is the default; the others
-// are opt-in: bf16 where the CPU has AVX-512 BF16 or AMX, int8 from a calibration.
-enum class InferencePrecision { fp32, bf16, int8 };
-
-// "fp32", "bf16", "int8"; parse throws InputError naming `what` for anything else.
-const char* precision_name(InferencePrecision p);
-InferencePrecision parse_inference_precision(const std::string& text, const std::string& what);
 
 // "" when this CPU (as oneDNN sees it, DNNL_MAX_CPU_ISA included) runs bf16 natively, else why not.
 std::string bf16_unsupported_reason();
@@ -50,7 +43,9 @@ struct InferenceOptions {
   // cores, where a larger team costs more to wake than it saves (LeNet-5 at batch 1). 0 turns
   // the rule off.
   int64_t flops_per_thread = 0;
-  InferencePrecision precision = InferencePrecision::fp32;
+  // What the plan's convolutions and inner products compute in (kPlanPrecisions). fp32 is the
+  // default; the others are opt-in: bf16 where the CPU has AVX-512 BF16 or AMX, int8 from a calibration.
+  Precision precision = Precision::fp32;
   // int8: the largest |value| of the model input ([0]) and of each graph node's output ([i + 1]),
   // from calibration (InferencePlan::calibrate). Required for int8, ignored otherwise.
   std::vector<float> activation_max;
@@ -88,7 +83,7 @@ class InferencePlan {
   // to the largest |value| each node's output held: the ranges an int8 plan quantizes with.
   void calibrate(const Tensor& x, std::vector<float>& node_max);
 
-  InferencePrecision precision() const;
+  Precision precision() const;
 
   int64_t batch() const;
   int threads() const;

@@ -12,8 +12,8 @@ const Tensor* InferencePlans::run(Model& model, const Tensor& x) {
     unsupported_ = !why_.empty();
   }
   // Reduced precision was asked for: never fall back to the fp32 layers without saying so.
-  if (options_.precision != InferencePrecision::fp32 && (unsupported_ || x.ndim() != 4))
-    throw InputError(std::string(precision_name(options_.precision)) + " inference of model '" + model.name() +
+  if (options_.precision != Precision::fp32 && (unsupported_ || x.ndim() != 4))
+    throw InputError(std::string(to_string(options_.precision)) + " inference of model '" + model.name() +
                      "': " + (unsupported_ ? why_ : "the input is not (N, C, H, W)"));
   if (unsupported_ || x.ndim() != 4) return nullptr;
   auto it = plans_.find(x.dim(0));

@@ -15,7 +15,7 @@ namespace convoy {
 
 namespace plan {
 // Whether a plan of `model` at `batch` runs any convolution as Winograd (fp32, AVX-512).
-bool runs_winograd(Model& model, int64_t batch, InferencePrecision precision);
+bool runs_winograd(Model& model, int64_t batch, Precision precision);
 }  // namespace plan
 
 using namespace plan;
@@ -61,7 +61,7 @@ struct InferencePlan::Impl {
   Model& model;
   int64_t batch = 0;
   int threads = 1;
-  InferencePrecision precision = InferencePrecision::fp32;
+  Precision precision = Precision::fp32;
   std::vector<float> act_max;   // int8: by node index + 1, [0] = the model input
   std::vector<int> node_value;  // the value of each node's output, by node index + 1
   dnnl::engine engine{dnnl::engine::kind::cpu, 0};
@@ -150,16 +150,16 @@ struct InferencePlan::Impl {
   }
   // The calibrated range of node n's output (-1: the model input); 0 unless int8.
   float range_of(int n) const {
-    return precision == InferencePrecision::int8 ? act_max.at(static_cast<size_t>(n + 1)) : 0.0f;
+    return precision == Precision::int8 ? act_max.at(static_cast<size_t>(n + 1)) : 0.0f;
   }
   // The data type convolutions and inner products read and write between layers.
   Dt compute_type() const {
-    return precision == InferencePrecision::bf16 ? Dt::bf16 : precision == InferencePrecision::int8 ? Dt::s8 : Dt::f32;
+    return precision == Precision::bf16 ? Dt::bf16 : precision == Precision::int8 ? Dt::s8 : Dt::f32;
   }
   // What a convolution or inner product reads `value` as: int8 keeps u8 or s8 as it comes.
   Dt src_type(int value) const {
     const Dt t = cpu::onednn::data_type_of(values[value].md);
-    return precision == InferencePrecision::int8 && is_int8(t) ? t : compute_type();
+    return precision == Precision::int8 && is_int8(t) ? t : compute_type();
   }
   Dt dt_of(int value) const { return cpu::onednn::data_type_of(values[value].md); }
 

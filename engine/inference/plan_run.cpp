@@ -1,5 +1,5 @@
 // InferencePlan: buffers placed in one arena by lifetime, run(), calibration, and the
-// precision helpers.
+// precision checks.
 #include <omp.h>
 
 #include <algorithm>
@@ -71,21 +71,6 @@ void InferencePlan::Impl::refresh_weights() {
   weights_version = model.weights_version();
 }
 
-const char* precision_name(InferencePrecision p) {
-  switch (p) {
-    case InferencePrecision::fp32: return "fp32";
-    case InferencePrecision::bf16: return "bf16";
-    case InferencePrecision::int8: return "int8";
-  }
-  return "?";
-}
-
-InferencePrecision parse_inference_precision(const std::string& text, const std::string& what) {
-  for (InferencePrecision p : {InferencePrecision::fp32, InferencePrecision::bf16, InferencePrecision::int8})
-    if (text == precision_name(p)) return p;
-  throw InputError(what + ": '" + text + "' is not a CPU inference precision (fp32, bf16, int8)");
-}
-
 std::string bf16_unsupported_reason() {
   // AMX contains AVX-512 BF16. oneDNN 2.6 would emulate bf16 on plain AVX-512, slower than
   // fp32: refused.
@@ -98,10 +83,13 @@ std::string bf16_unsupported_reason() {
 
 // Refuses a precision this CPU, this oneDNN or these options cannot run.
 static void check_precision(Model& model, const InferenceOptions& o) {
-  if (o.precision == InferencePrecision::bf16) {
+  if (o.precision == Precision::tf32)
+    throw InputError(std::string(to_string(o.precision)) + " is not a CPU inference plan precision (" +
+                     precision_list(kPlanPrecisions) + ")");
+  if (o.precision == Precision::bf16) {
     if (const std::string why = bf16_unsupported_reason(); !why.empty()) throw InputError(why);
   }
-  if (o.precision != InferencePrecision::int8) return;
+  if (o.precision != Precision::int8) return;
   if (!cpu::onednn::kHasOutputScales)
     throw InputError("int8 inference plans need oneDNN 2.x output scales; this build uses oneDNN " +
                      std::to_string(DNNL_VERSION_MAJOR) + "." + std::to_string(DNNL_VERSION_MINOR));
@@ -219,7 +207,7 @@ const Tensor& InferencePlan::run(const Tensor& x) {
 
 void InferencePlan::calibrate(const Tensor& x, std::vector<float>& node_max) {
   Impl& m = *impl_;
-  if (m.precision != InferencePrecision::fp32) throw InputError("calibration runs on an fp32 inference plan");
+  if (m.precision != Precision::fp32) throw InputError("calibration runs on an fp32 inference plan");
   node_max.resize(m.node_value.size(), 0.0f);
   m.stream.wait();
   run(x);  // binds x and refreshes the weights; the steps run again below, one at a time
@@ -245,7 +233,7 @@ void InferencePlan::calibrate(const Tensor& x, std::vector<float>& node_max) {
     if (m.node_value[n] >= 0) node_max[n] = std::max(node_max[n], value_max[static_cast<size_t>(m.node_value[n])]);
 }
 
-InferencePrecision InferencePlan::precision() const { return impl_->precision; }
+Precision InferencePlan::precision() const { return impl_->precision; }
 
 int64_t InferencePlan::batch() const { return impl_->batch; }
 int InferencePlan::threads() const { return impl_->threads; }

@@ -1,8 +1,21 @@
 #include "engine/ops/normalize_augment.h"
 
+#include "engine/core/error.h"
 #include "engine/ops/op_check.h"
 
 namespace convoy {
+
+NormalizeAugment make_normalize(const std::vector<double>& mean, const std::vector<double>& std) {
+  NormalizeAugment n;
+  CONVOY_CHECK(mean.size() == std.size() && mean.size() <= 4, "mean/std per channel");
+  for (size_t c = 0; c < 4; ++c) {  // one value serves every channel
+    const size_t from = mean.size() == 1 ? 0 : c;
+    if (from >= mean.size()) break;
+    n.mean[c] = static_cast<float>(mean[from]);
+    n.std[c] = static_cast<float>(std[from]);
+  }
+  return n;
+}
 
 void check_normalize_augment(const Tensor& images, const NormalizeAugment& a, const Tensor& y, Device device) {
   const OpCheck c("normalize_augment", device);

@@ -6,48 +6,6 @@
 
 namespace convoy {
 
-NormalizeAugment make_normalize(const std::vector<double>& mean, const std::vector<double>& std) {
-  NormalizeAugment n;
-  CONVOY_CHECK(mean.size() == std.size() && mean.size() <= 4, "mean/std per channel");
-  for (size_t c = 0; c < 4; ++c) {  // one value serves every channel
-    const size_t from = mean.size() == 1 ? 0 : c;
-    if (from >= mean.size()) break;
-    n.mean[c] = static_cast<float>(mean[from]);
-    n.std[c] = static_cast<float>(std[from]);
-  }
-  return n;
-}
-
-namespace {
-
-Tensor normalized_input(Model& model, Backend& backend, const Tensor& images,
-                        const NormalizeAugment& normalize) {
-  const Tensor device_images = backend.upload(images);
-  Tensor x = backend.empty(images.shape(), model.compute_dtype(), model.layout());  // (N, C, H, W)
-  backend.ops().normalize_augment(device_images, normalize, 0, x);
-  return x;
-}
-
-// The logits of x: through an inference plan where one applies, else the layers one by one.
-Tensor eval_logits(Model& model, Backend& backend, const Tensor& x, InferencePlans* plans) {
-  if (plans && backend.device().is_cpu() && x.dtype() == DType::f32 && x.layout() == Layout::nchw)
-    if (const Tensor* logits = plans->run(model, x)) return *logits;
-  return model.forward(backend, x, StepInfo{});
-}
-
-}  // namespace
-
-LoaderOptions eval_loader_options(const Preprocess& preprocess, int64_t batch_size, int64_t workers) {
-  LoaderOptions o;
-  o.batch_size = batch_size;
-  o.shuffle = false;
-  o.drop_last = false;
-  o.mode = SampleMode::eval;
-  o.preprocess = preprocess;
-  o.workers = workers;
-  return o;
-}
-
 EvalResult evaluate(Model& model, Backend& backend, DataLoader& loader, const NormalizeAugment& normalize,
                     InferencePlans* plans) {
   const int64_t classes = model.num_classes();
@@ -84,15 +42,6 @@ EvalResult evaluate(Model& model, Backend& backend, DataLoader& loader, const No
   r.loss = r.samples ? loss_sum / n : 0;
   r.accuracy = r.samples ? static_cast<double>(correct) / n : 0;
   return r;
-}
-
-std::vector<float> predict_probabilities(Model& model, Backend& backend, const Tensor& images,
-                                         const NormalizeAugment& normalize, InferencePlans* plans) {
-  const Tensor x = normalized_input(model, backend, images, normalize);
-  const Tensor logits = eval_logits(model, backend, x, plans);
-  Tensor probs = backend.empty(logits.shape(), DType::f32);
-  backend.ops().softmax(logits, probs);
-  return probs.to_floats();
 }
 
 }  // namespace convoy

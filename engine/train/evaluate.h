@@ -5,6 +5,7 @@
 
 #include "datasets/loader.h"
 #include "engine/backends/backend.h"
+#include "engine/bundle/predict.h"
 #include "engine/graph/model.h"
 #include "engine/inference/plan_cache.h"
 
@@ -19,19 +20,10 @@ struct EvalResult {
   std::vector<int32_t> predictions;  // top-1 class per sample
 };
 
-// Normalization applied to every batch fed to the model; one mean and std serve every channel.
-NormalizeAugment make_normalize(const std::vector<double>& mean, const std::vector<double>& std);
-
 // Runs the model in evaluation mode over one epoch of `loader` (eval mode, not shuffled):
 // predictions come in the dataset's order, less any samples the loader skipped. With `plans`, a
 // CPU f32 model runs through its inference plans (engine/inference) instead of Model::forward.
 EvalResult evaluate(Model& model, Backend& backend, DataLoader& loader, const NormalizeAugment& normalize,
                     InferencePlans* plans = nullptr);
-// A loader that serves `data` whole, in order, as the model's input in eval mode.
-LoaderOptions eval_loader_options(const Preprocess& preprocess, int64_t batch_size, int64_t workers);
-
-// Softmax probabilities (N, classes) for a u8 batch (N, C, H, W) on the CPU.
-std::vector<float> predict_probabilities(Model& model, Backend& backend, const Tensor& images,
-                                         const NormalizeAugment& normalize, InferencePlans* plans = nullptr);
 
 }  // namespace convoy

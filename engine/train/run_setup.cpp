@@ -26,9 +26,9 @@ std::string op_list(const std::vector<OpKind>& ops) {
 // to fp32 with one line saying why (the CPU path computes in fp32 only). tf32 is f32 tensors
 // on a backend opened with TF32 math (open_backend).
 DType training_dtype(const RunConfig& config, const Model& model, Backend& backend, std::ostream& log) {
-  if (config.precision == "tf32" && backend.device().is_cpu())
+  if (config.precision == Precision::tf32 && !trains_in(Precision::tf32, backend.device().kind))
     log << "precision tf32: " << backend.device().str() << " has no TF32 math; training in fp32" << std::endl;
-  const DType wanted = config.precision == "bf16" ? DType::bf16 : DType::f32;
+  const DType wanted = config.precision == Precision::bf16 ? DType::bf16 : DType::f32;
   const Layout layout = choose_layout(config.layout, backend, wanted);
   if (wanted == DType::bf16) {
     const std::vector<OpKind> missing = model.unsupported_ops(backend.ops(), wanted, layout);
@@ -63,7 +63,7 @@ std::unique_ptr<Backend> open_backend(const RunConfig& config, std::ostream& log
   options.deterministic = config.deterministic;
   options.benchmark = config.cudnn_benchmark;
   options.threads = static_cast<int>(config.threads);
-  options.tf32 = config.precision == "tf32";
+  options.tf32 = config.precision == Precision::tf32;
   return select_backend(config.device, options, log);
 }
 

@@ -108,9 +108,10 @@ void TrainingRun::prepare_step(int64_t batch_size) {
 void TrainingRun::log_start() const {
   log_ << "training " << model_.name() << " (" << model_.parameter_count() << " parameters) on "
        << backend_->describe() << ", "
-       << (dtype_ == DType::bf16                                                  ? "bf16 mixed precision"
-           : config_.precision == "tf32" && !backend_->device().is_cpu() ? "tf32 (f32 tensors, TF32 tensor-core math)"
-                                                                          : "fp32")
+       << (dtype_ == DType::bf16 ? "bf16 mixed precision"
+           : config_.precision == Precision::tf32 && trains_in(Precision::tf32, backend_->device().kind)
+               ? "tf32 (f32 tensors, TF32 tensor-core math)"
+               : "fp32")
        << (model_.layout() == Layout::nhwc ? ", channels-last" : "")
        << ", " << train_data_->size() << " training images (" << train_data_->name() << "), batch "
        << config_.batch_size << std::endl;

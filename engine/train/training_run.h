@@ -14,6 +14,7 @@
 #include "datasets/dataset.h"
 #include "datasets/dataset_checks.h"
 #include "datasets/loader.h"
+#include "engine/bundle/run_checkpoint.h"
 #include "engine/config/yaml_map.h"  // invalid_utf8_at
 #include "engine/core/error.h"
 #include "engine/graph/model.h"
@@ -21,7 +22,6 @@
 #include "engine/train/data_parallel.h"
 #include "engine/train/evaluate.h"
 #include "engine/train/progress.h"
-#include "engine/train/run_checkpoint.h"
 #include "engine/train/run_directory.h"
 #include "engine/train/run_setup.h"
 #include "engine/train/train_step.h"

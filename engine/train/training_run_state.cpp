@@ -68,7 +68,7 @@ std::string TrainingRun::kept_checkpoint() const {
 // save_run_checkpoint, with the run's position in the message when the weights are not finite.
 void TrainingRun::save(const fs::path& path, bool with_optimizer, const RunCheckpointInfo& info) {
   try {
-    save_run_checkpoint(path, model_, with_optimizer ? &step_.optimizer() : nullptr, info);
+    save_run_checkpoint(path, model_, with_optimizer ? step_.optimizer().state() : std::vector<NamedTensor>{}, info);
   } catch (const NumericError& e) {
     throw NumericError("epoch " + std::to_string(pos_.epoch + 1) + ", step " + std::to_string(pos_.step) +
                        ": training stopped: " + e.what() + ". " + kept_checkpoint());

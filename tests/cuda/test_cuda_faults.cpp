@@ -11,9 +11,9 @@
 #include <string>
 
 #include "engine/backends/backend.h"
+#include "engine/bundle/run_checkpoint.h"
 #include "engine/config/run_config.h"
 #include "engine/core/error.h"
-#include "engine/train/run_checkpoint.h"
 #include "engine/train/trainer.h"
 #include "reliability_fixtures.h"
 #include "temp_dir.h"

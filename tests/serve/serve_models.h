@@ -5,8 +5,8 @@
 #include <filesystem>
 #include <string>
 
+#include "engine/bundle/run_checkpoint.h"
 #include "engine/graph/model.h"
-#include "engine/train/run_checkpoint.h"
 #include "tests/run_command.h"
 
 namespace convoy::testing {
@@ -51,7 +51,7 @@ inline void write_slow_checkpoint(const std::filesystem::path& path) {
   info.mean = {0.5};
   info.std = {0.25};
   std::filesystem::create_directories(path.parent_path());
-  save_run_checkpoint(path, model, nullptr, info);
+  save_run_checkpoint(path, model, {}, info);
 }
 
 }  // namespace convoy::testing

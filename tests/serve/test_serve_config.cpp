@@ -48,8 +48,8 @@ TEST(ServeConfig, ReadsEveryKeyAndDefaultsTheRest) {
   EXPECT_EQ(c.instance_count, 2);
   EXPECT_EQ(c.device, "cuda:1");
   EXPECT_EQ(c.threads, 4);
-  EXPECT_EQ(c.precision, "bf16");
-  EXPECT_EQ(d.precision, "auto");
+  EXPECT_EQ(c.precision, convoy::Precision::bf16);
+  EXPECT_FALSE(d.precision.has_value());  // auto
   EXPECT_EQ(c.max_memory, uint64_t{3} << 29);
   EXPECT_EQ(c.version_policy.kind, VersionPolicy::Kind::specific);
   EXPECT_EQ(c.version_policy.specific, (std::vector<int64_t>{1, 3}));

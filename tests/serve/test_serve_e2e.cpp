@@ -12,11 +12,11 @@
 #include <nlohmann/json.hpp>
 
 #include "engine/backends/backend.h"
+#include "engine/bundle/run_checkpoint.h"
 #include "engine/graph/model.h"
 #include "engine/inference/batched_plans.h"
 #include "engine/inference/inference_plan.h"
 #include "engine/inference/quantize.h"
-#include "engine/train/run_checkpoint.h"
 #include "engine/train/evaluate.h"
 #include "tests/serve/serve_fixture.h"
 
@@ -205,7 +205,7 @@ TEST_F(ServeE2E, ReducedPrecisionOnTheCpuServesWhatTheEnginesPlansCompute) {
   model.load_state(ckpt.tensors, int8);
   const convoy::Tensor input = convoy::Tensor::from_floats(x, {n, 1, 28, 28});
   convoy::InferenceOptions int8_options;
-  int8_options.precision = convoy::InferencePrecision::int8;
+  int8_options.precision = convoy::Precision::int8;
   int8_options.activation_max = convoy::activation_max_by_node(model, ckpt.info.int8_activation_max, int8);
   const std::vector<float> want_int8 = convoy::BatchedPlans(model, 4, int8_options).run(input).to_floats();
   const std::vector<float> want_fp32 = convoy::BatchedPlans(model, 4, {}).run(input).to_floats();

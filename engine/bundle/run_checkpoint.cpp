@@ -1,10 +1,12 @@
-#include "engine/train/run_checkpoint.h"
+#include "engine/bundle/run_checkpoint.h"
 
 #include <cmath>
 #include <map>
 
 #include <nlohmann/json.hpp>
 
+#include "engine/checkpoint/safetensors.h"
+#include "engine/config/run_config.h"
 #include "engine/core/error.h"
 
 namespace convoy {
@@ -59,7 +61,7 @@ std::map<std::string, std::string> metadata_of(const RunCheckpointInfo& info) {
       {kSeed, std::to_string(info.seed)},
       {kGlobalBatch, std::to_string(info.global_batch)},
       {kOptimizer, info.optimizer},
-      {kPrecision, info.precision},
+      {kPrecision, to_string(info.precision)},
       {kTestAccuracy, std::to_string(info.test_accuracy)},
       {kBestAccuracy, std::to_string(info.best_accuracy)},
   };
@@ -247,11 +249,10 @@ void check_finite(const NamedTensor& t, const std::filesystem::path& path) {
 
 }  // namespace
 
-void save_run_checkpoint(const std::filesystem::path& path, Model& model, Optimizer* optimizer,
+void save_run_checkpoint(const std::filesystem::path& path, Model& model, std::vector<NamedTensor> optimizer_state,
                          const RunCheckpointInfo& info) {
   std::vector<NamedTensor> tensors = model.state();
-  if (optimizer)
-    for (NamedTensor& t : optimizer->state()) tensors.push_back(std::move(t));
+  for (NamedTensor& t : optimizer_state) tensors.push_back(std::move(t));
   for (const NamedTensor& t : tensors) check_finite(t, path);
   write_safetensors(path, tensors, metadata_of(info));
 }

@@ -10,10 +10,10 @@
 #include <vector>
 
 #include "datasets/preprocess.h"
-#include "engine/checkpoint/safetensors.h"
+#include "engine/core/named_tensor.h"
+#include "engine/core/precision.h"
 #include "engine/core/tensor.h"
 #include "engine/graph/model.h"
-#include "engine/optim/optimizer.h"
 
 namespace convoy {
 
@@ -38,7 +38,7 @@ struct RunCheckpointInfo {
   int64_t global_batch = 0;
   uint64_t seed = 0;
   std::string optimizer;  // its type (sgd, adamw); its state is among the tensors
-  std::string precision;  // as configured (fp32, bf16)
+  Precision precision = Precision::fp32;  // as configured; int8 for `convoy quantize`'s
   double test_accuracy = 0;  // the last evaluation's, in [0, 1]
   double best_accuracy = 0;  // the best evaluation's so far
   // Written by `convoy quantize`: the calibrated largest |value| of the input ("input") and of
@@ -46,8 +46,9 @@ struct RunCheckpointInfo {
   std::map<std::string, double> int8_activation_max;
 };
 
-// Writes the model's state, the optimizer's (when given) and the metadata, atomically.
-void save_run_checkpoint(const std::filesystem::path& path, Model& model, Optimizer* optimizer,
+// Writes the model's state, then `optimizer_state` (the optimizer's, or none) and the metadata,
+// atomically.
+void save_run_checkpoint(const std::filesystem::path& path, Model& model, std::vector<NamedTensor> optimizer_state,
                          const RunCheckpointInfo& info);
 
 // What a reader does with a checkpoint, which decides the metadata it must find.

@@ -9,9 +9,9 @@
 #include "engine/backends/backend.h"
 #include "engine/graph/model.h"
 #include "engine/inference/inference_plan.h"
-#include "engine/train/evaluate.h"
+#include "engine/ops/normalize_augment.h"
 
-namespace convoy::cli {
+namespace convoy {
 
 struct LoadedModel {
   Model model;
@@ -26,4 +26,4 @@ struct LoadedModel {
 // an InputError naming the file and key.
 LoadedModel load_model(const std::string& path, Backend& backend);
 
-}  // namespace convoy::cli
+}  // namespace convoy

@@ -1,9 +1,9 @@
-#include "cli/loaded_model.h"
+#include "engine/bundle/loaded_model.h"
 
+#include "engine/bundle/run_checkpoint.h"
 #include "engine/core/error.h"
-#include "engine/train/run_checkpoint.h"
 
-namespace convoy::cli {
+namespace convoy {
 
 LoadedModel load_model(const std::string& path, Backend& backend) {
   RunCheckpoint ckpt = read_run_checkpoint(path, CheckpointUse::inference);
@@ -31,4 +31,4 @@ LoadedModel load_model(const std::string& path, Backend& backend) {
   return loaded;
 }
 
-}  // namespace convoy::cli
+}  // namespace convoy
