@@ -4,7 +4,6 @@
 
 #include "cli/commands.h"
 #include "datasets/dataset.h"
-#include "datasets/image_decode.h"
 #include "datasets/nvjpeg.h"
 #include "engine/backends/backend.h"
 
@@ -14,7 +13,7 @@ namespace {
 
 int run_doctor() {
   std::cout << "convoy " CONVOY_VERSION "\n";
-  std::cout << "image decoding: " << (image_decode_available() ? "JPEG (libjpeg-turbo), PNG (libpng)" : "not built in") << "\n";
+  std::cout << "image decoding: JPEG (libjpeg-turbo), PNG (libpng)\n";
   const std::string no_nvjpeg = nvjpeg_unavailable_reason();
   std::cout << "GPU JPEG decoding: " << (no_nvjpeg.empty() ? "nvJPEG (dataset.decoder: auto or nvjpeg)" : no_nvjpeg)
             << "\n";

@@ -5,6 +5,7 @@
 #include <cstring>
 
 #include "datasets/idx.h"
+#include "engine/config/dataset_kinds.h"
 #include "engine/core/counter_rng.h"
 #include "engine/core/error.h"
 #include "engine/core/file_io.h"
@@ -176,29 +177,40 @@ std::unique_ptr<TensorDataset> load_mnist(const std::filesystem::path& dir, std:
                            missing_data_hint("; set dataset.path to the directory holding the MNIST files"));
 }
 
-std::vector<std::string> dataset_kinds() {
-  return {"fashion-mnist", "mnist", "cifar10", "cifar100", "image-folder", "csv", "synthetic"};
-}
-
 std::unique_ptr<Dataset> load_dataset(const DatasetSpec& spec, std::string_view split, int64_t limit) {
   const std::string& kind = spec.kind;
-  if (kind == "fashion-mnist")
-    return load_fashion_mnist(spec.path.empty() ? std::filesystem::path(kFashionMnistDefaultPath) : spec.path,
-                              split, limit);
-  if (kind == "synthetic") {
-    const int64_t size = spec.synthetic_size > 0 ? spec.synthetic_size : split == "train" ? 50000 : 10000;
-    // Different splits draw different images from one seed.
-    return make_synthetic(spec.synthetic_shape, spec.synthetic_classes, limit > 0 ? std::min(limit, size) : size,
-                          counter_hash(0x5EED, split == "train" ? 0 : 1));
+  const std::optional<DatasetKind> known_kind = dataset_kind_from_name(kind);
+  if (!known_kind) {
+    std::string known;
+    for (const std::string& k : dataset_kind_names()) known += (known.empty() ? "" : ", ") + k;
+    throw InputError("unknown dataset kind '" + kind + "' (known: " + known + ")");
   }
-  if (spec.path.empty()) throw InputError(kind + ": no default location; set dataset.path");
-  if (kind == "mnist") return load_mnist(spec.path, split, limit);
-  if (kind == "cifar10" || kind == "cifar100") return load_cifar(kind, spec.path, split, limit);
-  if (kind == "image-folder") return load_image_folder(spec.path, split, limit);
-  if (kind == "csv") return load_csv_manifest(spec.path, split, limit);
-  std::string known;
-  for (const auto& k : dataset_kinds()) known += (known.empty() ? "" : ", ") + k;
-  throw InputError("unknown dataset kind '" + kind + "' (known: " + known + ")");
+  // The kinds without a default location need dataset.path.
+  auto path = [&] {
+    if (spec.path.empty()) throw InputError(kind + ": no default location; set dataset.path");
+    return spec.path;
+  };
+  switch (*known_kind) {
+    case DatasetKind::fashion_mnist:
+      return load_fashion_mnist(spec.path.empty() ? std::filesystem::path(kFashionMnistDefaultPath) : spec.path,
+                                split, limit);
+    case DatasetKind::synthetic: {
+      const int64_t size = spec.synthetic_size > 0 ? spec.synthetic_size : split == "train" ? 50000 : 10000;
+      // Different splits draw different images from one seed.
+      return make_synthetic(spec.synthetic_shape, spec.synthetic_classes, limit > 0 ? std::min(limit, size) : size,
+                            counter_hash(0x5EED, split == "train" ? 0 : 1));
+    }
+    case DatasetKind::mnist:
+      return load_mnist(path(), split, limit);
+    case DatasetKind::cifar10:
+    case DatasetKind::cifar100:
+      return load_cifar(kind, path(), split, limit);
+    case DatasetKind::image_folder:
+      return load_image_folder(path(), split, limit);
+    case DatasetKind::csv:
+      return load_csv_manifest(path(), split, limit);
+  }
+  return nullptr;  // unreachable: the switch is exhaustive (-Werror=switch)
 }
 
 }  // namespace convoy

@@ -115,14 +115,14 @@ std::unique_ptr<Dataset> make_synthetic(Shape shape, int64_t classes, int64_t si
 
 // What a run config names: kind, path, split, limit, and for `synthetic` the shape and size.
 struct DatasetSpec {
-  std::string kind = "fashion-mnist";
+  std::string kind = "fashion-mnist";  // a name in kDatasetKinds
   std::filesystem::path path;  // empty: the kind's default location
   Shape synthetic_shape = {3, 224, 224};
   int64_t synthetic_classes = 1000;
   int64_t synthetic_size = 0;  // per split; 0 = 50,000 train / 10,000 test
 };
+// The dataset of spec.kind, one of kDatasetKinds (engine/config/dataset_kinds.h); another name is
+// an InputError listing them.
 std::unique_ptr<Dataset> load_dataset(const DatasetSpec& spec, std::string_view split, int64_t limit = 0);
-// The kinds load_dataset accepts, for messages and `convoy doctor`.
-std::vector<std::string> dataset_kinds();
 
 }  // namespace convoy

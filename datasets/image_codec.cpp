@@ -358,7 +358,7 @@ JpegRegion decode_jpeg_region(std::span<const uint8_t> bytes, std::string_view n
   return r;
 }
 
-DecodedImage decode_image_bytes(std::span<const uint8_t> bytes, std::string_view name, const ScaleHint* hint) {
+DecodedImage decode_image(std::span<const uint8_t> bytes, std::string_view name, const ScaleHint* hint) {
   switch (image_format_of(bytes)) {
     case ImageFormat::jpeg: return decode_jpeg(bytes, name, hint);
     case ImageFormat::png: return decode_png(bytes, name);

@@ -74,7 +74,7 @@ JpegRegion decode_jpeg_region(std::span<const uint8_t> bytes, std::string_view n
 // channel (gray sources) or 3. Gamma chunks are ignored (as PIL and OpenCV do).
 DecodedImage decode_png(std::span<const uint8_t> bytes, std::string_view name);
 // Either one, chosen by the magic bytes; anything else is "not a JPEG or PNG image".
-DecodedImage decode_image_bytes(std::span<const uint8_t> bytes, std::string_view name,
+DecodedImage decode_image(std::span<const uint8_t> bytes, std::string_view name,
                                 const ScaleHint* hint = nullptr);
 
 // Encoders for test fixtures and tools. pixels: (height, width, channels) u8, channels 1 or 3;

@@ -121,7 +121,7 @@ class DataLoader {
   // ahead; nullptr when no batch may be started now.
   EpochWork* work_to_start();
   Batch assemble(const EpochPlan& plan, int64_t batch_index, Stats& stats) const;
-  // assemble() through options_.batch_decoder (datasets/loader_decoder.cpp).
+  // assemble() through options_.batch_decoder (datasets/loader_batch_decoder.cpp).
   Batch assemble_encoded(const EpochPlan& plan, int64_t batch_index, const FileDataset& files, Stats& stats) const;
 
   const Dataset& dataset_;

@@ -198,7 +198,7 @@ void decode_preprocess(std::span<const uint8_t> bytes, std::string_view name, co
     for (int64_t c = 1; c < p.channels; ++c) std::memcpy(out + c * plane, out, static_cast<size_t>(plane));
     return;
   }
-  const DecodedImage img = decode_image_bytes(bytes, name, &hint);
+  const DecodedImage img = decode_image(bytes, name, &hint);
   if (img.scale != 1.0) {
     // libjpeg's scaled decode: decoded pixel i covers stored pixels [i / s, (i + 1) / s).
     box = {box.x * img.scale, box.y * img.scale, box.width * img.scale, box.height * img.scale};

@@ -4,6 +4,7 @@
 #include <atomic>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "apps/serve/metrics.h"
 #include "apps/serve/repository.h"
@@ -23,5 +24,9 @@ class GrpcEndpoint {
 std::unique_ptr<GrpcEndpoint> start_grpc_endpoint(ModelRepository& repository, MetricsRegistry& metrics,
                                                   const std::atomic<bool>& ready, const std::string& host, int port,
                                                   std::string& why);
+
+// The methods of GRPCInferenceService as the compiled proto declares them, each of which has
+// its row in kEndpoints (apps/serve/endpoints.h); empty without gRPC.
+std::vector<std::string> grpc_service_methods();
 
 }  // namespace convoy::serve

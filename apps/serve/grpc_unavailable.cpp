@@ -9,4 +9,6 @@ std::unique_ptr<GrpcEndpoint> start_grpc_endpoint(ModelRepository&, MetricsRegis
   return nullptr;
 }
 
+std::vector<std::string> grpc_service_methods() { return {}; }
+
 }  // namespace convoy::serve

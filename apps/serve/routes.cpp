@@ -7,6 +7,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "apps/serve/endpoints.h"
 #include "apps/serve/kserve_json.h"
 #include "datasets/preprocess.h"
 #include "engine/core/error.h"
@@ -24,21 +25,15 @@ HttpReply json_reply(unsigned status, const json& doc) {
   return r;
 }
 
-std::vector<std::string> split_path(const std::string& path) {
+std::vector<std::string> split_path(std::string_view path) {
   std::vector<std::string> parts;
   size_t start = 1;
   while (start <= path.size()) {
     const size_t end = std::min(path.find('/', start), path.size());
-    if (end > start) parts.push_back(path.substr(start, end - start));
+    if (end > start) parts.emplace_back(path.substr(start, end - start));
     start = end + 1;
   }
   return parts;
-}
-
-// A version in a URL: a positive integer, else 0 (which no route accepts).
-int64_t parse_version(const std::string& text) {
-  if (text.empty() || text.size() > 18 || !std::all_of(text.begin(), text.end(), ::isdigit)) return 0;
-  return std::stoll(text);
 }
 
 // ?key=value from the query string; `fallback` when absent.
@@ -51,6 +46,52 @@ std::string query_value(const std::string& query, const std::string& key, const 
     pos = end + 1;
   }
   return fallback;
+}
+
+// A version or count in a request: a positive integer, else 0.
+int64_t parse_positive(const std::string& text) { return parse_count(text).value_or(0); }
+
+// A row of kEndpoints as the Router matches it: its path's segments, "{model}" and "{version}"
+// capturing. A path with "[/versions/{version}]" gives two routes, with and without it.
+struct Route {
+  const Endpoint* endpoint;
+  std::vector<std::string> segments;
+};
+
+const std::vector<Route>& routes() {
+  static const std::vector<Route> all = [] {
+    std::vector<Route> r;
+    for (const Endpoint& e : kEndpoints) {
+      const std::string path(e.path);
+      const size_t open = path.find('['), close = path.find(']');
+      if (open == std::string::npos) {
+        r.push_back({&e, split_path(path)});
+        continue;
+      }
+      const std::string before = path.substr(0, open), after = path.substr(close + 1);
+      r.push_back({&e, split_path(before + after)});
+      r.push_back({&e, split_path(before + path.substr(open + 1, close - open - 1) + after)});
+    }
+    return r;
+  }();
+  return all;
+}
+
+// Whether `route` matches the path's segments `p`, with what it captures.
+bool match_route(const Route& route, const std::vector<std::string>& p, RouteMatch& m) {
+  if (p.size() != route.segments.size()) return false;
+  RouteMatch found;
+  for (size_t i = 0; i < p.size(); ++i) {
+    const std::string& s = route.segments[i];
+    if (s == "{model}")
+      found.model = p[i];
+    else if (s == "{version}")
+      found.version = parse_positive(p[i]);
+    else if (s != p[i])
+      return false;
+  }
+  m = std::move(found);
+  return true;
 }
 
 unsigned status_of(InferResult::Status s) {
@@ -69,36 +110,20 @@ unsigned status_of(InferResult::Status s) {
   return 500;
 }
 
-Clock::time_point deadline_after(int64_t timeout_us, Clock::time_point start) {
-  return timeout_us > 0 ? start + std::chrono::microseconds(timeout_us) : Clock::time_point::max();
-}
-
-// Queues a job on `served`, counting a success or failure for the request when it completes.
+// Queues a request on `served` through submit_request; `make` turns a success into its reply.
 void run_job(const std::shared_ptr<ServedVersion>& served, MetricsRegistry& metrics, Tensor input,
              std::vector<std::string> encoded, int64_t timeout_us, std::function<HttpReply(InferResult&)> make,
              ReplyFn reply) {
-  ModelMetrics& m = metrics.get(served->config().name, served->version());
-  InferJob job;
-  job.input = std::move(input);
-  job.encoded = std::move(encoded);
-  job.enqueued = Clock::now();
-  job.deadline = deadline_after(timeout_us, job.enqueued);
   const std::string model = served->config().name;
-  job.done = [&m, model, start = job.enqueued, make = std::move(make), reply](InferResult result) {
-    HttpReply r;
-    if (result.status == InferResult::Status::ok) {
-      r = make(result);
-      m.request_success++;
-      m.request_duration_us +=
-          static_cast<uint64_t>(std::chrono::duration_cast<std::chrono::microseconds>(Clock::now() - start).count());
-    } else {
-      r = error_reply(status_of(result.status), result.error);
-    }
-    r.model = model;
-    reply(std::move(r));
-  };
-  if (!served->submit(std::move(job))) {
-    m.request_failure++;
+  const bool queued = submit_request(served, metrics, std::move(input), std::move(encoded), timeout_us,
+                                     [model, make = std::move(make), reply](InferResult result) {
+                                       HttpReply r = result.status == InferResult::Status::ok
+                                                         ? make(result)
+                                                         : error_reply(status_of(result.status), result.error);
+                                       r.model = model;
+                                       reply(std::move(r));
+                                     });
+  if (!queued) {
     HttpReply r = error_reply(503, "model '" + model + "' version " + std::to_string(served->version()) +
                                        ": the queue is full (max_queue_size " +
                                        std::to_string(served->config().max_queue_size) + "); try again later");
@@ -125,61 +150,16 @@ void Router::handle(const HttpRequest& request, ReplyFn reply) {
   const std::string path = request.target.substr(0, q);
   const std::string query = q == std::string::npos ? "" : request.target.substr(q + 1);
   const std::vector<std::string> p = split_path(path);
-  const bool get = request.method == "GET", post = request.method == "POST";
   try {
     if (p.empty() || p[0] != "v2") return reply(error_reply(404, "not found: " + path));
-    if (p.size() == 1 && get)
-      return reply(json_reply(200, {{"name", "convoy"},
-                                    {"version", CONVOY_VERSION},
-                                    {"extensions", {"binary_tensor_data", "model_repository", "classification"}}}));
-    if (p.size() == 3 && p[1] == "health" && get) {
-      if (p[2] == "live") return reply(json_reply(200, json::object()));
-      if (p[2] == "ready") return reply(ready_ ? json_reply(200, json::object()) : error_reply(503, "not ready"));
-    }
-    if (p.size() >= 2 && p[1] == "repository" && post) {
-      if (p.size() == 3 && p[2] == "index") {
-        json index = json::array();
-        for (const IndexEntry& e : repository_.index()) {
-          json item = {{"name", e.name}, {"state", e.state}, {"reason", e.reason}};
-          if (!e.version.empty()) item["version"] = e.version;
-          index.push_back(std::move(item));
-        }
-        return reply(json_reply(200, index));
-      }
-      if (p.size() == 5 && p[2] == "models" && (p[4] == "load" || p[4] == "unload")) {
-        if (repository_.control() != ModelControl::explicit_)
-          return reply(error_reply(400, "explicit model load / unload is not allowed unless --model-control explicit"));
-        if (p[4] == "load")
-          repository_.load(p[3]);
-        else
-          repository_.unload(p[3]);
-        return reply(json_reply(200, json::object()));
-      }
-    }
-    if (p.size() >= 3 && p[1] == "models") {
-      const std::string& model = p[2];
-      int64_t version = 0;
-      size_t rest = 3;
-      if (p.size() >= 5 && p[3] == "versions") {
-        version = parse_version(p[4]);
-        if (version == 0) return reply(error_reply(400, "bad version '" + p[4] + "'"));
-        rest = 5;
-      }
-      const std::string action = p.size() == rest ? "" : p.size() == rest + 1 ? p[rest] : "?";
-      if (action.empty() && get) return reply(model_metadata(model, version));
-      if (action == "config" && get) return reply(model_config(model, version));
-      if (action == "ready" && get) {
-        std::string why;
-        return reply(repository_.find(model, version, why) ? json_reply(200, json::object()) : error_reply(400, why));
-      }
-      if (action == "infer" && post) return infer(model, version, request, reply);
-      if (action == "classify" && post) {
-        const std::string k = query_value(query, "top_k", "5");
-        const int64_t top_k = parse_version(k);
-        if (top_k == 0) return reply(error_reply(400, "top_k must be a positive integer, got '" + k + "'"));
-        return classify(model, version, request, top_k, reply);
-      }
-    }
+    // A version in the path is checked before the endpoint is looked up: a bad one is a 400
+    // whatever follows it.
+    if (p.size() >= 5 && p[1] == "models" && p[3] == "versions" && parse_positive(p[4]) == 0)
+      return reply(error_reply(400, "bad version '" + p[4] + "'"));
+    RouteMatch m;
+    for (const Route& route : routes())
+      if (route.endpoint->method == request.method && match_route(route, p, m))
+        return serve(route.endpoint->operation, m, request, query, reply);
     return reply(error_reply(404, "no endpoint " + request.method + " " + path));
   } catch (const RequestError& e) {
     return reply(error_reply(e.status(), e.what()));
@@ -188,23 +168,65 @@ void Router::handle(const HttpRequest& request, ReplyFn reply) {
   }
 }
 
-HttpReply Router::model_metadata(const std::string& model, int64_t version) {
+void Router::serve(Operation operation, const RouteMatch& m, const HttpRequest& request, const std::string& query,
+                   const ReplyFn& reply) {
+  switch (operation) {
+    case Operation::server_metadata: {
+      json extensions = json::array();
+      for (const char* e : kServerExtensions) extensions.push_back(e);
+      return reply(json_reply(200, {{"name", kServerName}, {"version", CONVOY_VERSION}, {"extensions", extensions}}));
+    }
+    case Operation::server_live:
+      return reply(json_reply(200, json::object()));
+    case Operation::server_ready:
+      return reply(ready_ ? json_reply(200, json::object()) : error_reply(503, "not ready"));
+    case Operation::repository_index: {
+      json index = json::array();
+      for (const IndexEntry& e : repository_.index()) {
+        json item = {{"name", e.name}, {"state", e.state}, {"reason", e.reason}};
+        if (!e.version.empty()) item["version"] = e.version;
+        index.push_back(std::move(item));
+      }
+      return reply(json_reply(200, index));
+    }
+    case Operation::model_load:
+    case Operation::model_unload:
+      if (!load_or_unload(repository_, operation, m.model)) return reply(error_reply(400, kExplicitControlOnly));
+      return reply(json_reply(200, json::object()));
+    case Operation::model_metadata:
+      return reply(metadata_reply(m.model, m.version));
+    case Operation::model_config:
+      return reply(config_reply(m.model, m.version));
+    case Operation::model_ready: {
+      std::string why;
+      return reply(repository_.find(m.model, m.version, why) ? json_reply(200, json::object()) : error_reply(400, why));
+    }
+    case Operation::model_infer:
+      return infer(m.model, m.version, request, reply);
+    case Operation::model_classify: {
+      const std::string k = query_value(query, "top_k", "5");
+      const int64_t top_k = parse_positive(k);
+      if (top_k == 0) return reply(error_reply(400, "top_k must be a positive integer, got '" + k + "'"));
+      return classify(m.model, m.version, request, top_k, reply);
+    }
+  }
+}
+
+HttpReply Router::metadata_reply(const std::string& model, int64_t version) {
   std::string why;
   const std::shared_ptr<ServedVersion> served = repository_.find(model, version, why);
   if (!served) return error_reply(404, why);
-  json versions = json::array();
-  for (int64_t v : repository_.ready_versions(model)) versions.push_back(std::to_string(v));
-  const Shape& in = served->input_shape();
-  return json_reply(200, {{"name", model},
-                          {"versions", versions},
+  const ModelMetadata meta = model_metadata(repository_, model, *served);
+  return json_reply(200, {{"name", meta.name},
+                          {"versions", meta.versions},
                           {"platform", "convoy"},
-                          {"inputs", {{{"name", kInputName}, {"datatype", "FP32"}, {"shape", {-1, in[0], in[1], in[2]}}}}},
+                          {"inputs", {{{"name", kInputName}, {"datatype", "FP32"}, {"shape", meta.input_shape}}}},
                           {"outputs",
-                           {{{"name", kLogitsName}, {"datatype", "FP32"}, {"shape", {-1, served->classes()}}},
-                            {{"name", kProbabilitiesName}, {"datatype", "FP32"}, {"shape", {-1, served->classes()}}}}}});
+                           {{{"name", kLogitsName}, {"datatype", "FP32"}, {"shape", {-1, meta.classes}}},
+                            {{"name", kProbabilitiesName}, {"datatype", "FP32"}, {"shape", {-1, meta.classes}}}}}});
 }
 
-HttpReply Router::model_config(const std::string& model, int64_t version) {
+HttpReply Router::config_reply(const std::string& model, int64_t version) {
   std::string why;
   const std::shared_ptr<ServedVersion> served = repository_.find(model, version, why);
   if (!served) return error_reply(404, why);

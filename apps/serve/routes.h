@@ -1,12 +1,14 @@
 #pragma once
 // The KServe v2 REST endpoints (and /metrics, and classify), independent of the network code:
-// a request in, a reply out through a callback that may run on another thread.
+// a request in, a reply out through a callback that may run on another thread. The Router
+// dispatches through the table of endpoints (apps/serve/endpoints.h).
 #include <atomic>
 #include <cstdint>
 #include <functional>
 #include <optional>
 #include <string>
 
+#include "apps/serve/endpoints.h"
 #include "apps/serve/metrics.h"
 #include "apps/serve/repository.h"
 
@@ -30,6 +32,12 @@ struct HttpReply {
 // Called once with the reply, from any thread.
 using ReplyFn = std::function<void(HttpReply)>;
 
+// What an endpoint's path captured.
+struct RouteMatch {
+  std::string model;
+  int64_t version = 0;  // 0: the newest ready version
+};
+
 class Router {
  public:
   Router(ModelRepository& repository, MetricsRegistry& metrics, const std::atomic<bool>& ready)
@@ -39,11 +47,14 @@ class Router {
   void handle_metrics(const HttpRequest& request, ReplyFn reply);
 
  private:
+  // The endpoint's handler.
+  void serve(Operation operation, const RouteMatch& m, const HttpRequest& request, const std::string& query,
+             const ReplyFn& reply);
   void infer(const std::string& model, int64_t version, const HttpRequest& request, const ReplyFn& reply);
   void classify(const std::string& model, int64_t version, const HttpRequest& request, int64_t top_k,
                 const ReplyFn& reply);
-  HttpReply model_metadata(const std::string& model, int64_t version);
-  HttpReply model_config(const std::string& model, int64_t version);
+  HttpReply metadata_reply(const std::string& model, int64_t version);
+  HttpReply config_reply(const std::string& model, int64_t version);
 
   ModelRepository& repository_;
   MetricsRegistry& metrics_;

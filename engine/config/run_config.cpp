@@ -3,6 +3,7 @@
 #include <filesystem>
 #include <sstream>
 
+#include "engine/config/dataset_kinds.h"
 #include "engine/config/yaml_map.h"
 #include "engine/core/error.h"
 
@@ -96,8 +97,7 @@ RunConfig parse_run_config(const std::string& yaml_text, const std::string& sour
   }
 
   const YamlMap data = top.get_map("dataset");
-  c.dataset.kind = data.get_choice("kind", c.dataset.kind,
-                                   {"fashion-mnist", "mnist", "cifar10", "cifar100", "image-folder", "csv", "synthetic"});
+  c.dataset.kind = data.get_choice("kind", c.dataset.kind, dataset_kind_names());
   if (data.has("path")) c.dataset.path = resolve_path(base_dir, data.get_string("path"));
   c.dataset.train_split = data.get_string("train_split", c.dataset.train_split);
   c.dataset.test_split = data.get_string("test_split", c.dataset.test_split);

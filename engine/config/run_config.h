@@ -14,8 +14,7 @@ inline constexpr int64_t kMaxBatchSize = int64_t{1} << 20;
 inline constexpr int64_t kMaxEpochs = 1000000;
 
 struct DatasetConfig {
-  // fashion-mnist | mnist | cifar10 | cifar100 | image-folder | csv | synthetic
-  std::string kind = "fashion-mnist";
+  std::string kind = "fashion-mnist";  // a name in kDatasetKinds (engine/config/dataset_kinds.h)
   std::string path;  // empty: the kind's default location (Fashion-MNIST's Debian package)
   std::string train_split = "train";
   std::string test_split = "test";

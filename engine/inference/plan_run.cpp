@@ -11,7 +11,7 @@
 
 #include "engine/backends/cpu/onednn_compat.h"
 #include "engine/core/error.h"
-#include "engine/inference/plan_impl.h"
+#include "engine/inference/plan_state.h"
 
 namespace convoy {
 

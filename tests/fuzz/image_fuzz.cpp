@@ -5,7 +5,7 @@
 //
 // Images over 4 megapixels by their header are skipped: a header may legitimately ask for up
 // to kMaxImagePixels (2^28), whose buffers are allocated before the data is found short, and
-// that only slows the fuzzer down; the limit itself is covered by tests/test_image_decode.cpp.
+// that only slows the fuzzer down; the limit itself is covered by tests/test_image_codec.cpp.
 #include <vector>
 
 #include "datasets/image_codec.h"
@@ -22,13 +22,13 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   if (!small) {
     // Still exercise the format dispatch of a non-image or a corrupt header.
     if (convoy::image_format_of(bytes) == convoy::ImageFormat::unknown)
-      convoy::fuzz::expect_input_errors_only([&] { (void)convoy::decode_image_bytes(bytes, "fuzz"); });
+      convoy::fuzz::expect_input_errors_only([&] { (void)convoy::decode_image(bytes, "fuzz"); });
     return 0;
   }
-  convoy::fuzz::expect_input_errors_only([&] { (void)convoy::decode_image_bytes(bytes, "fuzz"); });
+  convoy::fuzz::expect_input_errors_only([&] { (void)convoy::decode_image(bytes, "fuzz"); });
   convoy::fuzz::expect_input_errors_only([&] {
     const convoy::ScaleHint hint{1e9, 1e9, 1, 1};  // allows the smallest DCT scale
-    (void)convoy::decode_image_bytes(bytes, "fuzz", &hint);
+    (void)convoy::decode_image(bytes, "fuzz", &hint);
   });
 
   convoy::Preprocess eval;

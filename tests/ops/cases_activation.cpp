@@ -1,5 +1,5 @@
-// Activations (relu, leaky relu, exact-erf gelu), forward and backward, on the former CPU
-// test's shapes (a 4-D batch, a vector, rows of odd length) and the former GPU test's.
+// Activations (relu, leaky relu, exact-erf gelu), forward and backward, on two 4-D batches (in
+// both layouts), a vector and rows of odd length.
 #include <memory>
 
 #include "tests/ops/op_cases.h"

@@ -1,5 +1,5 @@
 // Batch norm: training forward (two steps, so the running statistics accumulate), inference
-// forward, backward. Shapes: the union of the former CPU and GPU tables, each with its eps.
+// forward, backward, on 4-D batches and (N, C), each shape with its eps.
 // x, y, dy and dx take the variant's dtype and layout; gamma, beta and the statistics are f32.
 #include <memory>
 
@@ -15,8 +15,7 @@ struct BnShape {
 };
 
 const BnShape kShapes[] = {
-    // from the CPU table: values around 0.5 with spread 2, so mean and variance are both far
-    // from 0 and 1.
+    // Values around 0.5 with spread 2, so mean and variance are both far from 0 and 1.
     {{4, 3, 5, 5}, 1e-5f, -0.5, 1.5},
     {{2, 8, 3, 3}, 1e-5f, -0.5, 1.5},
     // Two values per channel: dx = gamma invstd (dy1 - dy2) / 2 * eps / (var + eps) is a
@@ -26,8 +25,7 @@ const BnShape kShapes[] = {
     {{1, 2, 3, 1}, 1e-5f, -0.5, 1.5},  // batch 1, three values per channel
     {{6, 5}, 1e-3f, -0.5, 1.5},        // (N, C)
     {{8, 16, 7, 7}, 1e-5f, -0.5, 1.5},
-    // from the GPU table: eps far from cuDNN's default, so a backward that ignored the saved
-    // statistics would show.
+    // eps far from cuDNN's default, so a backward that ignored the saved statistics would show.
     {{2, 3, 5, 7}, 1e-2f, -2.0, 3.0},
     {{1, 8, 4, 4}, 1e-2f, -2.0, 3.0},
     {{4, 16, 3, 3}, 1e-2f, -2.0, 3.0},
@@ -183,7 +181,7 @@ OpCase eval_case(const BnShape& b, bool relu, bool residual = false) {
   return oc;
 }
 
-// dx on the GPU: cuDNN's f32 backward sums in its own order (1e-4, as the GPU tests had it).
+// dx on the GPU: cuDNN's f32 backward sums in its own order (1e-4).
 constexpr Tolerance kDxTol{1e-5, 2e-2, 5e-3, 1e-4};
 // dgamma and dbeta (f32) of a bf16 or f16 run: sums of products of rounded dy and x-hat.
 constexpr Tolerance kParamGradTol{1e-5, 1e-3, 1e-3};

@@ -1,6 +1,6 @@
 // Convolution: forward, backward data, backward weights (and bias), one case per op and shape.
-// The shapes are the union of the former CPU (test_cpu_ops.cpp) and GPU (test_cuda_ops.cpp)
-// tables; "basic3x3_pad1_bias" was in both.
+// The shapes cover padding, stride, dilation, groups, depthwise and pointwise kernels,
+// non-square inputs and kernels, batch 1, strides that leave pixels over and wide channels.
 #include <memory>
 #include <string_view>
 
@@ -26,7 +26,6 @@ Conv2dParams conv(int64_t sh, int64_t sw, int64_t ph, int64_t pw, int64_t dh = 1
 }
 
 const ConvShape kShapes[] = {
-    // from the CPU table
     {"basic3x3_pad1_bias", {2, 3, 8, 8}, 4, 3, 3, conv(1, 1, 1, 1), true},
     {"stride2_pad1_nonsquare", {1, 3, 9, 7}, 5, 3, 2, conv(2, 2, 1, 1), false},
     {"dilation2", {2, 2, 10, 9}, 3, 3, 3, conv(1, 1, 2, 2, 2, 2), true},
@@ -37,7 +36,6 @@ const ConvShape kShapes[] = {
     {"mixed_stride_pad_dilation", {2, 3, 11, 10}, 4, 3, 3, conv(2, 1, 0, 2, 1, 2), true},
     {"stride2_leftover", {2, 2, 8, 8}, 3, 3, 3, conv(2, 2, 0, 0), true},
     {"wide_channels", {2, 32, 6, 6}, 16, 3, 3, conv(1, 1, 1, 1), true},
-    // from the GPU table
     {"batch1_odd_stride2_groups2", {1, 4, 7, 9}, 6, 3, 3, conv(2, 2, 1, 1, 1, 1, 2), false},
     {"depthwise_dilation2", {3, 8, 10, 10}, 8, 3, 3, conv(1, 1, 2, 2, 2, 2, 8), true},
     {"pointwise_stride2_odd", {2, 5, 11, 6}, 7, 1, 1, conv(2, 2, 0, 0), true},
@@ -64,8 +62,7 @@ struct ConvData {
         b(random_values({c.k}, 3, values)), dy(random_values(ys, 4, values)) {}
 };
 
-// Convolutions are GEMMs: f32 on the GPU sums in cuDNN's orders (1e-4, the bound the GPU
-// tests always had); bf16 products are exact in the f32 accumulator, the rounding of the
+// Convolutions are GEMMs: f32 on the GPU sums in cuDNN's orders (1e-4); bf16 products are exact in the f32 accumulator, the rounding of the
 // result and of cuDNN's split reductions remain.
 constexpr Tolerance kConvTol{1e-5, 2e-2, 5e-3, 1e-4};
 

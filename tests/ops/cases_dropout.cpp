@@ -18,10 +18,10 @@ struct DropoutCase {
 };
 
 const DropoutCase kForward[] = {
-    {"p0_3_seed42", {4, 50, 1000}, 0.3f, 42},  // from the CPU test: 200,000 draws
+    {"p0_3_seed42", {4, 50, 1000}, 0.3f, 42},  // 200,000 draws
     {"p0_3_seed43", {4, 50, 1000}, 0.3f, 43},  // another seed, another mask
     {"p0_identity", {4, 50, 1000}, 0.0f, 42},  // p = 0 keeps everything, unscaled
-    {"p0_3_seed_c0ffee", {4, 37, 5, 3}, 0.3f, 0xC0FFEE},  // from the GPU test
+    {"p0_3_seed_c0ffee", {4, 37, 5, 3}, 0.3f, 0xC0FFEE},
 };
 const DropoutCase kBackward[] = {
     {"p0_3_seed42", {4, 50, 1000}, 0.3f, 42},

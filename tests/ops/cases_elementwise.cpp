@@ -1,5 +1,5 @@
-// add, add_inplace, concat_channels, split_channels, cast and fill: the union of the former
-// CPU and GPU tables. Copies, casts and fills must match the reference bit for bit.
+// add, add_inplace, concat_channels, split_channels, cast and fill, on 2-D to 4-D shapes.
+// Copies, casts and fills must match the reference bit for bit.
 #include <cmath>
 #include <functional>
 #include <memory>
@@ -79,9 +79,9 @@ OpCase add_inplace_case(const Shape& shape) {
 // ---- concat, split --------------------------------------------------------------------------
 
 const std::vector<Shape> kPartLists[] = {
-    {{2, 1, 3, 4}, {2, 3, 3, 4}, {2, 2, 3, 4}},  // from the CPU table
-    {{3, 2}, {3, 5}},                            // from the CPU table: (N, C)
-    {{2, 2, 3, 5}, {2, 3, 3, 5}, {2, 1, 3, 5}},  // from the GPU table
+    {{2, 1, 3, 4}, {2, 3, 3, 4}, {2, 2, 3, 4}},
+    {{3, 2}, {3, 5}},  // (N, C)
+    {{2, 2, 3, 5}, {2, 3, 3, 5}, {2, 1, 3, 5}},
 };
 
 Shape concat_shape(const std::vector<Shape>& parts) {
@@ -258,7 +258,7 @@ std::vector<OpCase> elementwise_cases() {
   for (const auto& parts : kPartLists) cases.push_back(concat_case(parts));
   for (const auto& parts : kPartLists) cases.push_back(split_case(parts));
   for (OpCase& c : cast_cases()) cases.push_back(std::move(c));
-  // The former CPU test's large fill (several threads' worth) and the former GPU test's.
+  // A large fill (several threads' worth) and a small one.
   for (const FillCase& f : {FillCase{{3, 70000}, 2.5f, 0.1f, 0.1f, -7, 200}, FillCase{{3, 1001}, 3.25f, -1.5f, 0.125f, 7, 200}})
     cases.push_back(fill_case(f));
   return cases;

@@ -1,4 +1,5 @@
-// Linear (x w^T + b), forward and backward: the union of the former CPU and GPU tables.
+// Linear (x w^T + b), forward and backward, with and without bias, from one row to 128 and
+// one input feature to 256.
 #include <memory>
 
 #include "tests/ops/op_cases.h"
@@ -12,9 +13,7 @@ struct LinearShape {
 };
 
 const LinearShape kShapes[] = {
-    // from the CPU table
     {4, 10, 6, true}, {1, 7, 3, false}, {33, 50, 17, true}, {5, 1, 2, true},
-    // from the GPU table
     {4, 7, 5, true}, {1, 16, 10, true}, {33, 64, 17, false}, {128, 256, 96, true},
 };
 
@@ -31,7 +30,7 @@ struct LinearData {
         b(random_values({c.m}, 43, values)), dy(random_values(ys, 44, values)) {}
 };
 
-// GEMMs: cuBLAS sums f32 in its own order (1e-4 on the GPU, as its tests had it).
+// GEMMs: cuBLAS sums f32 in its own order (1e-4 on the GPU).
 constexpr Tolerance kLinearTol{1e-5, 2e-2, 5e-3, 1e-4};
 // The bias gradient is a column sum of dy, in the same order everywhere.
 constexpr Tolerance kBiasGradTol{1e-5, 2e-2, 5e-3, 1e-5};

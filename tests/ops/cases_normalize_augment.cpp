@@ -1,5 +1,5 @@
-// Input normalization with the random crop and flip (ops.h gives the recipe): the former CPU
-// test's batch (with and without augmentation) and the former GPU test's four settings. The
+// Input normalization with the random crop and flip (ops.h gives the recipe): padding and
+// flipping each on and off, on a batch of 32 and one of 16 with odd sizes. The
 // recipe is a function of (seed, sample), so backends that run the same variant agree bit for
 // bit.
 #include <algorithm>
@@ -30,10 +30,8 @@ NormalizeAugment augment(std::initializer_list<float> mean, std::initializer_lis
 }
 
 const AugmentCase kCases[] = {
-    // from the CPU test
     {"pad2_flip", {32, 3, 8, 6}, augment({0.5f, 0.4f, 0.3f}, {0.2f, 0.25f, 0.3f}, 2, true), 7},
     {"plain", {32, 3, 8, 6}, augment({0.5f, 0.4f, 0.3f}, {0.2f, 0.25f, 0.3f}, 0, false), 7},
-    // from the GPU test
     {"pad0", {16, 3, 9, 11}, augment({0.49f, 0.48f, 0.45f}, {0.25f, 0.24f, 0.26f}, 0, false), 0x5EED},
     {"pad3_flip", {16, 3, 9, 11}, augment({0.49f, 0.48f, 0.45f}, {0.25f, 0.24f, 0.26f}, 3, true), 0x5EED + 3},
     {"pad2", {16, 3, 9, 11}, augment({0.49f, 0.48f, 0.45f}, {0.25f, 0.24f, 0.26f}, 2, false), 0x5EED + 2},

@@ -1,6 +1,6 @@
 // The fused optimizer updates, several steps over several parameters at once (f32 master
-// weights only): the former CPU test's SGD configurations and AdamW on its shapes, and the
-// former GPU test's on shapes that cross the fused kernels' chunk boundary (8192).
+// weights only): SGD (plain, weight decay, momentum, Nesterov) and AdamW on small shapes, and
+// both on shapes that cross the fused kernels' chunk boundary (8192).
 #include <cmath>
 #include <memory>
 
@@ -9,8 +9,8 @@
 namespace convoy::optest {
 namespace {
 
-const std::vector<Shape> kCpuShapes{{5, 3}, {7}, {64, 33}};
-const std::vector<Shape> kGpuShapes{{7}, {100, 10}, {20001}, {3, 3, 3, 3}};
+const std::vector<Shape> kSmallShapes{{5, 3}, {7}, {64, 33}};
+const std::vector<Shape> kChunkedShapes{{7}, {100, 10}, {20001}, {3, 3, 3, 3}};
 
 struct SgdCase {
   const char* what;
@@ -22,12 +22,12 @@ struct SgdCase {
 };
 
 const SgdCase kSgd[] = {
-    {"plain", kCpuShapes, 0.0f, false, {0.0f, 0.0f, 0.0f}, 5},
-    {"weight_decay", kCpuShapes, 0.0f, false, {0.01f, 0.01f, 0.0f}, 5},
-    {"momentum", kCpuShapes, 0.9f, false, {5e-4f, 5e-4f, 0.0f}, 5},
-    {"nesterov", kCpuShapes, 0.9f, true, {5e-4f, 5e-4f, 0.0f}, 5},
-    {"momentum_chunked", kGpuShapes, 0.9f, false, {1e-2f, 0.0f, 1e-2f, 0.0f}, 5},
-    {"nesterov_chunked", kGpuShapes, 0.9f, true, {1e-2f, 0.0f, 1e-2f, 0.0f}, 5},
+    {"plain", kSmallShapes, 0.0f, false, {0.0f, 0.0f, 0.0f}, 5},
+    {"weight_decay", kSmallShapes, 0.0f, false, {0.01f, 0.01f, 0.0f}, 5},
+    {"momentum", kSmallShapes, 0.9f, false, {5e-4f, 5e-4f, 0.0f}, 5},
+    {"nesterov", kSmallShapes, 0.9f, true, {5e-4f, 5e-4f, 0.0f}, 5},
+    {"momentum_chunked", kChunkedShapes, 0.9f, false, {1e-2f, 0.0f, 1e-2f, 0.0f}, 5},
+    {"nesterov_chunked", kChunkedShapes, 0.9f, true, {1e-2f, 0.0f, 1e-2f, 0.0f}, 5},
 };
 
 struct AdamCase {
@@ -38,8 +38,8 @@ struct AdamCase {
 };
 
 const AdamCase kAdam[] = {
-    {"decay_per_parameter", kCpuShapes, {0.1f, 0.0f, 0.01f}, 6},
-    {"chunked", kGpuShapes, {0.05f, 0.0f, 0.05f, 0.0f}, 5},
+    {"decay_per_parameter", kSmallShapes, {0.1f, 0.0f, 0.01f}, 6},
+    {"chunked", kChunkedShapes, {0.05f, 0.0f, 0.05f, 0.0f}, 5},
 };
 
 // The same f32 arithmetic in every backend, a few steps deep; against the CPU tighter still.
@@ -192,13 +192,13 @@ Vec stats_reference(const std::vector<Shape>& shapes, int steps, bool plant) {
   return {bad, sumsq};
 }
 
-// `adam` or SGD with momentum over kGpuShapes for 3 steps, grad_stats given. apply: the update
+// `adam` or SGD with momentum over kChunkedShapes for 3 steps, grad_stats given. apply: the update
 // and the statistics in its pass (finite gradients); else the statistics alone over planted
 // non-finite gradients, and no parameter or state may change.
 constexpr int kSteps = 3;  // of the statistics cases
 
 OpCase grad_stats_case(bool adam, bool apply) {
-  const std::vector<Shape> shapes = kGpuShapes;
+  const std::vector<Shape> shapes = kChunkedShapes;
   const std::vector<float> wd{1e-2f, 0.0f, 1e-2f, 0.0f};
   const bool plant = !apply;
   OpCase oc;

@@ -1,5 +1,6 @@
-// Pooling, max and average (count_include_pad=False), forward and backward: the union of the
-// former CPU and GPU tables ("max_2x2_s2" on (2, 3, 8, 8) was in both). Inputs are distinct
+// Pooling, max and average (count_include_pad=False), forward and backward: square and
+// rectangular windows, overlapping and padded ones, global average, batch 1 and strides that
+// leave pixels over. Inputs are distinct
 // within each plane and exact in every dtype, so a max window has one maximum everywhere.
 #include <memory>
 
@@ -24,7 +25,6 @@ Pool2dParams pool(PoolKind kind, int64_t kh, int64_t kw, int64_t sh, int64_t sw,
 constexpr PoolKind kMax = PoolKind::max, kAvg = PoolKind::avg;
 
 const PoolShape kShapes[] = {
-    // from the CPU table
     {"max_2x2_s2", {2, 3, 8, 8}, pool(kMax, 2, 2, 2, 2, 0, 0)},
     {"max_3x3_s2_pad1_overlap", {2, 2, 9, 7}, pool(kMax, 3, 3, 2, 2, 1, 1)},
     {"max_3x3_s1_pad1_batch1", {1, 3, 6, 5}, pool(kMax, 3, 3, 1, 1, 1, 1)},
@@ -34,7 +34,6 @@ const PoolShape kShapes[] = {
     {"avg_3x3_s2_pad1_exclude_padding", {2, 2, 9, 7}, pool(kAvg, 3, 3, 2, 2, 1, 1)},
     {"avg_3x2_s2x1_pad1x0", {1, 2, 7, 6}, pool(kAvg, 3, 2, 2, 1, 1, 0)},
     {"avg_global_5x5", {2, 4, 5, 5}, pool(kAvg, 5, 5, 1, 1, 0, 0)},
-    // from the GPU table
     {"max_3x3_s2_pad1_c4", {2, 4, 9, 7}, pool(kMax, 3, 3, 2, 2, 1, 1)},
     {"max_3x3_s1_pad1_5x6", {1, 2, 5, 6}, pool(kMax, 3, 3, 1, 1, 1, 1)},
     {"avg_3x3_s1_pad1", {2, 3, 7, 5}, pool(kAvg, 3, 3, 1, 1, 1, 1)},

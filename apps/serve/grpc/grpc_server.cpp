@@ -1,11 +1,15 @@
 // The KServe v2 GRPCInferenceService on gRPC's synchronous server: each call runs on one of
 // gRPC's threads, and ModelInfer waits there for its batch, which the model's instances run.
+// Each method serves the operation of its row in kEndpoints (apps/serve/endpoints.h) through
+// the same shared parts as the HTTP endpoint; only the messages and status codes are gRPC's.
 #include <cmath>
 #include <cstring>
 #include <future>
 
+#include <google/protobuf/descriptor.h>
 #include <grpcpp/grpcpp.h>
 
+#include "apps/serve/endpoints.h"
 #include "apps/serve/grpc_endpoint.h"
 #include "apps/serve/kserve_json.h"
 #include "engine/core/error.h"
@@ -35,10 +39,10 @@ StatusCode code_of(unsigned http_status) {
   }
 }
 
+// A request's model version: "" is the newest ready one (0); -1 for text that is not a version.
 int64_t parse_version(const std::string& text) {
   if (text.empty()) return 0;
-  if (text.size() > 18 || text.find_first_not_of("0123456789") != std::string::npos) return -1;
-  return std::stoll(text);
+  return parse_count(text).value_or(-1);
 }
 
 class Service final : public inference::GRPCInferenceService::Service {
@@ -56,9 +60,9 @@ class Service final : public inference::GRPCInferenceService::Service {
   }
   Status ServerMetadata(ServerContext*, const inference::ServerMetadataRequest*,
                         inference::ServerMetadataResponse* r) override {
-    r->set_name("convoy");
+    r->set_name(kServerName);
     r->set_version(CONVOY_VERSION);
-    for (const char* e : {"binary_tensor_data", "model_repository", "classification"}) r->add_extensions(e);
+    for (const char* e : kServerExtensions) r->add_extensions(e);
     return Status::OK;
   }
   Status ModelReady(ServerContext*, const inference::ModelReadyRequest* q, inference::ModelReadyResponse* r) override {
@@ -73,20 +77,20 @@ class Service final : public inference::GRPCInferenceService::Service {
     const int64_t v = parse_version(q->version());
     const auto served = v < 0 ? nullptr : repository_.find(q->name(), v, why);
     if (!served) return Status(StatusCode::NOT_FOUND, v < 0 ? "bad version '" + q->version() + "'" : why);
-    r->set_name(q->name());
+    const serve::ModelMetadata meta = model_metadata(repository_, q->name(), *served);
+    r->set_name(meta.name);
     r->set_platform("convoy");
-    for (int64_t rv : repository_.ready_versions(q->name())) r->add_versions(std::to_string(rv));
+    for (const std::string& rv : meta.versions) r->add_versions(rv);
     auto* in = r->add_inputs();
     in->set_name(kInputName);
     in->set_datatype("FP32");
-    in->add_shape(-1);
-    for (int64_t d : served->input_shape()) in->add_shape(d);
+    for (int64_t d : meta.input_shape) in->add_shape(d);
     for (const char* name : {kLogitsName, kProbabilitiesName}) {
       auto* out = r->add_outputs();
       out->set_name(name);
       out->set_datatype("FP32");
       out->add_shape(-1);
-      out->add_shape(served->classes());
+      out->add_shape(meta.classes);
     }
     return Status::OK;
   }
@@ -104,11 +108,11 @@ class Service final : public inference::GRPCInferenceService::Service {
   }
   Status RepositoryModelLoad(ServerContext*, const inference::RepositoryModelLoadRequest* q,
                              inference::RepositoryModelLoadResponse*) override {
-    return repository_call([&] { repository_.load(q->model_name()); });
+    return load_or_unload_call(Operation::model_load, q->model_name());
   }
   Status RepositoryModelUnload(ServerContext*, const inference::RepositoryModelUnloadRequest* q,
                                inference::RepositoryModelUnloadResponse*) override {
-    return repository_call([&] { repository_.unload(q->model_name()); });
+    return load_or_unload_call(Operation::model_unload, q->model_name());
   }
 
   Status ModelInfer(ServerContext*, const inference::ModelInferRequest* q, inference::ModelInferResponse* r) override {
@@ -122,12 +126,9 @@ class Service final : public inference::GRPCInferenceService::Service {
   }
 
  private:
-  template <class F>
-  Status repository_call(F f) {
-    if (repository_.control() != ModelControl::explicit_)
-      return Status(StatusCode::UNAVAILABLE, "explicit model load / unload is not allowed unless --model-control explicit");
+  Status load_or_unload_call(Operation operation, const std::string& model) {
     try {
-      f();
+      if (!load_or_unload(repository_, operation, model)) return Status(StatusCode::UNAVAILABLE, kExplicitControlOnly);
     } catch (const Error& e) {
       return Status(StatusCode::INVALID_ARGUMENT, e.what());
     }
@@ -196,30 +197,18 @@ class Service final : public inference::GRPCInferenceService::Service {
     int64_t timeout_us = 0;
     if (auto it = q.parameters().find("timeout"); it != q.parameters().end()) timeout_us = it->second.int64_param();
 
-    ModelMetrics& m = metrics_.get(served->config().name, served->version());
     std::promise<InferResult> promise;
     std::future<InferResult> future = promise.get_future();
-    InferJob job;
     const int64_t n = input.defined() ? input.dim(0) : static_cast<int64_t>(encoded.size());
-    const Clock::time_point start = Clock::now();
-    job.input = std::move(input);
-    job.encoded = std::move(encoded);
-    job.enqueued = start;
-    if (timeout_us > 0) job.deadline = job.enqueued + std::chrono::microseconds(timeout_us);
-    job.done = [&promise](InferResult result) { promise.set_value(std::move(result)); };
-    if (!served->submit(std::move(job))) {
-      m.request_failure++;
+    if (!submit_request(served, metrics_, std::move(input), std::move(encoded), timeout_us,
+                        [&promise](InferResult result) { promise.set_value(std::move(result)); }))
       return Status(StatusCode::UNAVAILABLE, "model '" + served->config().name + "': the queue is full");
-    }
     InferResult result = future.get();
     if (result.status != InferResult::Status::ok)
       return Status(result.status == InferResult::Status::timeout   ? StatusCode::DEADLINE_EXCEEDED
                     : result.status == InferResult::Status::invalid ? StatusCode::INVALID_ARGUMENT
                                                                     : StatusCode::INTERNAL,
                     result.error);
-    m.request_success++;
-    m.request_duration_us += static_cast<uint64_t>(
-        std::chrono::duration_cast<std::chrono::microseconds>(Clock::now() - start).count());
     r.set_model_name(served->config().name);
     r.set_model_version(std::to_string(served->version()));
     r.set_id(q.id());
@@ -240,9 +229,9 @@ class Service final : public inference::GRPCInferenceService::Service {
   const std::atomic<bool>& ready_;
 };
 
-class Endpoint final : public GrpcEndpoint {
+class GrpcServer final : public GrpcEndpoint {
  public:
-  Endpoint(ModelRepository& repository, MetricsRegistry& metrics, const std::atomic<bool>& ready)
+  GrpcServer(ModelRepository& repository, MetricsRegistry& metrics, const std::atomic<bool>& ready)
       : service_(repository, metrics, ready) {}
   bool start(const std::string& host, int port) {
     grpc::ServerBuilder builder;
@@ -256,7 +245,7 @@ class Endpoint final : public GrpcEndpoint {
   void shutdown() override {
     if (server_) server_->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(30));
   }
-  ~Endpoint() override { shutdown(); }
+  ~GrpcServer() override { shutdown(); }
 
  private:
   Service service_;
@@ -266,10 +255,19 @@ class Endpoint final : public GrpcEndpoint {
 
 }  // namespace
 
+std::vector<std::string> grpc_service_methods() {
+  const google::protobuf::ServiceDescriptor* service =
+      google::protobuf::DescriptorPool::generated_pool()->FindServiceByName(
+          inference::GRPCInferenceService::service_full_name());
+  std::vector<std::string> names;
+  for (int i = 0; service && i < service->method_count(); ++i) names.push_back(service->method(i)->name());
+  return names;
+}
+
 std::unique_ptr<GrpcEndpoint> start_grpc_endpoint(ModelRepository& repository, MetricsRegistry& metrics,
                                                   const std::atomic<bool>& ready, const std::string& host, int port,
                                                   std::string& why) {
-  auto endpoint = std::make_unique<Endpoint>(repository, metrics, ready);
+  auto endpoint = std::make_unique<GrpcServer>(repository, metrics, ready);
   if (!endpoint->start(host, port)) {
     why = "cannot listen for gRPC on " + host + ":" + std::to_string(port);
     return nullptr;

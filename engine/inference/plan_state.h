@@ -1,6 +1,8 @@
 #pragma once
-// InferencePlan's state, shared by the builder (inference_plan.cpp) and placement, run and
-// calibration (plan_run.cpp). Internal to engine/inference.
+// InferencePlan's state (InferencePlan::Impl: its fused groups, values, arena buffers and
+// steps), shared by the builder (inference_plan.cpp) and placement, run and calibration
+// (plan_run.cpp). The oneDNN helpers and weight slots under it are plan_internal.h's.
+// Internal to engine/inference.
 #include <cstdlib>
 #include <memory>
 #include <string>

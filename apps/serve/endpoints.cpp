@@ -1,0 +1,56 @@
+#include "apps/serve/endpoints.h"
+
+#include <algorithm>
+#include <chrono>
+#include <string>
+#include <utility>
+
+namespace convoy::serve {
+
+std::optional<int64_t> parse_count(std::string_view text) {
+  if (text.empty() || text.size() > 18 || !std::all_of(text.begin(), text.end(), [](char c) { return c >= '0' && c <= '9'; }))
+    return std::nullopt;
+  return std::stoll(std::string(text));
+}
+
+ModelMetadata model_metadata(const ModelRepository& repository, const std::string& model, const ServedVersion& served) {
+  ModelMetadata m;
+  m.name = model;
+  for (int64_t v : repository.ready_versions(model)) m.versions.push_back(std::to_string(v));
+  m.input_shape = {-1};
+  for (int64_t d : served.input_shape()) m.input_shape.push_back(d);
+  m.classes = served.classes();
+  return m;
+}
+
+bool load_or_unload(ModelRepository& repository, Operation operation, const std::string& model) {
+  if (repository.control() != ModelControl::explicit_) return false;
+  if (operation == Operation::model_load)
+    repository.load(model);
+  else
+    repository.unload(model);
+  return true;
+}
+
+bool submit_request(const std::shared_ptr<ServedVersion>& served, MetricsRegistry& metrics, Tensor input,
+                    std::vector<std::string> encoded, int64_t timeout_us, std::function<void(InferResult)> done) {
+  ModelMetrics& m = metrics.get(served->config().name, served->version());
+  InferJob job;
+  job.input = std::move(input);
+  job.encoded = std::move(encoded);
+  job.enqueued = Clock::now();
+  if (timeout_us > 0) job.deadline = job.enqueued + std::chrono::microseconds(timeout_us);
+  job.done = [&m, start = job.enqueued, done = std::move(done)](InferResult result) {
+    if (result.status == InferResult::Status::ok) {
+      m.request_success++;
+      m.request_duration_us +=
+          static_cast<uint64_t>(std::chrono::duration_cast<std::chrono::microseconds>(Clock::now() - start).count());
+    }
+    done(std::move(result));
+  };
+  if (served->submit(std::move(job))) return true;
+  m.request_failure++;
+  return false;
+}
+
+}  // namespace convoy::serve

@@ -1,0 +1,92 @@
+#pragma once
+// The KServe v2 endpoints of `convoy serve`, described once for both protocols: each operation's
+// HTTP method and path, which the Router dispatches through (routes.cpp), and the
+// GRPCInferenceService method that serves it (grpc/grpc_server.cpp); and the parts of the
+// operations that both protocols share, so that only the wire formats differ.
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "apps/serve/metrics.h"
+#include "apps/serve/repository.h"
+#include "apps/serve/served_model.h"
+#include "engine/core/tensor.h"
+
+namespace convoy::serve {
+
+enum class Operation {
+  server_metadata,
+  server_live,
+  server_ready,
+  repository_index,
+  model_load,
+  model_unload,
+  model_metadata,
+  model_config,
+  model_ready,
+  model_infer,
+  model_classify,
+};
+
+struct Endpoint {
+  Operation operation;
+  std::string_view method;  // HTTP
+  // The HTTP path: literal segments, {model} and {version} (a positive integer) captured;
+  // "[/versions/{version}]" may be left out (the newest ready version).
+  std::string_view path;
+  std::string_view grpc_method;  // in GRPCInferenceService; empty: HTTP only
+};
+
+// Every endpoint, one row each. A request's path matches at most one row; another method on a
+// row's path gets the same 404 as a path of none.
+inline constexpr Endpoint kEndpoints[] = {
+    {Operation::server_metadata, "GET", "/v2", "ServerMetadata"},
+    {Operation::server_live, "GET", "/v2/health/live", "ServerLive"},
+    {Operation::server_ready, "GET", "/v2/health/ready", "ServerReady"},
+    {Operation::repository_index, "POST", "/v2/repository/index", "RepositoryIndex"},
+    {Operation::model_load, "POST", "/v2/repository/models/{model}/load", "RepositoryModelLoad"},
+    {Operation::model_unload, "POST", "/v2/repository/models/{model}/unload", "RepositoryModelUnload"},
+    {Operation::model_metadata, "GET", "/v2/models/{model}[/versions/{version}]", "ModelMetadata"},
+    {Operation::model_config, "GET", "/v2/models/{model}[/versions/{version}]/config", ""},
+    {Operation::model_ready, "GET", "/v2/models/{model}[/versions/{version}]/ready", "ModelReady"},
+    {Operation::model_infer, "POST", "/v2/models/{model}[/versions/{version}]/infer", "ModelInfer"},
+    {Operation::model_classify, "POST", "/v2/models/{model}[/versions/{version}]/classify", ""},
+};
+
+// The server metadata (GET /v2, ServerMetadata); its version is CONVOY_VERSION.
+inline constexpr const char* kServerName = "convoy";
+inline constexpr const char* kServerExtensions[] = {"binary_tensor_data", "model_repository", "classification"};
+
+// A version or count as written in a request: digits only, at most 18 of them; else nullopt.
+std::optional<int64_t> parse_count(std::string_view text);
+
+// What a model's metadata says (GET /v2/models/{model}, ModelMetadata): one FP32 input of
+// (-1, C, H, W) and two FP32 outputs (logits, probabilities) of (-1, classes).
+struct ModelMetadata {
+  std::string name;
+  std::vector<std::string> versions;  // the ready ones
+  std::vector<int64_t> input_shape;   // (-1, C, H, W)
+  int64_t classes = 0;
+};
+ModelMetadata model_metadata(const ModelRepository& repository, const std::string& model, const ServedVersion& served);
+
+// Load and unload (model_load, model_unload) are allowed only with --model-control explicit;
+// otherwise they are refused with this message.
+inline constexpr const char* kExplicitControlOnly =
+    "explicit model load / unload is not allowed unless --model-control explicit";
+// Loads (model_load) or unloads (model_unload) `model`; false, doing nothing, unless the
+// repository's control is explicit. The repository's errors pass through.
+bool load_or_unload(ModelRepository& repository, Operation operation, const std::string& model);
+
+// Queues `input` (n, C, H, W), or the `encoded` images where `input` is undefined, on `served`
+// with a deadline of timeout_us from now (0 or less: none). `done` gets the result on an instance thread, a success already counted in `metrics`
+// with its duration. False when the queue is full: the request is counted as failed and `done`
+// never runs.
+bool submit_request(const std::shared_ptr<ServedVersion>& served, MetricsRegistry& metrics, Tensor input,
+                    std::vector<std::string> encoded, int64_t timeout_us, std::function<void(InferResult)> done);
+
+}  // namespace convoy::serve
