@@ -16,6 +16,7 @@
 #include "engine/core/error.h"
 #include "engine/core/precision.h"
 #include "engine/graph/model.h"
+#include "engine/inference/graphed_batches.h"
 #include "engine/train/evaluate.h"  // evaluate(): --data's accuracy and confusion matrix
 
 namespace convoy::cli {
@@ -114,11 +115,19 @@ void classify_images(const InferArgs& args, LoadedModel& loaded, Backend& backen
   Batch batch;
   int64_t next_file = 0;
   const auto plans = make_plans(args, loaded.plan_precision);
+  // On a GPU, recorded forwards for every batch size up to --batch-size, as `convoy serve` runs them.
+  std::unique_ptr<GraphedBatches> graphed;
+  if (backend.device().is_cuda())
+    graphed = std::make_unique<GraphedBatches>(backend, loaded.model, args.batch_size, loaded.normalize);
+  std::vector<float> probs, logits;
   while (loader.next(batch)) {
     Tensor& pixels = batch.images;  // (B, C, H, W) u8
     if (args.invert)
       for (int64_t i = 0; i < pixels.numel(); ++i) pixels.data<uint8_t>()[i] = 255 - pixels.data<uint8_t>()[i];
-    const std::vector<float> probs = predict_probabilities(loaded.model, backend, pixels, loaded.normalize, plans.get());
+    if (graphed)
+      graphed->run(pixels, logits, probs);
+    else
+      probs = predict_probabilities(loaded.model, backend, pixels, loaded.normalize, plans.get());
     const auto classes = static_cast<int64_t>(loaded.class_names.size());
     const size_t k = static_cast<size_t>(std::clamp<int64_t>(args.top_k, 1, classes));
     for (int64_t b = 0; b < pixels.dim(0); ++b, ++next_file) {
@@ -139,7 +148,8 @@ void classify_images(const InferArgs& args, LoadedModel& loaded, Backend& backen
 // The plan's precision (engine/bundle/inference_precision.h), refusals in the flags' terms.
 InferenceOptions choose_precision(const InferArgs& args, LoadedModel& loaded, const Backend& backend) {
   PrecisionRequest request;
-  if (args.precision != "auto") request.asked = parse_precision(args.precision, kPlanPrecisions, "--precision");
+  if (args.precision != "auto") request.asked = parse_precision(args.precision, kInferencePrecisions, "--precision");
+  request.trained = loaded.trained_precision;
   request.words.subject = args.model;
   request.words.use_cpu = "use --device cpu";
   request.words.fp32_on_gpu = ", or --precision fp32 to run this int8 checkpoint's fp32 weights on the GPU";
@@ -151,7 +161,7 @@ InferenceOptions choose_precision(const InferArgs& args, LoadedModel& loaded, co
 
 // --precision's values: auto, then the plans' precisions.
 std::vector<std::string> precision_choices() {
-  std::vector<std::string> names = precision_names(kPlanPrecisions);
+  std::vector<std::string> names = precision_names(kInferencePrecisions);
   names.insert(names.begin(), "auto");
   return names;
 }
@@ -164,6 +174,19 @@ int run_infer(const InferArgs& args) {
   std::unique_ptr<Backend> backend = select_backend(args.device, options, std::cerr);
   LoadedModel loaded = load_model(args.model, *backend);
   loaded.plan_precision = choose_precision(args, loaded, *backend);
+  if (backend->device().is_cuda()) {
+    // A GPU computes in the precision's own dtype and layout (the CPU's bf16 and int8 are its plans').
+    if (loaded.plan_precision.precision == Precision::tf32) {  // TF32 is the backend's math: one made with it
+      options.tf32 = true;
+      backend = select_backend(args.device, options, std::cerr);
+      loaded = load_model(args.model, *backend);
+      loaded.plan_precision = choose_precision(args, loaded, *backend);
+    }
+    const DType dtype = loaded.plan_precision.precision == Precision::bf16 ? DType::bf16 : DType::f32;
+    loaded.model.to(*backend, dtype, backend->preferred_layout(dtype));
+    std::cerr << "inference on " << backend->device().str() << " in " << to_string(loaded.plan_precision.precision)
+              << "\n";
+  }
   if (!args.data.empty()) evaluate_split(args, loaded, *backend);
   if (!args.images.empty()) classify_images(args, loaded, *backend);
   return 0;
@@ -186,8 +209,9 @@ void add_infer_command(CLI::App& app, Action& chosen) {
   cmd->add_option("--threads", args->threads, "CPU threads (0 = all cores; a tiny pass takes one)")
       ->capture_default_str()->check(CLI::Range(0, 1024));
   cmd->add_option("--precision", args->precision,
-                  "CPU plan precision: fp32, bf16 (AVX-512 BF16/AMX CPUs), int8 (a convoy quantize checkpoint); "
-                  "auto = int8 for an int8 checkpoint, else fp32")
+                  "fp32 (exact), tf32 (GPU tensor cores), bf16 (GPU; CPUs with AVX-512 BF16/AMX), int8 (CPU: a "
+                  "convoy quantize checkpoint); auto = on a GPU the checkpoint's training precision, on the CPU int8 "
+                  "for an int8 checkpoint, else fp32")
       ->capture_default_str()->check(CLI::IsMember(precision_choices()));
   cmd->add_flag("--no-plan", args->no_plan, "CPU: run the layers one by one instead of the compiled inference plan");
   cmd->add_flag("--invert", args->invert, "invert the image (dark object on a light background, as in photos)");

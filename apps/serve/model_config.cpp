@@ -106,7 +106,7 @@ ModelConfig read_model_config(const std::string& path, const std::string& name) 
   if (c.threads < 0 || c.threads > 1024) root.fail("threads", "expected 0 (all cores) to 1024");
   if (const std::string text = root.get_string("precision", "auto"); text != "auto") {
     c.precision = precision_from_string(text);
-    const auto plan = std::span(kPlanPrecisions);
+    const auto plan = std::span(kInferencePrecisions);
     if (!c.precision || std::find(plan.begin(), plan.end(), *c.precision) == plan.end())
       root.fail("precision", "expected auto, " + precision_list(plan.first(plan.size() - 1)) + " or " +
                                  to_string(plan.back()));

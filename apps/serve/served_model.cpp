@@ -39,6 +39,7 @@ InferenceOptions plan_options(const ModelConfig& config, const std::string& what
                               Model& model, const Backend& backend, const std::string& checkpoint) {
   PrecisionRequest request;
   request.asked = config.precision;
+  request.trained = info.precision;
   request.check_plans_now = true;
   request.words.subject = what;
   request.words.use_cpu = "set device: cpu";
@@ -114,17 +115,23 @@ ServedVersion::ServedVersion(const ModelConfig& config, int64_t version, const s
     instance->model = std::make_unique<Model>(
         Model::from_yaml(ckpt.info.model_yaml, checkpoint + " (model_yaml)", 0));
     instance->model->load_state(ckpt.tensors, checkpoint);
-    // On a GPU in the backend's layout for the dtype (channels-last for tensor cores).
-    instance->model->to(*instance->backend, DType::f32, instance->backend->preferred_layout(DType::f32));
+    instance->model->to(*instance->backend, DType::f32);
     instance->normalize = make_normalize(ckpt.info.mean, ckpt.info.std);
     if (i == 0) {  // every instance is the same model on the same kind of device
       on_cpu_ = instance->backend->device().is_cpu();
       planned_ = on_cpu_ && InferencePlan::unsupported_reason(*instance->model).empty();
       plan_options_ = plan_options(config_, "model '" + config_.name + "' version " + std::to_string(version),
                                    ckpt.info, *instance->model, *instance->backend, checkpoint);
+      // TF32 is the backend's math (cuDNN tensor-op math, cuBLAS TF32): backends made with it.
+      if (!on_cpu_ && plan_options_.precision == Precision::tf32) {
+        options.tf32 = true;
+        instance->backend = select_backend(config_.device, options, std::cerr);
+      }
     }
-    if (!on_cpu_ && plan_options_.precision == Precision::bf16)
-      instance->model->to(*instance->backend, DType::bf16, instance->backend->preferred_layout(DType::bf16));
+    if (!on_cpu_) {  // in the precision's dtype, in the backend's layout for it (channels-last for tensor cores)
+      const DType dtype = plan_options_.precision == Precision::bf16 ? DType::bf16 : DType::f32;
+      instance->model->to(*instance->backend, dtype, instance->backend->preferred_layout(dtype));
+    }
     instances_.push_back(std::move(instance));
   }
   device_ = instances_.front()->backend->device().str();

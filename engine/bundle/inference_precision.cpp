@@ -9,12 +9,18 @@ InferenceOptions choose_inference_precision(const PrecisionRequest& request, Mod
                                             const std::map<std::string, double>& int8_activation_max,
                                             Device device, const std::string& checkpoint) {
   const PrecisionWords& words = request.words;
-  CONVOY_CHECK(!request.asked || *request.asked != Precision::tf32, "tf32 is not an inference plan precision");
   InferenceOptions o;
   const bool int8_file = !int8_activation_max.empty();
-  o.precision = request.asked.value_or(int8_file ? Precision::int8 : Precision::fp32);
+  const bool gpu = device.kind == DeviceKind::cuda;
+  const Precision automatic = gpu ? (infers_in(request.trained, device.kind) ? request.trained : Precision::fp32)
+                                  : (int8_file ? Precision::int8 : Precision::fp32);
+  o.precision = request.asked.value_or(automatic);
   if (o.precision == Precision::fp32) return o;
   const std::string what = std::string(to_string(o.precision)) + " inference";
+  // A GPU runs the model's own forward in its dtype (GraphedBatches): tf32 and bf16, not int8.
+  if (gpu && infers_in(o.precision, device.kind)) return o;
+  if (o.precision == Precision::tf32)
+    throw InputError(words.subject + ": tf32 is a GPU's tensor-core math; the CPU computes f32 exactly (use fp32)");
   // The model is loaded in f32: reduced precision is the CPU plans' alone.
   if (!infers_through_plan_only(o.precision, device.kind))
     throw InputError(words.subject + ": " + what + " runs on the CPU only (oneDNN); " + words.use_cpu +

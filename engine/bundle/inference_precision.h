@@ -1,7 +1,8 @@
 #pragma once
 // The precision a checkpoint is inferred in on a device (`convoy infer --precision`, serve's
-// `precision`): reduced precision only where asked for (or for an int8 checkpoint), only on the
-// CPU and through its inference plans; each refusal says what to do instead, in the caller's terms.
+// `precision`). On the CPU, reduced precision only where asked for (or for an int8 checkpoint) and
+// through its inference plans; on a GPU, the precision it was trained in (bf16, tf32) unless asked
+// otherwise. Each refusal says what to do instead, in the caller's terms.
 #include <map>
 #include <optional>
 #include <string>
@@ -23,7 +24,10 @@ struct PrecisionWords {
 };
 
 struct PrecisionRequest {
-  std::optional<Precision> asked;  // one of kPlanPrecisions; nullopt: int8 for an int8 checkpoint, else fp32
+  // One of kInferencePrecisions; nullopt (auto): on a GPU `trained` where the GPU infers in it, else
+  // fp32; on the CPU int8 for an int8 checkpoint, else fp32.
+  std::optional<Precision> asked;
+  Precision trained = Precision::fp32;  // the checkpoint's training precision
   // Refuse now, not at the first batch, a model the plans cannot compile or bf16 on a CPU without
   // it (serve: before the version is ready).
   bool check_plans_now = false;

@@ -12,6 +12,7 @@ LoadedModel load_model(const std::string& path, Backend& backend) {
   LoadedModel loaded{std::move(model), std::move(ckpt.info.class_names), make_normalize(ckpt.info.mean, ckpt.info.std)};
   loaded.model.load_state(ckpt.tensors, path);
   loaded.int8_activation_max = std::move(ckpt.info.int8_activation_max);
+  loaded.trained_precision = ckpt.info.precision;
   const Shape& in = loaded.model.input_shape();  // (C, H, W)
   if (ckpt.info.preprocess) {
     loaded.preprocess = *ckpt.info.preprocess;

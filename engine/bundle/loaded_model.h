@@ -20,6 +20,7 @@ struct LoadedModel {
   Preprocess preprocess;  // the checkpoint's evaluation preprocessing
   std::map<std::string, double> int8_activation_max;  // an int8 checkpoint's ranges, else empty
   InferenceOptions plan_precision;  // what `convoy infer` chose: precision and int8 ranges
+  Precision trained_precision = Precision::fp32;  // the checkpoint's training precision
 };
 
 // Reads `path` (CheckpointUse::inference) and builds its model on `backend`; bad metadata is

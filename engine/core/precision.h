@@ -20,8 +20,12 @@ enum class Precision { fp32, tf32, bf16, int8 };
 inline constexpr Precision kAllPrecisions[] = {Precision::fp32, Precision::bf16, Precision::tf32, Precision::int8};
 // A training run's (RunConfig::precision).
 inline constexpr Precision kTrainingPrecisions[] = {Precision::fp32, Precision::bf16, Precision::tf32};
-// The CPU inference plans' (`convoy infer --precision`, serve's `precision`).
+// The CPU inference plans'.
 inline constexpr Precision kPlanPrecisions[] = {Precision::fp32, Precision::bf16, Precision::int8};
+// Inference on some device (`convoy infer --precision`, serve's `precision`): the plans' on the
+// CPU, fp32, tf32 and bf16 on a GPU (infers_in).
+inline constexpr Precision kInferencePrecisions[] = {Precision::fp32, Precision::bf16, Precision::tf32,
+                                                     Precision::int8};
 
 // "fp32", "tf32", "bf16", "int8": the spelling of configs, flags, checkpoints and reports.
 const char* to_string(Precision p);
@@ -40,7 +44,8 @@ bool trains_in(Precision p, DeviceKind device);
 // TF32 math is CUDA's (cuDNN tensor-op math, cuBLAS TF32); the CPU computes f32 exactly.
 bool has_tf32_math(DeviceKind device);
 // Inference: the CPU runs fp32, and bf16 and int8 through its inference plans (oneDNN); CUDA
-// runs fp32, tf32 and bf16 through the model's forward. int8 is the CPU's only.
+// runs fp32, tf32 and bf16 through the model's recorded forwards (GraphedBatches). int8 is the
+// CPU's only.
 bool infers_in(Precision p, DeviceKind device);
 // Whether inference at `p` on `device` runs through the CPU inference plan only (not the
 // model's forward): the CPU's bf16 and int8.
