@@ -33,7 +33,7 @@ void randomize_batchnorm(Model& model, uint64_t seed) {
   std::mt19937_64 rng(seed);
   std::uniform_real_distribution<float> u(0.0f, 1.0f);
   for (const Model::GraphNode& n : model.graph_nodes()) {
-    if (n.layer->type() != "batchnorm2d") continue;
+    if (!std::holds_alternative<BatchNormSpec>(n.layer->spec())) continue;
     const auto ps = n.layer->parameters();
     const auto bs = n.layer->buffers();
     const int64_t c = ps[0]->value.numel();
@@ -81,37 +81,46 @@ ref::Vec reference_forward(Model& model, const Tensor& x) {
   const ref::Vec input = ref::to_vec(x);
   for (size_t i = 0; i < nodes.size(); ++i) {
     Layer& l = *nodes[i].layer;
-    const std::string_view t = l.type();
     auto in = [&](size_t k) -> const ref::Vec& { return nodes[i].inputs[k] < 0 ? input : out[nodes[i].inputs[k]]; };
     auto in_shape = [&](size_t k) {
       return nodes[i].inputs[k] < 0 ? x.shape() : shape[nodes[i].inputs[k]];
     };
     shape[i] = batched(n, nodes[i].shape);
     const auto ps = l.parameters();
-    if (t == "conv2d") {
-      const ref::Vec b = ps.size() > 1 ? ref::to_vec(ps[1]->value) : ref::Vec();
-      out[i] = ref::conv2d_forward(l.spec().conv, in(0), in_shape(0), ref::to_vec(ps[0]->value), ps[0]->value.shape(),
-                                   ps.size() > 1 ? &b : nullptr);
-    } else if (t == "batchnorm2d") {
-      const auto bs = l.buffers();
-      out[i] = ref::batchnorm_forward_eval(in(0), in_shape(0), ref::to_vec(ps[0]->value), ref::to_vec(ps[1]->value),
-                                           ref::to_vec(bs[0]->value), ref::to_vec(bs[1]->value), l.spec().eps);
-    } else if (t == "relu" || t == "leaky_relu" || t == "gelu") {
-      out[i] = ref::activation_forward(l.spec().activation, l.spec().alpha, in(0));
-    } else if (t == "maxpool2d" || t == "avgpool2d" || t == "global_avg_pool" || t == "global_max_pool") {
-      out[i] = ref::pool2d_forward(l.spec().pool, in(0), in_shape(0));
-    } else if (t == "linear") {
-      const ref::Vec b = ps.size() > 1 ? ref::to_vec(ps[1]->value) : ref::Vec();
-      const Shape xs{n, shape_numel(in_shape(0)) / n};
-      out[i] = ref::linear_forward(in(0), xs, ref::to_vec(ps[0]->value), ps[0]->value.shape(),
-                                   ps.size() > 1 ? &b : nullptr);
-    } else if (t == "add") {
-      out[i] = ref::add(in(0), in(1));
-    } else if (t == "flatten" || t == "dropout") {
-      out[i] = in(0);
-    } else {
-      ADD_FAILURE() << "no reference for layer type " << t;
-    }
+    auto bias = [&] { return ps.size() > 1 ? ref::to_vec(ps[1]->value) : ref::Vec(); };
+    out[i] = std::visit(
+        Overloaded{
+            [&](const Conv2dSpec& s) {
+              const ref::Vec b = bias();
+              return ref::conv2d_forward(s.params, in(0), in_shape(0), ref::to_vec(ps[0]->value),
+                                         ps[0]->value.shape(), ps.size() > 1 ? &b : nullptr);
+            },
+            [&](const BatchNormSpec& s) {
+              const auto bs = l.buffers();
+              return ref::batchnorm_forward_eval(in(0), in_shape(0), ref::to_vec(ps[0]->value),
+                                                 ref::to_vec(ps[1]->value), ref::to_vec(bs[0]->value),
+                                                 ref::to_vec(bs[1]->value), s.eps);
+            },
+            [&](const ActivationSpec& s) { return ref::activation_forward(s.kind, s.alpha(), in(0)); },
+            [&](const Pool2dSpec& s) { return ref::pool2d_forward(s.params, in(0), in_shape(0)); },
+            [&](const GlobalPoolSpec& s) {
+              const Shape xs = in_shape(0);
+              return ref::pool2d_forward(s.window(xs[2], xs[3]), in(0), xs);
+            },
+            [&](const LinearSpec&) {
+              const ref::Vec b = bias();
+              const Shape xs{n, shape_numel(in_shape(0)) / n};
+              return ref::linear_forward(in(0), xs, ref::to_vec(ps[0]->value), ps[0]->value.shape(),
+                                         ps.size() > 1 ? &b : nullptr);
+            },
+            [&](const AddSpec&) { return ref::add(in(0), in(1)); },
+            [&](const FlattenSpec&) { return in(0); },
+            [&](const DropoutSpec&) { return in(0); },
+            [&](const ConcatSpec&) {
+              ADD_FAILURE() << "no reference for layer type concat";
+              return ref::Vec();
+            }},
+        l.spec());
   }
   return out[model.output_node()];
 }

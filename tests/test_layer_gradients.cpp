@@ -290,6 +290,25 @@ TEST(LayerGradRegistry, EveryRegisteredLayerTypeHasAGradientCheckAndBack) {
         << "layer type '" << type << "' is not registered";
 }
 
+// Each layer's spec is of its registered type (whose name type() is), and the attributes a
+// model leaves out are the spec's defaults (PyTorch's).
+TEST(LayerGradRegistry, EveryLayerReportsTheSpecOfItsType) {
+  for (const LayerCase& c : layer_cases()) {
+    const auto layer = make_test_layer(c.type, "layer", c.yaml);
+    const LayerSpec* defaults = default_spec(c.type);
+    ASSERT_NE(defaults, nullptr) << c.type;
+    EXPECT_EQ(layer->type(), c.type);
+    EXPECT_EQ(layer_type(*defaults), c.type);
+    EXPECT_EQ(layer->spec().index(), defaults->index()) << c.type;
+  }
+  EXPECT_EQ(default_spec("conv3d"), nullptr);
+  EXPECT_EQ(std::get<ActivationSpec>(make_test_layer("leaky_relu", "a", "")->spec()).negative_slope, 0.01f);
+  const auto bn = std::get<BatchNormSpec>(make_test_layer("batchnorm2d", "bn", "")->spec());
+  EXPECT_EQ(bn.eps, 1e-5f);
+  EXPECT_EQ(bn.momentum, 0.1f);
+  EXPECT_EQ(std::get<DropoutSpec>(make_test_layer("dropout", "d", "")->spec()).p, 0.5f);
+}
+
 // ---- the checker itself can fail ------------------------------------------------------------
 
 TEST(LayerGradSelfTest, WrongGradientsAreCaught) {

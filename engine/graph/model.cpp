@@ -8,6 +8,7 @@
 #include <set>
 #include <sstream>
 #include <string_view>
+#include <variant>
 
 #include "engine/config/yaml_map.h"
 #include "engine/core/error.h"
@@ -44,7 +45,10 @@ std::string Model::with_classes_or_throw(const std::string& yaml_text, const std
       if (layers[i]["name"] && layers[i]["name"].as<std::string>() == wanted) classifier = layers[i];
   }
   const std::string type = classifier["type"] ? classifier["type"].as<std::string>() : "";
-  const char* key = type == "linear" ? "out_features" : type == "conv2d" ? "out_channels" : nullptr;
+  const LayerSpec* spec = default_spec(type);
+  const char* key = !spec                                    ? nullptr
+                    : std::holds_alternative<LinearSpec>(*spec) ? "out_features"
+                    : std::holds_alternative<Conv2dSpec>(*spec) ? "out_channels" : nullptr;
   if (!key)
     throw InputError(source + ": num_classes needs the output layer to be linear or conv2d, found '" + type + "'");
   classifier[key] = classes;
@@ -222,7 +226,7 @@ void Model::fuse_relus() {
   // A ReLU fuses into the layer it reads when nothing else reads that layer's output (which
   // then holds relu(output)) and that output is not the model's.
   for (Node& node : nodes_) {
-    if (node.layer->type() != "relu" || node.inputs.size() != 1) continue;
+    if (!is_relu(node.layer->spec()) || node.inputs.size() != 1) continue;
     const int src = node.inputs[0];
     if (src < 0 || readers[src] != 1 || src == output_node_) continue;
     node.fused = nodes_[src].layer->fuse_relu(true);
@@ -232,7 +236,7 @@ void Model::fuse_relus() {
   // own pass, where nothing else reads that layer's output: relu(bn(x) + other) in one pass
   // instead of bn(x) written, then read back with the other input.
   for (Node& node : nodes_) {
-    if (node.layer->type() != "add" || node.inputs.size() != 2) continue;
+    if (!std::holds_alternative<AddSpec>(node.layer->spec()) || node.inputs.size() != 2) continue;
     for (size_t side = 0; side < 2; ++side) {
       const int src = node.inputs[side], other = node.inputs[1 - side];
       if (src < 0 || src == other || readers[src] != 1 || src == output_node_ || nodes_[src].runs_at_join ||

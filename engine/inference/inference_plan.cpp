@@ -21,11 +21,12 @@ namespace {
 
 // A group's activation as a post-op; with act_scaled (int8) it runs on the real values and the
 // output scale sy multiplies its result (oneDNN 2.x would otherwise scale before the post-ops).
-void append_activation(dnnl::post_ops& ops, const LayerSpec& a, bool act_scaled, float sy) {
+void append_activation(dnnl::post_ops& ops, const Layer& layer, bool act_scaled, float sy) {
+  const auto a = std::get<ActivationSpec>(layer.spec());
   if (act_scaled)
-    cpu::onednn::append_eltwise_scaled(ops, sy, eltwise_alg(a.activation), eltwise_alpha(a), 0.0f);
+    cpu::onednn::append_eltwise_scaled(ops, sy, eltwise_alg(a.kind), a.alpha(), 0.0f);
   else
-    cpu::onednn::append_eltwise(ops, eltwise_alg(a.activation), eltwise_alpha(a), 0.0f);
+    cpu::onednn::append_eltwise(ops, eltwise_alg(a.kind), a.alpha(), 0.0f);
 }
 
 // A switch for comparisons, on unless set to 0: CONVOY_WINOGRAD (Winograd for the 3x3
@@ -54,10 +55,12 @@ bool winograd_pays(const Conv2dParams& p, const Tensor& w, const Shape& out, int
 
 bool plan::runs_winograd(Model& model, int64_t batch, Precision precision) {
   if (precision != Precision::fp32 || !cpu_has(dnnl::cpu_isa::avx512_core)) return false;
-  for (const Model::GraphNode& n : model.graph_nodes())
-    if (n.layer->type() == "conv2d" &&
-        winograd_pays(n.layer->spec().conv, n.layer->parameters().at(0)->value, n.shape, batch))
+  for (const Model::GraphNode& n : model.graph_nodes()) {
+    const LayerSpec spec = n.layer->spec();
+    if (const auto* conv = std::get_if<Conv2dSpec>(&spec);
+        conv && winograd_pays(conv->params, n.layer->parameters().at(0)->value, n.shape, batch))
       return true;
+  }
   return false;
 }
 
@@ -76,24 +79,25 @@ std::vector<Group> InferencePlan::Impl::fuse(const std::vector<Model::GraphNode>
   auto sole = [&](int i) {
     return i != out && consumers[i].size() == 1 && !taken[consumers[i][0]] ? consumers[i][0] : -1;
   };
-  auto type = [&](int i) { return nodes[i].layer->type(); };
+  auto spec = [&](int i) { return nodes[i].layer->spec(); };
   std::vector<Group> groups;
   for (int i = 0; i < n; ++i) {
     if (taken[i]) continue;
     Group g;
     g.head = g.last = i;
-    const std::string_view t = type(i);
-    if (t == "conv2d") {
-      if (int c = sole(g.last); c >= 0 && type(c) == "batchnorm2d") g.bn = g.last = c;
+    const LayerSpec head = spec(i);
+    const bool conv = std::holds_alternative<Conv2dSpec>(head), bn = std::holds_alternative<BatchNormSpec>(head);
+    if (conv) {
+      if (int c = sole(g.last); c >= 0 && std::holds_alternative<BatchNormSpec>(spec(c))) g.bn = g.last = c;
     }
-    if (t == "conv2d" || t == "batchnorm2d") {
-      if (int c = sole(g.last); c >= 0 && type(c) == "add" && nodes[c].inputs.size() == 2) {
+    if (conv || bn) {
+      if (int c = sole(g.last); c >= 0 && std::holds_alternative<AddSpec>(spec(c)) && nodes[c].inputs.size() == 2) {
         const int other = nodes[c].inputs[0] == g.last ? nodes[c].inputs[1] : nodes[c].inputs[0];
         if (other != g.last) g.add = c, g.residual = other, g.last = c;
       }
     }
-    if (t == "conv2d" || t == "batchnorm2d" || t == "linear") {
-      if (int c = sole(g.last); c >= 0 && is_activation(type(c))) g.act = g.last = c;
+    if (conv || bn || std::holds_alternative<LinearSpec>(head)) {
+      if (int c = sole(g.last); c >= 0 && is_activation(spec(c))) g.act = g.last = c;
     }
     for (int j : {g.head, g.bn, g.add, g.act})
       if (j >= 0) taken[j] = true;
@@ -110,7 +114,7 @@ std::vector<Group> InferencePlan::Impl::fuse(const std::vector<Model::GraphNode>
 Dt InferencePlan::Impl::dst_type(const Group& g, const std::vector<Model::GraphNode>& nodes, Dt residual) const {
   if (g.last == model.output_node() || precision == Precision::fp32) return Dt::f32;
   if (precision == Precision::bf16) return Dt::bf16;
-  const bool relu = g.act >= 0 && nodes[g.act].layer->type() == "relu";
+  const bool relu = g.act >= 0 && is_relu(nodes[g.act].layer->spec());
   return relu && (g.add < 0 || residual == Dt::u8) ? Dt::u8 : Dt::s8;
 }
 
@@ -130,12 +134,12 @@ static std::vector<float> output_scales(const std::vector<float>& wscale, float 
 int InferencePlan::Impl::emit_conv(const Group& g, const std::vector<Model::GraphNode>& nodes,
                                    std::vector<int>& value_of) {
   const auto& head = nodes[g.head];
-  const bool bn_alone = head.layer->type() == "batchnorm2d";
+  const bool bn_alone = std::holds_alternative<BatchNormSpec>(head.layer->spec());
   const int in = value_of[head.inputs[0] + 1];
   const Dims xd = cpu::onednn::dims_of(values[in].md);  // (N, C, H, W)
   const Shape& out = (g.bn >= 0 ? nodes[g.bn] : head).shape;  // (K, P, Q)
   const int64_t k = out[0], c = xd[1];
-  const Conv2dParams p = bn_alone ? Conv2dParams{.groups = c} : head.layer->spec().conv;
+  const Conv2dParams p = bn_alone ? Conv2dParams{.groups = c} : std::get<Conv2dSpec>(head.layer->spec()).params;
   const Tensor& w = bn_alone ? Tensor() : head.layer->parameters().at(0)->value;  // (K, C/g, R, S)
   const int64_t r = bn_alone ? 1 : w.dim(2), s = bn_alone ? 1 : w.dim(3);
   const Md user_w = p.groups == 1 ? f32_md({k, c, r, s}, Tag::oihw)
@@ -163,7 +167,7 @@ int InferencePlan::Impl::emit_conv(const Group& g, const std::vector<Model::Grap
   auto make_pd = [&](float sum_scale) {
     dnnl::post_ops ops;
     if (g.add >= 0) ops.append_sum(act_scaled ? sum_scale / sy : sum_scale);
-    if (g.act >= 0) append_activation(ops, nodes[g.act].layer->spec(), act_scaled, sy);
+    if (g.act >= 0) append_activation(ops, *nodes[g.act].layer, act_scaled, sy);
     dnnl::primitive_attr attr = attr_with(ops);
     if (int8) cpu::onednn::set_output_scales(attr, 1 << 1, output_scales(sw, sx, act_scaled ? 1.0f : sy));
     auto pd_with = [&](dnnl::algorithm alg) {
@@ -191,10 +195,10 @@ int InferencePlan::Impl::emit_conv(const Group& g, const std::vector<Model::Grap
     // Take over the residual's buffer when every other reader ran before this step (a ResNet
     // block's first convolution reads the identity shortcut first), else copy it.
     bool free_after = rb.kind == Buffer::Kind::arena && g.residual >= 0 && g.residual != model.output_node() &&
-                      !is_alias(nodes[g.residual].layer->type()) && residual_as_is;
+                      !is_alias(nodes[g.residual].layer->spec()) && residual_as_is;
     for (size_t j = 0; j < nodes.size(); ++j)
       for (int src : nodes[j].inputs)
-        if (src == g.residual && static_cast<int>(j) != g.add && (!done[j] || is_alias(nodes[j].layer->type())))
+        if (src == g.residual && static_cast<int>(j) != g.add && (!done[j] || is_alias(nodes[j].layer->spec())))
           free_after = false;
     if (free_after) {
       Value shared;
@@ -241,7 +245,7 @@ int InferencePlan::Impl::emit_linear(const Group& g, const std::vector<Model::Gr
   const std::vector<float> sw = int8 ? weight_scales(*slot) : std::vector<float>{};
   const bool act_scaled = int8 && g.act >= 0;  // as in emit_conv
   dnnl::post_ops ops;
-  if (g.act >= 0) append_activation(ops, nodes[g.act].layer->spec(), act_scaled, sy);
+  if (g.act >= 0) append_activation(ops, *nodes[g.act].layer, act_scaled, sy);
   dnnl::primitive_attr attr = attr_with(ops);
   if (int8) cpu::onednn::set_output_scales(attr, 1 << 1, output_scales(sw, sx, act_scaled ? 1.0f : sy));
   // fp32 reads the activation as it is; other types let oneDNN pick the source's layout.
@@ -261,14 +265,18 @@ int InferencePlan::Impl::emit_linear(const Group& g, const std::vector<Model::Gr
 
 int InferencePlan::Impl::emit(const Group& g, const std::vector<Model::GraphNode>& nodes, std::vector<int>& value_of) {
   const auto& head = nodes[g.head];
-  const std::string_view t = head.layer->type();
-  if (t == "conv2d" || t == "batchnorm2d") return emit_conv(g, nodes, value_of);
-  if (t == "linear") return emit_linear(g, nodes, value_of);
+  const LayerSpec spec = head.layer->spec();
+  const std::string t(layer_type(spec));  // the step's name
+  if (std::holds_alternative<Conv2dSpec>(spec) || std::holds_alternative<BatchNormSpec>(spec))
+    return emit_conv(g, nodes, value_of);
+  if (std::holds_alternative<LinearSpec>(spec)) return emit_linear(g, nodes, value_of);
   const int in = value_of[head.inputs[0] + 1];
-  if (is_alias(t)) return in;  // flatten keeps the 4-D format: the inner product reads it as PyTorch's order
+  if (is_alias(spec)) return in;  // flatten keeps the 4-D format: the inner product reads it as PyTorch's order
   const Md& x = values[in].md;
-  if (is_pool(t)) {
-    const Pool2dParams p = head.layer->spec().pool;
+  if (is_pool(spec)) {
+    const Dims xd = cpu::onednn::dims_of(x);  // (N, C, H, W)
+    const auto* window = std::get_if<Pool2dSpec>(&spec);
+    const Pool2dParams p = window ? window->params : std::get<GlobalPoolSpec>(spec).window(xd[2], xd[3]);
     const Md any_y({batch, head.shape[0], head.shape[1], head.shape[2]}, dt_of(in), Tag::any);
     const auto pd = cpu::onednn::pool_forward_pd(
         engine, prop_kind::forward_inference,
@@ -276,21 +284,20 @@ int InferencePlan::Impl::emit(const Group& g, const std::vector<Model::GraphNode
         {p.stride_h, p.stride_w}, {p.kernel_h, p.kernel_w}, {p.pad_h, p.pad_w}, {p.pad_h, p.pad_w}, attr_with());
     const int y = new_value(pd.dst_desc());
     values[y].range = values[in].range;  // pooling keeps the scale: a max or mean of it
-    add_step(dnnl::pooling_forward(pd), pd.scratchpad_desc(), {{DNNL_ARG_SRC, in}, {DNNL_ARG_DST, y}}, std::string(t));
+    add_step(dnnl::pooling_forward(pd), pd.scratchpad_desc(), {{DNNL_ARG_SRC, in}, {DNNL_ARG_DST, y}}, t);
     return y;
   }
-  if (is_activation(t)) {
-    const LayerSpec a = head.layer->spec();
-    const auto pd = cpu::onednn::eltwise_forward_pd(engine, prop_kind::forward_inference, eltwise_alg(a.activation), x,
-                                               eltwise_alpha(a), 0.0f, attr_with());
+  if (const auto* a = std::get_if<ActivationSpec>(&spec)) {
+    const auto pd = cpu::onednn::eltwise_forward_pd(engine, prop_kind::forward_inference, eltwise_alg(a->kind), x,
+                                                    a->alpha(), 0.0f, attr_with());
     const int y = new_value(x);
     values[y].range = values[in].range;
-    add_step(dnnl::eltwise_forward(pd), pd.scratchpad_desc(), {{DNNL_ARG_SRC, in}, {DNNL_ARG_DST, y}}, std::string(t));
+    add_step(dnnl::eltwise_forward(pd), pd.scratchpad_desc(), {{DNNL_ARG_SRC, in}, {DNNL_ARG_DST, y}}, t);
     return y;
   }
   // An add no convolution could take: copy the first input, then a binary-free sum through a
   // reorder with the sum post-op (dst += src), which oneDNN 2.x and 3.x spell the same way.
-  CONVOY_CHECK(t == "add", "inference plan: unexpected layer type");
+  CONVOY_CHECK(std::holds_alternative<AddSpec>(spec), "inference plan: unexpected layer type");
   if (precision == Precision::int8)
     throw InputError("int8 inference plan: layer '" + head.layer->name() +
                      "' adds two tensors outside a convolution, which int8 plans do not support");

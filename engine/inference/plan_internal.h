@@ -11,6 +11,7 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <variant>
 #include <vector>
 
 #include "engine/backends/cpu/onednn_compat.h"
@@ -44,14 +45,23 @@ inline void* alloc_arena(size_t bytes) {
   return std::aligned_alloc(kAlign, (std::max(bytes, kAlign) + kAlign - 1) / kAlign * kAlign);
 }
 
-inline bool is_activation(std::string_view t) { return t == "relu" || t == "leaky_relu" || t == "gelu"; }
-inline bool is_pool(std::string_view t) {
-  return t == "maxpool2d" || t == "avgpool2d" || t == "global_avg_pool" || t == "global_max_pool";
+inline bool is_activation(const LayerSpec& s) { return std::holds_alternative<ActivationSpec>(s); }
+inline bool is_pool(const LayerSpec& s) {
+  return std::holds_alternative<Pool2dSpec>(s) || std::holds_alternative<GlobalPoolSpec>(s);
 }
-inline bool is_alias(std::string_view t) { return t == "flatten" || t == "dropout"; }  // dropout: eval mode
-inline bool is_known(std::string_view t) {
-  return t == "conv2d" || t == "batchnorm2d" || t == "linear" || t == "add" || is_activation(t) || is_pool(t) ||
-         is_alias(t);
+// Layers whose output is their input's memory (dropout: in evaluation).
+inline bool is_alias(const LayerSpec& s) {
+  return std::holds_alternative<FlattenSpec>(s) || std::holds_alternative<DropoutSpec>(s);
+}
+// Whether the plan has a step for the layer (the others run layer by layer). Every spec type is
+// named, so that a new layer type does not compile until it is decided here.
+inline bool is_known(const LayerSpec& spec) {
+  return std::visit(Overloaded{[](const Conv2dSpec&) { return true; }, [](const BatchNormSpec&) { return true; },
+                               [](const LinearSpec&) { return true; }, [](const ActivationSpec&) { return true; },
+                               [](const Pool2dSpec&) { return true; }, [](const GlobalPoolSpec&) { return true; },
+                               [](const FlattenSpec&) { return true; }, [](const DropoutSpec&) { return true; },
+                               [](const AddSpec&) { return true; }, [](const ConcatSpec&) { return false; }},
+                    spec);
 }
 
 inline dnnl::algorithm eltwise_alg(Activation a) {
@@ -62,7 +72,6 @@ inline dnnl::algorithm eltwise_alg(Activation a) {
   }
   return dnnl::algorithm::eltwise_relu;
 }
-inline float eltwise_alpha(const LayerSpec& s) { return s.activation == Activation::leaky_relu ? s.alpha : 0.0f; }
 
 // "nchw", "nhwc", "plain", or the inner blocks, e.g. "blocked 16" (nChw16c).
 inline std::string format_of(const Md& md) {

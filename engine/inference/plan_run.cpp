@@ -105,9 +105,11 @@ static void check_precision(Model& model, const InferenceOptions& o) {
 
 std::string InferencePlan::unsupported_reason(Model& model) {
   for (const Model::GraphNode& n : model.graph_nodes()) {
-    const std::string_view t = n.layer->type();
-    if (!is_known(t)) return "layer '" + n.layer->name() + "' (" + std::string(t) + ") has no inference plan";
-    if (t == "add" && n.inputs.size() != 2) return "layer '" + n.layer->name() + "' adds more than two inputs";
+    const LayerSpec spec = n.layer->spec();
+    if (!is_known(spec))
+      return "layer '" + n.layer->name() + "' (" + std::string(layer_type(spec)) + ") has no inference plan";
+    if (std::holds_alternative<AddSpec>(spec) && n.inputs.size() != 2)
+      return "layer '" + n.layer->name() + "' adds more than two inputs";
     for (Parameter* p : n.layer->parameters())
       if (!p->value.device().is_cpu() || p->value.dtype() != DType::f32) return "weights are not f32 on the CPU";
     for (Buffer* b : n.layer->buffers())

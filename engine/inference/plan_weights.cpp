@@ -66,7 +66,7 @@ void WeightSlot::fold() {
     const auto buffers = bn_->buffers();
     const float* mean = buffers.at(0)->value.data<float>();
     const float* var = buffers.at(1)->value.data<float>();
-    const double eps = bn_->spec().eps;
+    const double eps = std::get<BatchNormSpec>(bn_->spec()).eps;
     for (int64_t c = 0; c < k; ++c) {
       scale[c] = gamma[c] / std::sqrt(static_cast<double>(var[c]) + eps);
       shift[c] = beta[c] - mean[c] * scale[c];

@@ -2,11 +2,11 @@
 
 #include <onnx/onnx_pb.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
-#include <set>
+#include <variant>
 
-#include "engine/config/yaml_map.h"
 #include "engine/core/error.h"
 
 namespace convoy {
@@ -82,18 +82,12 @@ void value_info(onnx::ValueInfoProto& v, const std::string& name, const Shape& s
   for (int64_t d : sample) shape->add_dim()->set_dim_value(d);
 }
 
-std::vector<int64_t> pads_of(const std::vector<int64_t>& padding) {  // [top, left, bottom, right]
-  return {padding[0], padding[1], padding[0], padding[1]};
-}
+std::vector<int64_t> pads_of(int64_t pad_h, int64_t pad_w) { return {pad_h, pad_w, pad_h, pad_w}; }  // [t, l, b, r]
 
 }  // namespace
 
 std::string export_onnx(Model& model, const std::map<std::string, std::string>& metadata) {
-  const std::string source = model.name() + " (model_yaml)";
-  const YAML::Node layers = yaml_load_string(model.yaml(), source)["layers"];
-  const std::vector<LayerInfo> infos = model.layer_infos();
-  if (!layers.IsSequence() || layers.size() != infos.size())
-    throw InternalError("export: the model's YAML does not list its " + std::to_string(infos.size()) + " layers");
+  const std::vector<Model::GraphNode> nodes = model.graph_nodes();
   std::map<std::string, Tensor> state;
   for (NamedTensor& t : model.state()) {
     if (!t.tensor.device().is_cpu()) throw InternalError("export: model '" + model.name() + "' is not on the CPU");
@@ -127,81 +121,87 @@ std::string export_onnx(Model& model, const std::map<std::string, std::string>& 
       }
     }
   };
-  std::map<std::string, Shape> shapes = {{"input", model.input_shape()}};  // per sample
-  for (const LayerInfo& info : infos) shapes[info.name] = info.output;
-  std::set<std::string> uses_gelu;
-  for (size_t i = 0; i < infos.size(); ++i) {
-    const LayerInfo& info = infos[i];
-    const YamlMap attrs(layers[i], source, "layers[" + std::to_string(i) + "]");
-    const std::string& name = info.name;
-    std::vector<std::string> in = info.inputs;
-    const std::string& type = info.type;
-    if (type == "conv2d") {
-      add_weights(name, in, {"weight", "bias"});
-      NodeProto& n = g.node("Conv", name, in, name);
-      set_ints(n, "kernel_shape", attrs.get_ints("kernel", 2, {}));
-      set_ints(n, "strides", attrs.get_ints("stride", 2, {1, 1}));
-      set_ints(n, "pads", pads_of(attrs.get_ints("padding", 2, {0, 0})));
-      set_ints(n, "dilations", attrs.get_ints("dilation", 2, {1, 1}));
-      set_int(n, "group", attrs.get_int("groups", 1));
-    } else if (type == "batchnorm2d") {
-      add_weights(name, in, {"weight", "bias", "running_mean", "running_var"});
-      NodeProto& n = g.node("BatchNormalization", name, in, name);
-      set_float(n, "epsilon", attrs.get_double("eps", 1e-5));
-    } else if (type == "relu") {
-      g.node("Relu", name, in, name);
-    } else if (type == "leaky_relu") {
-      set_float(g.node("LeakyRelu", name, in, name), "alpha", attrs.get_double("negative_slope", 0.01));
-    } else if (type == "gelu") {  // x * 0.5 * (1 + erf(x / sqrt(2)))
-      uses_gelu.insert(name);
-      g.node("Div", name + "/div", {in[0], "gelu/sqrt2"}, name + "/div");
-      g.node("Erf", name + "/erf", {name + "/div"}, name + "/erf");
-      g.node("Add", name + "/add", {name + "/erf", "gelu/one"}, name + "/add");
-      g.node("Mul", name + "/mul", {in[0], name + "/add"}, name + "/mul");
-      g.node("Mul", name, {name + "/mul", "gelu/half"}, name);
-    } else if (type == "maxpool2d" || type == "avgpool2d") {
-      const auto kernel = attrs.get_ints("kernel", 2, {});
-      NodeProto& n = g.node(type == "maxpool2d" ? "MaxPool" : "AveragePool", name, in, name);
-      set_ints(n, "kernel_shape", kernel);
-      set_ints(n, "strides", attrs.get_ints("stride", 2, kernel));
-      set_ints(n, "pads", pads_of(attrs.get_ints("padding", 2, {0, 0})));
-      if (type == "avgpool2d") set_int(n, "count_include_pad", 0);  // Convoy's (and the default)
-    } else if (type == "global_avg_pool") {
-      g.node("GlobalAveragePool", name, in, name);
-    } else if (type == "global_max_pool") {
-      g.node("GlobalMaxPool", name, in, name);
-    } else if (type == "flatten") {
-      set_int(g.node("Flatten", name, in, name), "axis", 1);
-    } else if (type == "linear") {
-      // Convoy's linear reads a pooled (C, 1, 1) as C features; Gemm wants (N, F).
-      if (shapes.at(in[0]).size() != 1) {
-        set_int(g.node("Flatten", name + "/flatten", in, name + "/flatten"), "axis", 1);
-        in = {name + "/flatten"};
-      }
-      add_weights(name, in, {"weight", "bias"});
-      set_int(g.node("Gemm", name, in, name), "transB", 1);
-    } else if (type == "dropout") {
-      g.node("Dropout", name, in, name);  // no training_mode input: the identity
-    } else if (type == "add") {
-      std::string sum = in[0];
-      for (size_t k = 1; k < in.size(); ++k) {
-        const std::string out = k + 1 == in.size() ? name : name + "/" + std::to_string(k);
-        g.node("Add", out, {sum, in[k]}, out);
-        sum = out;
-      }
-    } else if (type == "concat") {
-      set_int(g.node("Concat", name, in, name), "axis", 1);
-    } else {
-      throw InputError("export: layer '" + name + "' of model '" + model.name() + "' has type '" + type +
-                       "', which the ONNX export does not know");
-    }
+  auto name_of = [&](int node) { return node < 0 ? std::string("input") : nodes[node].layer->name(); };
+  auto shape_of = [&](int node) { return node < 0 ? model.input_shape() : nodes[node].shape; };  // per sample
+  bool uses_gelu = false;
+  for (const Model::GraphNode& node : nodes) {
+    const std::string& name = node.layer->name();
+    std::vector<std::string> in;
+    for (int src : node.inputs) in.push_back(name_of(src));
+    // Every spec type has its case: a new layer type does not compile until it has an export.
+    std::visit(
+        Overloaded{
+            [&](const Conv2dSpec& s) {
+              add_weights(name, in, {"weight", "bias"});
+              NodeProto& n = g.node("Conv", name, in, name);
+              const Conv2dParams& p = s.params;
+              set_ints(n, "kernel_shape", {s.kernel_h, s.kernel_w});
+              set_ints(n, "strides", {p.stride_h, p.stride_w});
+              set_ints(n, "pads", pads_of(p.pad_h, p.pad_w));
+              set_ints(n, "dilations", {p.dilation_h, p.dilation_w});
+              set_int(n, "group", p.groups);
+            },
+            [&](const BatchNormSpec& s) {
+              add_weights(name, in, {"weight", "bias", "running_mean", "running_var"});
+              set_float(g.node("BatchNormalization", name, in, name), "epsilon", s.eps);
+            },
+            [&](const ActivationSpec& s) {
+              switch (s.kind) {
+                case Activation::relu: g.node("Relu", name, in, name); break;
+                case Activation::leaky_relu:
+                  set_float(g.node("LeakyRelu", name, in, name), "alpha", s.negative_slope);
+                  break;
+                case Activation::gelu:  // x * 0.5 * (1 + erf(x / sqrt(2)))
+                  uses_gelu = true;
+                  g.node("Div", name + "/div", {in[0], "gelu/sqrt2"}, name + "/div");
+                  g.node("Erf", name + "/erf", {name + "/div"}, name + "/erf");
+                  g.node("Add", name + "/add", {name + "/erf", "gelu/one"}, name + "/add");
+                  g.node("Mul", name + "/mul", {in[0], name + "/add"}, name + "/mul");
+                  g.node("Mul", name, {name + "/mul", "gelu/half"}, name);
+                  break;
+              }
+            },
+            [&](const Pool2dSpec& s) {
+              const Pool2dParams& p = s.params;
+              NodeProto& n = g.node(p.kind == PoolKind::max ? "MaxPool" : "AveragePool", name, in, name);
+              set_ints(n, "kernel_shape", {p.kernel_h, p.kernel_w});
+              set_ints(n, "strides", {p.stride_h, p.stride_w});
+              set_ints(n, "pads", pads_of(p.pad_h, p.pad_w));
+              if (p.kind == PoolKind::avg) set_int(n, "count_include_pad", 0);  // Convoy's (and the default)
+            },
+            [&](const GlobalPoolSpec& s) {
+              g.node(s.kind == PoolKind::max ? "GlobalMaxPool" : "GlobalAveragePool", name, in, name);
+            },
+            [&](const FlattenSpec&) { set_int(g.node("Flatten", name, in, name), "axis", 1); },
+            [&](const LinearSpec&) {
+              // Convoy's linear reads a pooled (C, 1, 1) as C features; Gemm wants (N, F).
+              if (shape_of(node.inputs[0]).size() != 1) {
+                set_int(g.node("Flatten", name + "/flatten", in, name + "/flatten"), "axis", 1);
+                in = {name + "/flatten"};
+              }
+              add_weights(name, in, {"weight", "bias"});
+              set_int(g.node("Gemm", name, in, name), "transB", 1);
+            },
+            [&](const DropoutSpec&) { g.node("Dropout", name, in, name); },  // no training_mode input: the identity
+            [&](const AddSpec&) {
+              std::string sum = in[0];
+              for (size_t k = 1; k < in.size(); ++k) {
+                const std::string out = k + 1 == in.size() ? name : name + "/" + std::to_string(k);
+                g.node("Add", out, {sum, in[k]}, out);
+                sum = out;
+              }
+            },
+            [&](const ConcatSpec&) { set_int(g.node("Concat", name, in, name), "axis", 1); }},
+        node.layer->spec());
   }
-  if (!uses_gelu.empty()) {
+  if (uses_gelu) {
     g.scalar("gelu/sqrt2", static_cast<float>(std::sqrt(2.0)));
     g.scalar("gelu/one", 1.0f);
     g.scalar("gelu/half", 0.5f);
   }
-  if (shapes.count("logits") && model.output_layer() != "logits")
+  const bool has_logits =
+      std::any_of(nodes.begin(), nodes.end(), [](const Model::GraphNode& n) { return n.layer->name() == "logits"; });
+  if (has_logits && model.output_layer() != "logits")
     throw InputError("export: model '" + model.name() + "' has a layer named 'logits' that is not its output; "
                      "the ONNX output takes that name (rename the layer)");
   if (model.output_layer() != "logits") g.node("Identity", "logits", {model.output_layer()}, "logits");

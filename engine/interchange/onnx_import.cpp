@@ -9,6 +9,7 @@
 #include <sstream>
 
 #include "engine/core/error.h"
+#include "engine/layers/layer_spec.h"
 
 namespace convoy {
 
@@ -22,9 +23,11 @@ constexpr const char* kSupportedOps =
     "Conv, BatchNormalization, Relu, LeakyRelu, Gelu, MaxPool, AveragePool, GlobalAveragePool, GlobalMaxPool, "
     "Gemm, MatMul, Flatten, Add, Concat, Dropout, Identity";
 
-// One Convoy layer as it goes into the YAML.
-struct LayerSpec {
-  std::string name, type;
+// One Convoy layer as it goes into the YAML: type names and the defaults left out are the specs'
+// (engine/layers/layer_spec.h).
+struct YamlLayer {
+  std::string name;
+  std::string_view type;
   std::vector<std::string> inputs;                        // Convoy layer names, "input"
   std::vector<std::pair<std::string, std::string>> attrs;  // key, YAML value
 };
@@ -94,10 +97,10 @@ class Importer {
     return it->second;
   }
   std::string unique_name(const NodeProto& node, const std::string& weight_value);
-  void windows(const NodeProto& node, LayerSpec& spec, const std::vector<int64_t>& kernel, bool pool);
-  void add_layer(const NodeProto& node, LayerSpec spec) {
-    layer_of_[node.output(0)] = spec.name;
-    layers_.push_back(std::move(spec));
+  void windows(const NodeProto& node, YamlLayer& layer, const std::vector<int64_t>& kernel, bool pool);
+  void add_layer(const NodeProto& node, YamlLayer layer) {
+    layer_of_[node.output(0)] = layer.name;
+    layers_.push_back(std::move(layer));
   }
   void convert(const NodeProto& node);
   bool scalar_is(const std::string& value, double expected) const;
@@ -108,7 +111,7 @@ class Importer {
   std::map<std::string, const TensorProto*> constants_;
   std::map<std::string, std::string> layer_of_;  // ONNX value -> Convoy layer
   std::set<std::string> taken_{"input"};
-  std::vector<LayerSpec> layers_;
+  std::vector<YamlLayer> layers_;
   std::vector<NamedTensor> tensors_;
   std::set<std::string> bias_free_linear_;  // MatMul layers whose bias may follow as an Add
 };
@@ -199,7 +202,7 @@ std::string Importer::unique_name(const NodeProto& node, const std::string& weig
 }
 
 // Convolution and pooling windows: strides, symmetric pads, dilations.
-void Importer::windows(const NodeProto& node, LayerSpec& spec, const std::vector<int64_t>& kernel, bool pool) {
+void Importer::windows(const NodeProto& node, YamlLayer& layer, const std::vector<int64_t>& kernel, bool pool) {
   const std::string auto_pad = attr(node, "auto_pad") ? attr(node, "auto_pad")->s() : "NOTSET";
   if (auto_pad != "NOTSET" && auto_pad != "VALID")
     fail_node(node, "auto_pad " + auto_pad + " is not supported (give explicit pads)");
@@ -207,17 +210,19 @@ void Importer::windows(const NodeProto& node, LayerSpec& spec, const std::vector
   if (pads.size() != 4) fail_node(node, "only 2-d windows are supported (pads has " + std::to_string(pads.size()) + " values)");
   if (pads[0] != pads[2] || pads[1] != pads[3])
     fail_node(node, "asymmetric pads [" + ints_yaml(pads) + "] are not supported");
-  const auto strides = attr_ints(node, "strides", {1, 1});
+  const auto strides = attr_ints(node, "strides", {1, 1});  // ONNX's defaults
   const auto dilations = attr_ints(node, "dilations", {1, 1});
+  const Conv2dParams convoy;  // Convoy's defaults, left out of the YAML
   if (strides.size() != 2 || dilations.size() != 2) fail_node(node, "only 2-d windows are supported");
-  spec.attrs.push_back({"kernel", ints_yaml(kernel)});
-  spec.attrs.push_back({"stride", ints_yaml(strides)});
-  if (pads[0] || pads[1]) spec.attrs.push_back({"padding", ints_yaml({pads[0], pads[1]})});
+  layer.attrs.push_back({"kernel", ints_yaml(kernel)});
+  layer.attrs.push_back({"stride", ints_yaml(strides)});
+  if (pads[0] != convoy.pad_h || pads[1] != convoy.pad_w)
+    layer.attrs.push_back({"padding", ints_yaml({pads[0], pads[1]})});
   if (pool) {
     if (dilations != std::vector<int64_t>{1, 1}) fail_node(node, "dilated pooling is not supported");
     if (attr_int(node, "ceil_mode", 0) != 0) fail_node(node, "ceil_mode 1 is not supported");
-  } else if (dilations != std::vector<int64_t>{1, 1}) {
-    spec.attrs.push_back({"dilation", ints_yaml(dilations)});
+  } else if (dilations != std::vector<int64_t>{convoy.dilation_h, convoy.dilation_w}) {
+    layer.attrs.push_back({"dilation", ints_yaml(dilations)});
   }
 }
 
@@ -229,73 +234,75 @@ void Importer::convert(const NodeProto& node) {
     layer_of_[node.output(0)] = layer_of(node, node.input(0));
     return;
   }
-  LayerSpec spec;
-  auto from = [&](int i) { spec.inputs.push_back(layer_of(node, node.input(i))); };
-  auto weight = [&](const std::string& key, const std::string& value) { tensors_.push_back({spec.name + "." + key, constant(node, value)}); };
+  YamlLayer layer;
+  auto from = [&](int i) { layer.inputs.push_back(layer_of(node, node.input(i))); };
+  auto weight = [&](const std::string& key, const std::string& value) { tensors_.push_back({layer.name + "." + key, constant(node, value)}); };
   if (op == "Conv") {
     if (node.input_size() < 2) fail_node(node, "expected a weight input");
     const Tensor w = constant(node, node.input(1));  // (K, C/groups, R, S)
     if (w.ndim() != 4) fail_node(node, "only 2-d convolutions are supported (weight " + shape_str(w.shape()) + ")");
-    spec.name = unique_name(node, node.input(1));
-    spec.type = "conv2d";
+    layer.name = unique_name(node, node.input(1));
+    layer.type = Conv2dSpec::type();
     from(0);
-    spec.attrs.push_back({"out_channels", std::to_string(w.dim(0))});
+    layer.attrs.push_back({"out_channels", std::to_string(w.dim(0))});
     const auto kernel = attr_ints(node, "kernel_shape", {w.dim(2), w.dim(3)});
     if (kernel != std::vector<int64_t>{w.dim(2), w.dim(3)}) fail_node(node, "kernel_shape disagrees with the weight");
-    windows(node, spec, kernel, false);
-    if (const int64_t groups = attr_int(node, "group", 1); groups != 1) spec.attrs.push_back({"groups", std::to_string(groups)});
+    windows(node, layer, kernel, false);
+    if (const int64_t groups = attr_int(node, "group", 1); groups != Conv2dParams{}.groups)
+      layer.attrs.push_back({"groups", std::to_string(groups)});
     const bool bias = node.input_size() > 2 && !node.input(2).empty();
-    if (!bias) spec.attrs.push_back({"bias", "false"});
-    tensors_.push_back({spec.name + ".weight", w});
+    if (bias != Conv2dSpec{}.bias) layer.attrs.push_back({"bias", bias ? "true" : "false"});
+    tensors_.push_back({layer.name + ".weight", w});
     if (bias) weight("bias", node.input(2));
   } else if (op == "BatchNormalization") {
     if (node.input_size() != 5) fail_node(node, "expected X, scale, B, mean and var");
     if (attr_int(node, "training_mode", 0) != 0) fail_node(node, "training_mode 1 is not supported (export in eval mode)");
-    spec.name = unique_name(node, node.input(1));
-    spec.type = "batchnorm2d";
+    layer.name = unique_name(node, node.input(1));
+    layer.type = BatchNormSpec::type();
     from(0);
-    if (const double eps = attr_float(node, "epsilon", 1e-5); std::abs(eps - 1e-5) > 1e-12)
-      spec.attrs.push_back({"eps", number_yaml(eps)});
+    const double eps = attr_float(node, "epsilon", BatchNormSpec::kEps);
+    if (std::abs(eps - BatchNormSpec::kEps) > 1e-12)
+      layer.attrs.push_back({"eps", number_yaml(eps)});
     weight("weight", node.input(1));
     weight("bias", node.input(2));
     weight("running_mean", node.input(3));
     weight("running_var", node.input(4));
   } else if (op == "Relu" || op == "LeakyRelu" || op == "Gelu" || op == "GlobalAveragePool" || op == "GlobalMaxPool" ||
              op == "Flatten" || op == "Dropout") {
-    spec.name = unique_name(node, "");
+    layer.name = unique_name(node, "");
     from(0);
-    if (op == "Relu") spec.type = "relu";
+    if (op == "Relu") layer.type = ActivationSpec{.kind = Activation::relu}.type();
     if (op == "LeakyRelu") {
-      spec.type = "leaky_relu";
-      spec.attrs.push_back({"negative_slope", number_yaml(attr_float(node, "alpha", 0.01))});
+      layer.type = ActivationSpec{.kind = Activation::leaky_relu}.type();
+      layer.attrs.push_back({"negative_slope", number_yaml(attr_float(node, "alpha", ActivationSpec::kNegativeSlope))});
     }
     if (op == "Gelu") {
-      spec.type = "gelu";
+      layer.type = ActivationSpec{.kind = Activation::gelu}.type();
       if (attr(node, "approximate") && attr(node, "approximate")->s() != "none")
         fail_node(node, "approximate '" + attr(node, "approximate")->s() + "' is not supported (Convoy's gelu is erf's)");
     }
-    if (op == "GlobalAveragePool") spec.type = "global_avg_pool";
-    if (op == "GlobalMaxPool") spec.type = "global_max_pool";
+    if (op == "GlobalAveragePool") layer.type = GlobalPoolSpec{.kind = PoolKind::avg}.type();
+    if (op == "GlobalMaxPool") layer.type = GlobalPoolSpec{.kind = PoolKind::max}.type();
     if (op == "Flatten") {
-      spec.type = "flatten";
+      layer.type = FlattenSpec::type();
       if (attr_int(node, "axis", 1) != 1) fail_node(node, "only axis 1 is supported");
     }
     if (op == "Dropout") {
-      spec.type = "dropout";
+      layer.type = DropoutSpec::type();
       if (node.input_size() > 1 && !node.input(1).empty()) {
         const Tensor ratio = constant(node, node.input(1));
         if (ratio.numel() != 1) fail_node(node, "ratio must be a scalar");
-        spec.attrs.push_back({"p", number_yaml(ratio.data<float>()[0])});
+        layer.attrs.push_back({"p", number_yaml(ratio.data<float>()[0])});
       }
     }
   } else if (op == "MaxPool" || op == "AveragePool") {
-    spec.name = unique_name(node, "");
-    spec.type = op == "MaxPool" ? "maxpool2d" : "avgpool2d";
+    layer.name = unique_name(node, "");
+    layer.type = Pool2dSpec{.params = {.kind = op == "MaxPool" ? PoolKind::max : PoolKind::avg}}.type();
     from(0);
     if (node.output_size() > 1 && !node.output(1).empty()) fail_node(node, "the Indices output is not supported");
     const auto kernel = attr_ints(node, "kernel_shape", {});
     if (kernel.size() != 2) fail_node(node, "expected a 2-d kernel_shape");
-    windows(node, spec, kernel, true);
+    windows(node, layer, kernel, true);
     const auto pads = attr_ints(node, "pads", {0, 0, 0, 0});
     if (op == "AveragePool" && attr_int(node, "count_include_pad", 0) != 0 && (pads[0] || pads[1]))
       fail_node(node, "count_include_pad 1 with padding is not supported (Convoy averages over the real elements)");
@@ -313,19 +320,19 @@ void Importer::convert(const NodeProto& node) {
         for (int64_t j = 0; j < b.dim(1); ++j) t.data<float>()[j * b.dim(0) + i] = b.data<float>()[i * b.dim(1) + j];
       b = t;
     }
-    spec.name = unique_name(node, node.input(1));
-    spec.type = "linear";
+    layer.name = unique_name(node, node.input(1));
+    layer.type = LinearSpec::type();
     from(0);
-    spec.attrs.push_back({"out_features", std::to_string(b.dim(0))});
-    tensors_.push_back({spec.name + ".weight", b});
+    layer.attrs.push_back({"out_features", std::to_string(b.dim(0))});
+    tensors_.push_back({layer.name + ".weight", b});
     const bool bias = op == "Gemm" && node.input_size() > 2 && !node.input(2).empty();
     if (bias) {
       Tensor c = constant(node, node.input(2));
       if (c.numel() != b.dim(0)) fail_node(node, "the bias C must hold one value per output, got " + shape_str(c.shape()));
-      tensors_.push_back({spec.name + ".bias", c.reshape({b.dim(0)})});
+      tensors_.push_back({layer.name + ".bias", c.reshape({b.dim(0)})});
     } else {
-      spec.attrs.push_back({"bias", "false"});
-      bias_free_linear_.insert(spec.name);
+      layer.attrs.push_back({"bias", "false"});  // LinearSpec's default is true
+      bias_free_linear_.insert(layer.name);
     }
   } else if (op == "Add" || op == "Concat") {
     if (op == "Add" && node.input_size() == 2 && (is_constant(node.input(0)) || is_constant(node.input(1)))) {
@@ -333,7 +340,7 @@ void Importer::convert(const NodeProto& node) {
       const int ci = is_constant(node.input(0)) ? 0 : 1;
       const std::string& target = layer_of(node, node.input(1 - ci));
       if (!bias_free_linear_.count(target)) fail_node(node, "adding a constant is supported only as a MatMul's bias");
-      for (LayerSpec& l : layers_)
+      for (YamlLayer& l : layers_)
         if (l.name == target) std::erase(l.attrs, std::pair<std::string, std::string>{"bias", "false"});
       Tensor c = constant(node, node.input(ci));
       tensors_.push_back({target + ".bias", c.reshape({c.numel()})});
@@ -341,15 +348,15 @@ void Importer::convert(const NodeProto& node) {
       layer_of_[node.output(0)] = target;
       return;
     }
-    spec.name = unique_name(node, "");
-    spec.type = op == "Add" ? "add" : "concat";
+    layer.name = unique_name(node, "");
+    layer.type = op == "Add" ? AddSpec::type() : ConcatSpec::type();
     for (int i = 0; i < node.input_size(); ++i) from(i);
     if (op == "Concat" && attr_int(node, "axis", 1) != 1 && attr_int(node, "axis", 1) != -3)
       fail_node(node, "only axis 1 (channels) is supported");
   } else {
     fail_node(node, "this op is not supported (Convoy imports " + std::string(kSupportedOps) + ")");
   }
-  add_layer(node, std::move(spec));
+  add_layer(node, std::move(layer));
 }
 
 bool Importer::scalar_is(const std::string& value, double expected) const {
@@ -379,11 +386,11 @@ size_t Importer::gelu_formula_at(const std::vector<const NodeProto*>& nodes, siz
   if (add.op_type() != "Add" || !reads(add, erf.output(0)) || !scalar_is(other(add, erf.output(0)), 1.0)) return 0;
   if (mul.op_type() != "Mul" || !reads(mul, add.output(0)) || other(mul, add.output(0)) != x) return 0;
   if (half.op_type() != "Mul" || !reads(half, mul.output(0)) || !scalar_is(other(half, mul.output(0)), 0.5)) return 0;
-  LayerSpec spec;
-  spec.name = unique_name(half, "");
-  spec.type = "gelu";
-  spec.inputs.push_back(layer_of(div, x));
-  add_layer(half, std::move(spec));
+  YamlLayer layer;
+  layer.name = unique_name(half, "");
+  layer.type = ActivationSpec{.kind = Activation::gelu}.type();
+  layer.inputs.push_back(layer_of(div, x));
+  add_layer(half, std::move(layer));
   return 5;
 }
 
@@ -434,7 +441,7 @@ ImportedModel Importer::run(const std::string& fallback_name) {
   if (out->second != layers_.back().name) yaml << "output: " << name_yaml(out->second) << "\n";
   yaml << "layers:\n";
   std::string previous = "input";
-  for (const LayerSpec& l : layers_) {
+  for (const YamlLayer& l : layers_) {
     yaml << "  - {name: " << name_yaml(l.name) << ", type: " << l.type;
     for (const auto& [k, v] : l.attrs) yaml << ", " << k << ": " << v;
     if (l.inputs != std::vector<std::string>{previous}) {

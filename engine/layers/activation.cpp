@@ -7,10 +7,9 @@ namespace {
 
 class ActivationLayer final : public Layer {
  public:
-  ActivationLayer(const std::string& name, Activation kind, std::string_view type, float alpha)
-      : Layer(name), kind_(kind), type_(type), alpha_(alpha) {}
+  ActivationLayer(const std::string& name, ActivationSpec spec) : Layer(name), spec_(spec) {}
 
-  std::string_view type() const override { return type_; }
+  LayerSpec spec() const override { return spec_; }
   std::vector<OpKind> ops() const override { return {OpKind::activation_forward, OpKind::activation_backward}; }
 
   Shape build(std::span<const Shape> in, std::mt19937_64&) override {
@@ -20,7 +19,7 @@ class ActivationLayer final : public Layer {
 
   Tensor forward(Backend& be, std::span<const Tensor> in, const StepInfo&) override {
     Tensor y = be.empty(in[0].shape(), in[0].dtype(), in[0].layout());
-    be.ops().activation_forward(kind_, alpha_, in[0], y);
+    be.ops().activation_forward(spec_.kind, spec_.alpha(), in[0], y);
     return y;
   }
 
@@ -28,15 +27,8 @@ class ActivationLayer final : public Layer {
                                const Tensor& dy, std::span<const bool> needs) override {
     if (!needs[0]) return {Tensor()};
     Tensor dx = be.empty(in[0].shape(), in[0].dtype(), in[0].layout());
-    be.ops().activation_backward(kind_, alpha_, in[0], y, dy, dx);
+    be.ops().activation_backward(spec_.kind, spec_.alpha(), in[0], y, dy, dx);
     return {dx};
-  }
-
-  LayerSpec spec() const override {
-    LayerSpec s;
-    s.activation = kind_;
-    s.alpha = alpha_;
-    return s;
   }
 
   int64_t forward_flops(std::span<const Shape>, const Shape& out) const override {
@@ -44,28 +36,27 @@ class ActivationLayer final : public Layer {
   }
 
  private:
-  Activation kind_;
-  std::string_view type_;
-  float alpha_;
+  ActivationSpec spec_;
 };
 
 }  // namespace
 
 std::unique_ptr<Layer> make_relu(const std::string& name, const LayerAttrs&) {
-  return std::make_unique<ActivationLayer>(name, Activation::relu, "relu", 0.0f);
+  return std::make_unique<ActivationLayer>(name, ActivationSpec{.kind = Activation::relu});
 }
-CONVOY_REGISTER_LAYER(relu, make_relu);
+CONVOY_REGISTER_LAYER(make_relu, ActivationSpec{.kind = Activation::relu});
 
 std::unique_ptr<Layer> make_leaky_relu(const std::string& name, const LayerAttrs& a) {
-  const double slope = a.get_double("negative_slope", 0.01);
+  const double slope = a.get_double("negative_slope", ActivationSpec::kNegativeSlope);
   if (!(slope >= 0 && slope <= 1e6)) a.fail("negative_slope", "must be in 0 ... 1e6");
-  return std::make_unique<ActivationLayer>(name, Activation::leaky_relu, "leaky_relu", static_cast<float>(slope));
+  return std::make_unique<ActivationLayer>(
+      name, ActivationSpec{.kind = Activation::leaky_relu, .negative_slope = static_cast<float>(slope)});
 }
-CONVOY_REGISTER_LAYER(leaky_relu, make_leaky_relu);
+CONVOY_REGISTER_LAYER(make_leaky_relu, ActivationSpec{.kind = Activation::leaky_relu});
 
 std::unique_ptr<Layer> make_gelu(const std::string& name, const LayerAttrs&) {
-  return std::make_unique<ActivationLayer>(name, Activation::gelu, "gelu", 0.0f);
+  return std::make_unique<ActivationLayer>(name, ActivationSpec{.kind = Activation::gelu});
 }
-CONVOY_REGISTER_LAYER(gelu, make_gelu);
+CONVOY_REGISTER_LAYER(make_gelu, ActivationSpec{.kind = Activation::gelu});
 
 }  // namespace convoy

@@ -13,8 +13,9 @@ namespace {
 class BatchNorm2d final : public Layer {
  public:
   BatchNorm2d(const std::string& name, const LayerAttrs& a) : Layer(name) {
-    const double momentum = a.get_double("momentum", 0.1);  // finite: the reader refuses nan and inf
-    const double eps = a.get_double("eps", 1e-5);
+    // Finite: the reader refuses nan and inf.
+    const double momentum = a.get_double("momentum", BatchNormSpec::kMomentum);
+    const double eps = a.get_double("eps", BatchNormSpec::kEps);
     if (!(momentum >= 0 && momentum <= 1)) a.fail("momentum", "must be in [0, 1]");
     if (!(eps > 0 && eps <= 1)) a.fail("eps", "must be positive (and at most 1)");
     momentum_ = static_cast<float>(momentum);
@@ -22,14 +23,9 @@ class BatchNorm2d final : public Layer {
     if (eps_ <= 0) a.fail("eps", "must be positive (" + std::to_string(eps) + " is 0 as a float)");
   }
 
-  std::string_view type() const override { return "batchnorm2d"; }
   std::vector<OpKind> ops() const override { return {OpKind::batchnorm_forward_train, OpKind::batchnorm_forward_eval, OpKind::batchnorm_backward}; }
 
-  LayerSpec spec() const override {
-    LayerSpec s;
-    s.eps = eps_;
-    return s;
-  }
+  LayerSpec spec() const override { return BatchNormSpec{.eps = eps_, .momentum = momentum_}; }
 
   bool fuse_relu(bool on) override {
     relu_ = on;
@@ -77,7 +73,7 @@ class BatchNorm2d final : public Layer {
   }
 
  private:
-  float momentum_ = 0.1f, eps_ = 1e-5f;
+  float momentum_ = 0, eps_ = 0;  // read by the constructor
   bool relu_ = false;          // a ReLU fused after it (fuse_relu)
   Parameter gamma_{"weight"};  // (C), PyTorch's name
   Parameter beta_{"bias"};     // (C)
@@ -189,6 +185,6 @@ class BatchNorm2d final : public Layer {
 std::unique_ptr<Layer> make_batchnorm2d(const std::string& name, const LayerAttrs& attrs) {
   return std::make_unique<BatchNorm2d>(name, attrs);
 }
-CONVOY_REGISTER_LAYER(batchnorm2d, make_batchnorm2d);
+CONVOY_REGISTER_LAYER(make_batchnorm2d, BatchNormSpec{});
 
 }  // namespace convoy

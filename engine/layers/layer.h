@@ -9,6 +9,7 @@
 
 #include "engine/backends/backend.h"
 #include "engine/core/tensor.h"
+#include "engine/layers/layer_spec.h"
 
 namespace convoy {
 
@@ -32,16 +33,6 @@ struct Parameter {
 struct Buffer {
   std::string name;
   Tensor value{};  // f32
-};
-
-// A layer's attributes for code that compiles a model rather than running its layers one by
-// one (engine/inference's plan): only the fields of the layer's own type are meaningful.
-struct LayerSpec {
-  Conv2dParams conv{};                    // conv2d
-  Pool2dParams pool{};                    // maxpool2d, avgpool2d; global pools (window = the plane)
-  Activation activation = Activation::relu;  // relu, leaky_relu, gelu
-  float alpha = 0;                        // leaky_relu's negative slope
-  float eps = 0;                          // batchnorm2d
 };
 
 // Data-parallel batch norm (sync_batchnorm): per-channel sums over every rank's batch.
@@ -81,7 +72,10 @@ class Layer {
   Layer& operator=(const Layer&) = delete;
 
   const std::string& name() const { return name_; }
-  virtual std::string_view type() const = 0;
+  // The model YAML's type name, "conv2d", ...: the spec's.
+  std::string_view type() const { return layer_type(spec()); }
+  // This layer's attributes: what its factory read, with the defaults for those not given.
+  virtual LayerSpec spec() const = 0;
 
   // Checks the per-sample input shapes (no batch dimension, e.g. (C, H, W)), creates and
   // initializes the parameters on the CPU, and returns the per-sample output shape.
@@ -111,9 +105,6 @@ class Layer {
   // The ops forward and backward call, so that a model can ask a backend whether it runs
   // them (Model::unsupported_ops) before the first step instead of failing inside it.
   virtual std::vector<OpKind> ops() const = 0;
-
-  // This layer's attributes (LayerSpec's fields for its type; the defaults elsewhere).
-  virtual LayerSpec spec() const { return {}; }
 
   // Takes over a ReLU that reads nothing but this layer's output (Model fuses such pairs, so
   // the pre-activation tensor is never written and read back): forward then returns

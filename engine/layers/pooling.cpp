@@ -8,16 +8,14 @@ namespace {
 class Pool2d final : public Layer {
  public:
   // global: the window is the input's whole (H, W), fixed at build.
-  Pool2d(const std::string& name, PoolKind kind, bool global, std::string_view type)
-      : Layer(name), global_(global), type_(type) {
-    params_.kind = kind;
-  }
+  Pool2d(const std::string& name, PoolKind kind, bool global) : Layer(name), global_(global) { params_.kind = kind; }
 
   void read_window(const LayerAttrs& a) {
     const auto kernel = a.get_ints_in("kernel", 2, {}, 1, kMaxWindow);
     if (kernel.empty()) a.fail("kernel", "missing (expected an integer or [kh, kw])");
     const auto stride = a.get_ints_in("stride", 2, kernel, 1, kMaxWindow);
-    const auto padding = a.get_ints_in("padding", 2, {0, 0}, 0, kMaxWindow);
+    const Pool2dParams d;  // the defaults
+    const auto padding = a.get_ints_in("padding", 2, {d.pad_h, d.pad_w}, 0, kMaxWindow);
     params_.kernel_h = kernel[0], params_.kernel_w = kernel[1];
     params_.stride_h = stride[0], params_.stride_w = stride[1];
     params_.pad_h = padding[0], params_.pad_w = padding[1];
@@ -28,15 +26,17 @@ class Pool2d final : public Layer {
       a.fail("padding", "must be at most half the kernel");
   }
 
-  std::string_view type() const override { return type_; }
+  LayerSpec spec() const override {
+    if (global_) return GlobalPoolSpec{.kind = params_.kind};
+    return Pool2dSpec{.params = params_};
+  }
   std::vector<OpKind> ops() const override { return {OpKind::pool2d_forward, OpKind::pool2d_backward}; }
 
   Shape build(std::span<const Shape> in, std::mt19937_64&) override {
     expect_inputs(*this, in, 1, 3);
     const int64_t c = in[0][0], h = in[0][1], w = in[0][2];
     if (global_) {
-      params_.kernel_h = params_.stride_h = h;
-      params_.kernel_w = params_.stride_w = w;
+      params_ = GlobalPoolSpec{.kind = params_.kind}.window(h, w);
       return {c, 1, 1};
     }
     const Shape out = pool2d_output_shape(params_, {1, c, h, w});  // (1, C, P, Q)
@@ -63,47 +63,40 @@ class Pool2d final : public Layer {
     return {dx};
   }
 
-  LayerSpec spec() const override {
-    LayerSpec s;
-    s.pool = params_;
-    return s;
-  }
-
   int64_t forward_flops(std::span<const Shape>, const Shape& out) const override {
     return shape_numel(out) * params_.kernel_h * params_.kernel_w;
   }
 
  private:
-  Pool2dParams params_;
+  Pool2dParams params_;  // a global pool's window is set by build
   bool global_;
-  std::string_view type_;
   Tensor workspace_;  // the backend's record of the last training forward
 };
 
 }  // namespace
 
 std::unique_ptr<Layer> make_maxpool2d(const std::string& name, const LayerAttrs& attrs) {
-  auto layer = std::make_unique<Pool2d>(name, PoolKind::max, false, "maxpool2d");
+  auto layer = std::make_unique<Pool2d>(name, PoolKind::max, false);
   layer->read_window(attrs);
   return layer;
 }
-CONVOY_REGISTER_LAYER(maxpool2d, make_maxpool2d);
+CONVOY_REGISTER_LAYER(make_maxpool2d, Pool2dSpec{.params = {.kind = PoolKind::max}});
 
 std::unique_ptr<Layer> make_avgpool2d(const std::string& name, const LayerAttrs& attrs) {
-  auto layer = std::make_unique<Pool2d>(name, PoolKind::avg, false, "avgpool2d");
+  auto layer = std::make_unique<Pool2d>(name, PoolKind::avg, false);
   layer->read_window(attrs);
   return layer;
 }
-CONVOY_REGISTER_LAYER(avgpool2d, make_avgpool2d);
+CONVOY_REGISTER_LAYER(make_avgpool2d, Pool2dSpec{.params = {.kind = PoolKind::avg}});
 
 std::unique_ptr<Layer> make_global_avg_pool(const std::string& name, const LayerAttrs&) {
-  return std::make_unique<Pool2d>(name, PoolKind::avg, true, "global_avg_pool");
+  return std::make_unique<Pool2d>(name, PoolKind::avg, true);
 }
-CONVOY_REGISTER_LAYER(global_avg_pool, make_global_avg_pool);
+CONVOY_REGISTER_LAYER(make_global_avg_pool, GlobalPoolSpec{.kind = PoolKind::avg});
 
 std::unique_ptr<Layer> make_global_max_pool(const std::string& name, const LayerAttrs&) {
-  return std::make_unique<Pool2d>(name, PoolKind::max, true, "global_max_pool");
+  return std::make_unique<Pool2d>(name, PoolKind::max, true);
 }
-CONVOY_REGISTER_LAYER(global_max_pool, make_global_max_pool);
+CONVOY_REGISTER_LAYER(make_global_max_pool, GlobalPoolSpec{.kind = PoolKind::max});
 
 }  // namespace convoy

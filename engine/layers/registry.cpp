@@ -12,36 +12,47 @@ namespace convoy {
 
 namespace {
 
+struct Registered {
+  LayerFactory factory;
+  LayerSpec defaults;
+};
+
 // Filled before main by the registrations in each layer's file. A function-local static, so
 // it exists before the first registration whatever the order of static initialization.
-std::map<std::string, LayerFactory, std::less<>>& registry() {
-  static std::map<std::string, LayerFactory, std::less<>> types;
+std::map<std::string, Registered, std::less<>>& registry() {
+  static std::map<std::string, Registered, std::less<>> types;
   return types;
 }
 
 }  // namespace
 
-LayerRegistration::LayerRegistration(const char* type, LayerFactory factory) {
-  if (!registry().emplace(type, factory).second) {
+LayerRegistration::LayerRegistration(const LayerSpec& defaults, LayerFactory factory) {
+  const std::string type(layer_type(defaults));
+  if (!registry().emplace(type, Registered{factory, defaults}).second) {
     // Two files claim one type: a bug that must not pass silently, found before main runs.
-    std::fprintf(stderr, "convoy: internal error: layer type '%s' registered twice\n", type);
+    std::fprintf(stderr, "convoy: internal error: layer type '%s' registered twice\n", type.c_str());
     std::abort();
   }
 }
 
 std::unique_ptr<Layer> make_layer(const std::string& type, const std::string& name, const LayerAttrs& attrs) {
   const auto found = registry().find(type);
-  if (found != registry().end()) return found->second(name, attrs);
+  if (found != registry().end()) return found->second.factory(name, attrs);
   std::string list;
-  for (const auto& [known, factory] : registry()) list += (list.empty() ? "" : ", ") + known;
+  for (const auto& [known, registered] : registry()) list += (list.empty() ? "" : ", ") + known;
   attrs.fail("type", "unknown layer type '" + type + "' (known: " + list + ")");
   std::abort();  // not reached: fail() throws (GCC does not trust [[noreturn]] on a virtual call)
 }
 
 std::vector<std::string> layer_types() {
   std::vector<std::string> out;
-  for (const auto& [type, factory] : registry()) out.push_back(type);
+  for (const auto& [type, registered] : registry()) out.push_back(type);
   return out;
+}
+
+const LayerSpec* default_spec(std::string_view type) {
+  const auto found = registry().find(type);
+  return found == registry().end() ? nullptr : &found->second.defaults;
 }
 
 void layer_error(const Layer& layer, const std::string& message) {

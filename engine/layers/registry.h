@@ -2,6 +2,7 @@
 // The layer registry: the types a model can name, and the factory that builds each.
 #include <memory>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "engine/layers/layer.h"
@@ -15,15 +16,20 @@ std::unique_ptr<Layer> make_layer(const std::string& type, const std::string& na
 // The registered layer types, sorted.
 std::vector<std::string> layer_types();
 
+// A registered type's spec with every attribute at its default (the required ones 0), or
+// nullptr for an unknown type: what a type name means, for code that reads model YAML as text.
+const LayerSpec* default_spec(std::string_view type);
+
 using LayerFactory = std::unique_ptr<Layer> (*)(const std::string& name, const LayerAttrs& attrs);
-// Adds a layer type to the registry when the program starts. Each layer's file registers its
-// types with one line, CONVOY_REGISTER_LAYER(conv2d, make_conv2d); nothing else lists them.
+// Adds a layer type to the registry when the program starts: the type named by `defaults`'s
+// type() (the spec's default, which default_spec returns). Each layer's file registers its types
+// with one line, CONVOY_REGISTER_LAYER(make_conv2d, Conv2dSpec{}); nothing else lists them.
 // (The build links engine/layers whole, so the linker keeps every registration.)
 struct LayerRegistration {
-  LayerRegistration(const char* type, LayerFactory factory);
+  LayerRegistration(const LayerSpec& defaults, LayerFactory factory);
 };
-#define CONVOY_REGISTER_LAYER(type, factory) \
-  static const ::convoy::LayerRegistration convoy_layer_registration_##type { #type, factory }
+#define CONVOY_REGISTER_LAYER(factory, ...) \
+  static const ::convoy::LayerRegistration convoy_layer_registration_##factory { __VA_ARGS__, factory }
 
 // Shared by layers: throws InputError "layer '<name>' (<type>): message".
 [[noreturn]] void layer_error(const Layer& layer, const std::string& message);

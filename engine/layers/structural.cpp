@@ -12,7 +12,7 @@ namespace {
 class Flatten final : public Layer {
  public:
   using Layer::Layer;
-  std::string_view type() const override { return "flatten"; }
+  LayerSpec spec() const override { return FlattenSpec{}; }
   std::vector<OpKind> ops() const override { return {OpKind::cast}; }
 
   Shape build(std::span<const Shape> in, std::mt19937_64&) override {
@@ -43,10 +43,10 @@ uint64_t name_hash(const std::string& name) {
 class Dropout final : public Layer {
  public:
   Dropout(const std::string& name, const LayerAttrs& a) : Layer(name) {
-    p_ = static_cast<float>(a.get_double("p", 0.5));
+    p_ = static_cast<float>(a.get_double("p", DropoutSpec::kP));
     if (p_ < 0 || p_ >= 1) a.fail("p", "must be in [0, 1)");
   }
-  std::string_view type() const override { return "dropout"; }
+  LayerSpec spec() const override { return DropoutSpec{.p = p_}; }
   bool draws_per_step() const override { return p_ > 0; }
   std::vector<OpKind> ops() const override { return {OpKind::dropout_forward, OpKind::dropout_backward}; }
 
@@ -73,14 +73,14 @@ class Dropout final : public Layer {
   }
 
  private:
-  float p_ = 0.5f;
+  float p_ = 0;  // read by the constructor
   uint64_t seed_ = 0;  // of the last training forward
 };
 
 class Add final : public Layer {
  public:
   using Layer::Layer;
-  std::string_view type() const override { return "add"; }
+  LayerSpec spec() const override { return AddSpec{}; }
   std::vector<OpKind> ops() const override { return {OpKind::add}; }
 
   Shape build(std::span<const Shape> in, std::mt19937_64&) override {
@@ -123,7 +123,7 @@ class Add final : public Layer {
 class Concat final : public Layer {
  public:
   using Layer::Layer;
-  std::string_view type() const override { return "concat"; }
+  LayerSpec spec() const override { return ConcatSpec{}; }
   std::vector<OpKind> ops() const override { return {OpKind::concat_channels, OpKind::split_channels}; }
 
   Shape build(std::span<const Shape> in, std::mt19937_64&) override {
@@ -160,18 +160,18 @@ class Concat final : public Layer {
 std::unique_ptr<Layer> make_flatten(const std::string& name, const LayerAttrs&) {
   return std::make_unique<Flatten>(name);
 }
-CONVOY_REGISTER_LAYER(flatten, make_flatten);
+CONVOY_REGISTER_LAYER(make_flatten, FlattenSpec{});
 std::unique_ptr<Layer> make_dropout(const std::string& name, const LayerAttrs& attrs) {
   return std::make_unique<Dropout>(name, attrs);
 }
-CONVOY_REGISTER_LAYER(dropout, make_dropout);
+CONVOY_REGISTER_LAYER(make_dropout, DropoutSpec{});
 std::unique_ptr<Layer> make_add(const std::string& name, const LayerAttrs&) {
   return std::make_unique<Add>(name);
 }
-CONVOY_REGISTER_LAYER(add, make_add);
+CONVOY_REGISTER_LAYER(make_add, AddSpec{});
 std::unique_ptr<Layer> make_concat(const std::string& name, const LayerAttrs&) {
   return std::make_unique<Concat>(name);
 }
-CONVOY_REGISTER_LAYER(concat, make_concat);
+CONVOY_REGISTER_LAYER(make_concat, ConcatSpec{});
 
 }  // namespace convoy

@@ -8,6 +8,7 @@
 // Shapes: 4-D activations are logically (N, C, H, W) whatever their Layout.
 #include <cstdint>
 #include <span>
+#include <type_traits>
 
 #include "engine/core/tensor.h"
 #include "engine/ops/activation.h"
@@ -18,6 +19,7 @@
 #include "engine/ops/linear.h"
 #include "engine/ops/normalize_augment.h"
 #include "engine/ops/op_check.h"
+#include "engine/ops/op_list.h"
 #include "engine/ops/optimizer_update.h"
 #include "engine/ops/pool2d.h"
 #include "engine/ops/softmax.h"
@@ -26,30 +28,14 @@ namespace convoy {
 
 // Every op of the set, for supports() and for the op test harness's "every op has cases".
 enum class OpKind : uint8_t {
-  conv2d_forward, conv2d_backward_data, conv2d_backward_weights,
-  batchnorm_forward_train, batchnorm_forward_eval, batchnorm_backward,
-  activation_forward, activation_backward,
-  pool2d_forward, pool2d_backward,
-  linear_forward, linear_backward,
-  add, add_inplace, concat_channels, split_channels,
-  dropout_forward, dropout_backward,
-  softmax_cross_entropy, softmax,
-  cast, fill,
-  sgd_update, adamw_update,
-  normalize_augment,
+#define CONVOY_OP_KIND(op) op,
+  CONVOY_OPS(CONVOY_OP_KIND)
+#undef CONVOY_OP_KIND
 };
 inline constexpr OpKind kAllOps[] = {
-    OpKind::conv2d_forward, OpKind::conv2d_backward_data, OpKind::conv2d_backward_weights,
-    OpKind::batchnorm_forward_train, OpKind::batchnorm_forward_eval, OpKind::batchnorm_backward,
-    OpKind::activation_forward, OpKind::activation_backward,
-    OpKind::pool2d_forward, OpKind::pool2d_backward,
-    OpKind::linear_forward, OpKind::linear_backward,
-    OpKind::add, OpKind::add_inplace, OpKind::concat_channels, OpKind::split_channels,
-    OpKind::dropout_forward, OpKind::dropout_backward,
-    OpKind::softmax_cross_entropy, OpKind::softmax,
-    OpKind::cast, OpKind::fill,
-    OpKind::sgd_update, OpKind::adamw_update,
-    OpKind::normalize_augment,
+#define CONVOY_OP_KIND(op) OpKind::op,
+    CONVOY_OPS(CONVOY_OP_KIND)
+#undef CONVOY_OP_KIND
 };
 // "conv2d_forward", ...: the op's method name.
 const char* op_name(OpKind op);
@@ -154,5 +140,14 @@ class Ops {
   virtual void normalize_augment(const Tensor& images, const NormalizeAugment& a, uint64_t seed,
                                  Tensor& y) = 0;
 };
+
+// The methods above keep their own declarations (each op's signature is its own); the list
+// names each of them, so that an entry without its method, or a renamed method, does not compile.
+// (A method without an entry cannot call require_supported with its OpKind, which each backend's
+// implementation does.)
+#define CONVOY_OP_HAS_METHOD(op) \
+  static_assert(std::is_member_function_pointer_v<decltype(&Ops::op)>, "CONVOY_OPS names an Ops method");
+CONVOY_OPS(CONVOY_OP_HAS_METHOD)
+#undef CONVOY_OP_HAS_METHOD
 
 }  // namespace convoy
