@@ -9,6 +9,7 @@
 #include "cli/commands.h"
 #include "datasets/dataset.h"
 #include "datasets/loader.h"
+#include "datasets/nvjpeg.h"
 #include "engine/backends/backend.h"
 #include "engine/bundle/inference_precision.h"
 #include "engine/bundle/loaded_model.h"
@@ -110,7 +111,11 @@ void evaluate_split(const InferArgs& args, LoadedModel& loaded, Backend& backend
 // Top-k classes of every image, preprocessed as the model was evaluated in training, in batches.
 void classify_images(const InferArgs& args, LoadedModel& loaded, Backend& backend) {
   const FileDataset files("images", loaded.class_names, image_files(args.images));
-  DataLoader loader(files, eval_loader_options(loaded.preprocess, args.batch_size, args.workers));
+  LoaderOptions options = eval_loader_options(loaded.preprocess, args.batch_size, args.workers);
+  // On a GPU the files are decoded there too (nvJPEG, the training loader's decoder), batch by batch.
+  if (backend.device().is_cuda() && !args.invert && nvjpeg_unavailable_reason().empty())
+    options.batch_decoder = make_nvjpeg_batch_decoder(backend.device().index);
+  DataLoader loader(files, options);
   loader.start_epoch(0);
   Batch batch;
   int64_t next_file = 0;

@@ -27,3 +27,41 @@ for case in ${SERVE_CASES:-resnet50:bf16:1 resnet50:bf16:32 resnet50:bf16:1:jpeg
     SERVE_BATCH=${SERVE_BATCH:-64} SERVE_DATA=$data SERVE_RUNS=$runs \
     timeout 300 bash benchmarks/serve/load_test.sh "$build" "$seconds" 2>&1 | tee "$out/serve-$model-$precision-$images-$input-$protocol.txt"
 done
+
+# `convoy infer` on the GPU over a folder of JPEGs (decode with nvJPEG + infer, top-1 printed): the
+# images per second of the whole command, and of its steady part ((N - 1) images over the time N
+# images take beyond one image's run, which holds the start-up: loading, recording every batch size).
+if [ "${SERVE_INFER_IMAGES:-20000}" -gt 0 ]; then
+  n=${SERVE_INFER_IMAGES:-20000}
+  work=$(mktemp -d)
+  "$build/convoy" train --config configs/fashion_mnist.yaml --set model=../models/resnet50.yaml --set name=r50 \
+    --set output.dir="$work/runs" --set dataset.path="$data" --set dataset.train_limit=64 --set dataset.test_limit=64 \
+    --set epochs=1 --set batch_size=64 --set num_classes=10 --set precision=bf16 > "$out/infer-train.log" 2>&1 ||
+    { tail -5 "$out/infer-train.log"; exit 1; }
+  python3 - "$work/jpegs" "$n" <<'PY'
+import math, os, sys
+from PIL import Image
+folder, n = sys.argv[1], int(sys.argv[2])
+os.makedirs(folder + "/x")
+names = []
+for k in range(16):  # 16 distinct 500x375 JPEGs, linked under n names (decoding is the same work)
+    img = Image.new("RGB", (500, 375))
+    img.putdata([(int(128 + 120 * math.sin(x / (11 + k) + y / 41)), int(128 + 120 * math.sin(x * y / (4000 + k))),
+                  (x ^ y ^ k) & 255) for y in range(375) for x in range(500)])
+    names.append(f"{folder}/src{k}.jpg")
+    img.save(names[-1], "JPEG", quality=90)
+for i in range(n):
+    os.link(names[i % 16], f"{folder}/x/{i:06d}.jpg")
+PY
+  timed() { local t0 t1; t0=$(date +%s.%N); "$@" > "$work/preds.txt" 2> "$work/infer.err" || { cat "$work/infer.err"; return 1; }
+            t1=$(date +%s.%N); python3 -c "print(round($t1 - $t0, 3))"; }
+  one=$(timed "$build/convoy" infer --model "$work/runs/r50/best.safetensors" --device cuda --batch-size 256 --workers 16 \
+        "$work/jpegs/x/000000.jpg")
+  all=$(timed "$build/convoy" infer --model "$work/runs/r50/best.safetensors" --device cuda --batch-size 256 --workers 16 \
+        "$work/jpegs/x")
+  echo "== convoy infer, $n JPEGs (500x375), ResNet-50 $(grep -o 'in [a-z0-9]*$' "$work/infer.err" | head -1), batch 256:" \
+       "$(wc -l < "$work/preds.txt") lines, $all s in all ($(python3 -c "print(round($n / $all))") img/s), one image" \
+       "$one s, steady $(python3 -c "print(round(($n - 1) / ($all - $one)))") img/s"
+  head -c 300 "$work/infer.err"
+  rm -rf "$work"
+fi

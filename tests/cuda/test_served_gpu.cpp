@@ -1,0 +1,138 @@
+// `convoy serve` on a GPU (ServedVersion with device: cuda): requests batched by the dynamic batcher
+// get what GraphedBatches gives for the same images, each precision within its tolerance of the
+// CPU's f32 forward; auto serves a bf16-trained checkpoint in bf16; int8 is refused there.
+#include <gtest/gtest.h>
+
+#include <cstring>
+#include <future>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "apps/serve/metrics.h"
+#include "apps/serve/served_model.h"
+#include "engine/backends/backend.h"
+#include "engine/bundle/run_checkpoint.h"
+#include "engine/core/error.h"
+#include "engine/graph/model.h"
+#include "tests/model_step.h"
+#include "tests/temp_dir.h"
+
+using namespace convoy;
+using namespace convoy::serve;
+using convoy::testing::relative_difference;
+
+namespace {
+
+class ServedGpu : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    if (auto why = cuda_unavailable_reason(); !why.empty()) GTEST_SKIP() << why;
+  }
+};
+
+const std::string kModel = std::string(CONVOY_SOURCE_DIR) + "/models/resnet20.yaml";
+
+// A checkpoint of resnet20 (random weights), trained "in" `trained`.
+std::string write_checkpoint(const std::filesystem::path& dir, Precision trained) {
+  Model model = Model::from_file(kModel, 5);
+  RunCheckpointInfo info;
+  info.model_yaml = model.yaml();
+  info.class_names = std::vector<std::string>(static_cast<size_t>(model.num_classes()), "c");
+  for (size_t i = 0; i < info.class_names.size(); ++i) info.class_names[i] += std::to_string(i);
+  info.input_shape = model.input_shape();
+  info.mean = {0.49, 0.48, 0.45};
+  info.std = {0.25, 0.24, 0.26};
+  info.precision = trained;
+  const std::string path = (dir / "model.safetensors").string();
+  save_run_checkpoint(path, model, {}, info);
+  return path;
+}
+
+Tensor random_images(int64_t n, uint32_t seed) {
+  Tensor t = Tensor::empty({n, 3, 32, 32}, DType::u8);
+  std::mt19937 rng(seed);
+  for (int64_t i = 0; i < t.numel(); ++i) t.data<uint8_t>()[i] = static_cast<uint8_t>(rng());
+  return t;
+}
+
+// The CPU's f32 probabilities for `images` with the checkpoint's normalization.
+std::vector<float> cpu_probabilities(const Tensor& images) {
+  auto cpu = make_cpu_backend({});
+  Model m = Model::from_file(kModel, 5);
+  m.to(*cpu, DType::f32);
+  NormalizeAugment norm = make_normalize({0.49, 0.48, 0.45}, {0.25, 0.24, 0.26});
+  Tensor x = cpu->empty(images.shape(), DType::f32);
+  cpu->ops().normalize_augment(images, norm, 0, x);
+  const Tensor out = m.forward(*cpu, x, StepInfo{});
+  Tensor p = cpu->empty(out.shape(), DType::f32);
+  cpu->ops().softmax(out, p);
+  return p.to_floats();
+}
+
+// Submits one request per image at once (so the batcher merges them) and gathers the answers.
+std::vector<float> serve_all(ServedVersion& v, const Tensor& images) {
+  std::vector<std::promise<InferResult>> promises(static_cast<size_t>(images.dim(0)));
+  std::vector<std::future<InferResult>> futures;
+  for (int64_t i = 0; i < images.dim(0); ++i) {
+    InferJob job;
+    job.input = images.slice_rows(i, i + 1).clone();
+    job.enqueued = Clock::now();
+    auto* p = &promises[static_cast<size_t>(i)];
+    job.done = [p](InferResult r) { p->set_value(std::move(r)); };
+    futures.push_back(p->get_future());
+    EXPECT_TRUE(v.submit(std::move(job)));
+  }
+  std::vector<float> out;
+  for (auto& f : futures) {
+    InferResult r = f.get();
+    EXPECT_EQ(r.status, InferResult::Status::ok) << r.error;
+    out.insert(out.end(), r.probabilities.begin(), r.probabilities.end());
+  }
+  return out;
+}
+
+TEST_F(ServedGpu, BatchedRequestsAgreeWithTheCpuInEachPrecision) {
+  convoy::testing::TempDir dir("convoy-served-gpu");
+  const std::string checkpoint = write_checkpoint(dir.path(), Precision::bf16);
+  const Tensor images = random_images(13, 3);
+  const std::vector<float> want = cpu_probabilities(images);
+  for (auto [precision, tol] : {std::pair{std::optional<Precision>{Precision::fp32}, 1e-5},
+                                std::pair{std::optional<Precision>{Precision::tf32}, 1e-2},
+                                std::pair{std::optional<Precision>{}, 3e-2}}) {  // auto: bf16, as trained
+    ModelConfig config;
+    config.name = "r20";
+    config.device = "cuda";
+    config.max_batch_size = 8;
+    config.dynamic_batching = true;
+    config.max_queue_delay_us = 2000;
+    config.instance_count = 2;
+    config.precision = precision;
+    MetricsRegistry metrics;
+    ServedVersion v(config, 1, checkpoint, 0, metrics);
+    const std::string expect = precision ? to_string(*precision) : "bf16";
+    EXPECT_EQ(v.execution().rfind(expect + " recorded forwards", 0), 0u) << v.execution();
+    const std::vector<float> got = serve_all(v, images);
+    ASSERT_EQ(got.size(), want.size());
+    EXPECT_LE(relative_difference(got, want), tol) << v.execution();
+    v.stop();
+  }
+}
+
+TEST_F(ServedGpu, Int8IsTheCpusAndIsRefusedOnAGpu) {
+  convoy::testing::TempDir dir("convoy-served-gpu");
+  const std::string checkpoint = write_checkpoint(dir.path(), Precision::fp32);
+  ModelConfig config;
+  config.name = "r20";
+  config.device = "cuda";
+  config.precision = Precision::int8;
+  MetricsRegistry metrics;
+  try {
+    ServedVersion v(config, 1, checkpoint, 0, metrics);
+    FAIL() << "int8 on a GPU was accepted";
+  } catch (const InputError& e) {
+    EXPECT_NE(std::string(e.what()).find("int8 inference runs on the CPU only"), std::string::npos) << e.what();
+  }
+}
+
+}  // namespace
