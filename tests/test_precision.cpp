@@ -2,10 +2,14 @@
 // wording, and what each device does with each precision.
 #include <gtest/gtest.h>
 
+#include <map>
+#include <optional>
 #include <string>
 
+#include "engine/bundle/inference_precision.h"
 #include "engine/core/error.h"
 #include "engine/core/precision.h"
+#include "engine/graph/model.h"
 
 namespace convoy {
 namespace {
@@ -46,6 +50,39 @@ TEST(Precision, DevicesTrainAndInferAsTheBackendsDo) {
   EXPECT_TRUE(infers_through_plan_only(Precision::bf16, DeviceKind::cpu));
   EXPECT_FALSE(infers_through_plan_only(Precision::fp32, DeviceKind::cpu));
   EXPECT_FALSE(infers_through_plan_only(Precision::bf16, DeviceKind::cuda));
+}
+
+// The inference precision's choice only reads the device's kind: the GPU's rules are checked here too.
+Precision chosen(std::optional<Precision> asked, Precision trained, DeviceKind kind,
+                 const std::map<std::string, double>& int8_ranges = {}) {
+  Model m = Model::from_file(std::string(CONVOY_SOURCE_DIR) + "/models/lenet5.yaml", 1);
+  PrecisionRequest request;
+  request.asked = asked;
+  request.trained = trained;
+  request.words.subject = "model.safetensors";
+  return choose_inference_precision(request, m, int8_ranges, Device{kind, 0}, "model.safetensors").precision;
+}
+
+TEST(InferencePrecision, AutoOnAGpuIsTheTrainingPrecisionAndOnTheCpuFp32) {
+  EXPECT_EQ(chosen(std::nullopt, Precision::bf16, DeviceKind::cuda), Precision::bf16);
+  EXPECT_EQ(chosen(std::nullopt, Precision::tf32, DeviceKind::cuda), Precision::tf32);
+  EXPECT_EQ(chosen(std::nullopt, Precision::fp32, DeviceKind::cuda), Precision::fp32);
+  EXPECT_EQ(chosen(std::nullopt, Precision::bf16, DeviceKind::cpu), Precision::fp32);
+  EXPECT_EQ(chosen(Precision::fp32, Precision::bf16, DeviceKind::cuda), Precision::fp32) << "asked wins";
+  EXPECT_EQ(chosen(Precision::tf32, Precision::fp32, DeviceKind::cuda), Precision::tf32);
+}
+
+TEST(InferencePrecision, Int8IsTheCpusAndTf32TheGpus) {
+  auto refusal = [](std::optional<Precision> asked, DeviceKind kind) {
+    try {
+      chosen(asked, Precision::fp32, kind);
+    } catch (const InputError& e) {
+      return std::string(e.what());
+    }
+    return std::string("accepted");
+  };
+  EXPECT_NE(refusal(Precision::int8, DeviceKind::cuda).find("int8 inference runs on the CPU only"), std::string::npos);
+  EXPECT_NE(refusal(Precision::tf32, DeviceKind::cpu).find("tf32 is a GPU's tensor-core math"), std::string::npos);
 }
 
 }  // namespace
