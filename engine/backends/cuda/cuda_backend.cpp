@@ -9,7 +9,7 @@
 
 #include "engine/backends/cuda/cuda_uploader.h"
 #include "engine/backends/cuda/cuda_allocator.h"
-#include "engine/backends/cuda/cuda_check.h"
+#include "engine/backends/cuda/cudnn_cublas_check.h"
 #include "engine/backends/cuda/cuda_context.h"
 #include "engine/backends/cuda/cuda_graph.h"
 #include "engine/backends/cuda/cuda_ops.h"

@@ -6,7 +6,7 @@
 #include <cstring>
 #include <string>
 
-#include "engine/backends/cuda/cuda_check.h"
+#include "engine/backends/cuda/cudnn_cublas_check.h"
 #include "engine/backends/cuda/cuda_ops_internal.h"
 #include "kernels/batchnorm.cuh"
 
