@@ -80,13 +80,14 @@ std::unique_ptr<InferencePlans> make_plans(const InferArgs& args, const Inferenc
   return std::make_unique<InferencePlans>(o);
 }
 
-void evaluate_split(const InferArgs& args, LoadedModel& loaded, Backend& backend) {
+void evaluate_split(const InferArgs& args, LoadedModel& loaded, Backend& backend, const EngineOptions& engine) {
   const size_t colon = args.data.find(':');
   if (colon == std::string::npos)
     throw InputError("--data " + args.data + ": expected KIND:SPLIT, e.g. fashion-mnist:test");
   DatasetSpec spec;
   spec.kind = args.data.substr(0, colon);
   spec.path = args.data_path;
+  spec.data_volume = engine.data_volume;
   const std::unique_ptr<Dataset> data = load_dataset(spec, args.data.substr(colon + 1), 0);
   if (data->class_names().size() != loaded.class_names.size())
     throw InputError(data->name() + " has " + std::to_string(data->class_names().size()) + " classes, the model " +
@@ -157,15 +158,18 @@ InferenceOptions choose_precision(const InferArgs& args, LoadedModel& loaded, co
   return o;
 }
 
-int run_infer(const InferArgs& args) {
+int run_infer(const InferArgs& args, const EngineOptions& engine) {
   if (args.images.empty() && args.data.empty())
     throw InputError("infer: give image files or folders, or --data KIND:SPLIT (e.g. --data fashion-mnist:test)");
   BackendOptions options;
   options.threads = args.threads;
+  options.cuda = engine.cuda;
   std::unique_ptr<Backend> backend = select_backend(args.device, options, std::cerr);
-  LoadedModel loaded = load_model(args.model, *backend);
+  LoadedModel loaded = load_model(args.model, *backend, engine.fusion);
   loaded.plan_precision = choose_precision(args, loaded, *backend);
-  if (!args.data.empty()) evaluate_split(args, loaded, *backend);
+  loaded.plan_precision.winograd = engine.winograd;
+  loaded.plan_precision.layout = engine.plan_layout;
+  if (!args.data.empty()) evaluate_split(args, loaded, *backend, engine);
   if (!args.images.empty()) classify_images(args, loaded, *backend);
   return 0;
 }
@@ -192,7 +196,7 @@ void add_infer_command(CLI::App& app, Action& chosen) {
       ->capture_default_str()->check(CLI::IsMember({"auto", "fp32", "bf16", "int8"}));
   cmd->add_flag("--no-plan", args->no_plan, "CPU: run the layers one by one instead of the compiled inference plan");
   cmd->add_flag("--invert", args->invert, "invert the image (dark object on a light background, as in photos)");
-  cmd->callback([args, &chosen] { chosen = [args] { return run_infer(*args); }; });
+  cmd->callback([args, &chosen] { chosen = [args](const EngineOptions& engine) { return run_infer(*args, engine); }; });
 }
 
 }  // namespace convoy::cli

@@ -74,7 +74,7 @@ struct ServedVersion::Instance {
 };
 
 ServedVersion::ServedVersion(const ModelConfig& config, int64_t version, const std::string& checkpoint,
-                             uint64_t budget_left, MetricsRegistry& metrics)
+                             uint64_t budget_left, MetricsRegistry& metrics, const EngineOptions& engine)
     : config_(config), version_(version), metrics_(metrics.get(config.name, version)) {
   RunCheckpoint ckpt = read_run_checkpoint(checkpoint, CheckpointUse::inference);
   {
@@ -104,6 +104,7 @@ ServedVersion::ServedVersion(const ModelConfig& config, int64_t version, const s
   }
   BackendOptions options;
   options.threads = static_cast<int>(config_.threads);
+  options.cuda = engine.cuda;
   // The device must have room too: a load that would not fit is refused before any instance is
   // built, and the models already served keep theirs.
   std::unique_ptr<Backend> first = select_backend(config_.device, options, std::cerr);
@@ -118,6 +119,7 @@ ServedVersion::ServedVersion(const ModelConfig& config, int64_t version, const s
     instance->model = std::make_unique<Model>(
         Model::from_yaml(ckpt.info.model_yaml, checkpoint + " (model_yaml)", 0));
     instance->model->load_state(ckpt.tensors, checkpoint);
+    instance->model->set_fusion(engine.fusion);
     instance->model->to(*instance->backend, DType::f32);
     instance->normalize = make_normalize(ckpt.info.mean, ckpt.info.std);
     if (i == 0) {  // every instance is the same model on the same kind of device
@@ -125,6 +127,8 @@ ServedVersion::ServedVersion(const ModelConfig& config, int64_t version, const s
       planned_ = on_cpu_ && InferencePlan::unsupported_reason(*instance->model).empty();
       plan_options_ = plan_options(config_, "model '" + config_.name + "' version " + std::to_string(version),
                                    ckpt.info, *instance->model, *instance->backend, checkpoint);
+      plan_options_.winograd = engine.winograd;
+      plan_options_.layout = engine.plan_layout;
     }
     instances_.push_back(std::move(instance));
   }

@@ -132,6 +132,7 @@ class CudaBackend final : public Backend {
     ctx_.deterministic = options.deterministic;
     ctx_.benchmark = options.benchmark;
     ctx_.tf32 = options.tf32;
+    ctx_.tunables = options.cuda;
     cudaDeviceProp prop{};
     CONVOY_CUDA_CHECK(cudaGetDeviceProperties(&prop, index));
     ctx_.sm_count = prop.multiProcessorCount;
