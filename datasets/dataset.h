@@ -123,7 +123,7 @@ struct DatasetSpec {
   int64_t synthetic_size = 0;  // per split; 0 = 50,000 train / 10,000 test
   // Inside a container: where it mounts the datasets volume (EngineOptions::data_volume; our
   // images set it), so that a missing dataset's error says how to mount it; empty elsewhere.
-  std::string data_volume;
+  std::string data_volume = {};
 };
 std::unique_ptr<Dataset> load_dataset(const DatasetSpec& spec, std::string_view split, int64_t limit = 0);
 // The kinds load_dataset accepts, for messages and `convoy doctor`.
