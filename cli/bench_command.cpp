@@ -60,7 +60,7 @@ void add_bench_command(CLI::App& app, Action& chosen) {
   cmd->callback([options, &chosen] {
     options->command = bench_command_line(*options);
     options->source_dir = CONVOY_SOURCE_DIR;
-    chosen = [options] { return run_bench(*options); };
+    chosen = [options](const EngineOptions& engine) { return run_bench(*options, engine); };
   });
 }
 

@@ -4,10 +4,13 @@
 
 #include <CLI/CLI.hpp>
 
+#include "engine/core/engine_options.h"
+
 namespace convoy::cli {
 
-// The action a chosen subcommand runs; it returns the process exit status.
-using Action = std::function<int()>;
+// The action a chosen subcommand runs, with the tunables main read from the environment
+// (engine_options_from_environment); it returns the process exit status.
+using Action = std::function<int(const EngineOptions&)>;
 
 // Each registers its subcommand; when that is chosen, parsing stores its action in `chosen`.
 void add_train_command(CLI::App& app, Action& chosen);

@@ -34,7 +34,7 @@ int run_doctor() {
 
 void add_doctor_command(CLI::App& app, Action& chosen) {
   CLI::App* cmd = app.add_subcommand("doctor", "Show the GPUs, libraries and data Convoy finds here");
-  cmd->callback([&chosen] { chosen = run_doctor; });
+  cmd->callback([&chosen] { chosen = [](const EngineOptions&) { return run_doctor(); }; });
 }
 
 }  // namespace convoy::cli

@@ -74,7 +74,7 @@ void add_export_command(CLI::App& app, Action& chosen) {
   cmd->add_option("--format", args->format, "the output format")->check(CLI::IsMember({"onnx"}))->capture_default_str();
   cmd->add_option("--output,-o", args->output, "the ONNX file to write")->required();
   cmd->add_option("--seed", args->seed, "with a model YAML: the seed of its initial weights")->capture_default_str();
-  cmd->callback([args, &chosen] { chosen = [args] { return run_export(*args); }; });
+  cmd->callback([args, &chosen] { chosen = [args](const EngineOptions&) { return run_export(*args); }; });
 }
 
 }  // namespace convoy::cli

@@ -54,7 +54,7 @@ void add_import_command(CLI::App& app, Action& chosen) {
   cmd->add_option("model", args->input, "the ONNX file")->required();
   cmd->add_option("--output,-o", args->output, "the model YAML to write")->required();
   cmd->add_option("--weights", args->weights, "the weights (safetensors) to write; default: beside -o, .safetensors");
-  cmd->callback([args, &chosen] { chosen = [args] { return run_import(*args); }; });
+  cmd->callback([args, &chosen] { chosen = [args](const EngineOptions&) { return run_import(*args); }; });
 }
 
 }  // namespace convoy::cli

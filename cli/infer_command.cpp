@@ -83,13 +83,14 @@ std::unique_ptr<InferencePlans> make_plans(const InferArgs& args, const Inferenc
   return std::make_unique<InferencePlans>(o);
 }
 
-void evaluate_split(const InferArgs& args, LoadedModel& loaded, Backend& backend) {
+void evaluate_split(const InferArgs& args, LoadedModel& loaded, Backend& backend, const EngineOptions& engine) {
   const size_t colon = args.data.find(':');
   if (colon == std::string::npos)
     throw InputError("--data " + args.data + ": expected KIND:SPLIT, e.g. fashion-mnist:test");
   DatasetSpec spec;
   spec.kind = args.data.substr(0, colon);
   spec.path = args.data_path;
+  spec.data_volume = engine.data_volume;
   const std::unique_ptr<Dataset> data = load_dataset(spec, args.data.substr(colon + 1), 0);
   if (data->class_names().size() != loaded.class_names.size())
     throw InputError(data->name() + " has " + std::to_string(data->class_names().size()) + " classes, the model " +
@@ -109,12 +110,12 @@ void evaluate_split(const InferArgs& args, LoadedModel& loaded, Backend& backend
 }
 
 // Top-k classes of every image, preprocessed as the model was evaluated in training, in batches.
-void classify_images(const InferArgs& args, LoadedModel& loaded, Backend& backend) {
+void classify_images(const InferArgs& args, LoadedModel& loaded, Backend& backend, const EngineOptions& engine) {
   const FileDataset files("images", loaded.class_names, image_files(args.images));
   LoaderOptions options = eval_loader_options(loaded.preprocess, args.batch_size, args.workers);
   // On a GPU the files are decoded there too (nvJPEG, the training loader's decoder), batch by batch.
   if (backend.device().is_cuda() && !args.invert && nvjpeg_unavailable_reason().empty())
-    options.batch_decoder = make_nvjpeg_batch_decoder(backend.device().index);
+    options.batch_decoder = make_nvjpeg_batch_decoder(backend.device().index, engine.nvjpeg_hardware);
   DataLoader loader(files, options);
   loader.start_epoch(0);
   Batch batch;
@@ -171,20 +172,23 @@ std::vector<std::string> precision_choices() {
   return names;
 }
 
-int run_infer(const InferArgs& args) {
+int run_infer(const InferArgs& args, const EngineOptions& engine) {
   if (args.images.empty() && args.data.empty())
     throw InputError("infer: give image files or folders, or --data KIND:SPLIT (e.g. --data fashion-mnist:test)");
   BackendOptions options;
   options.threads = args.threads;
+  options.cuda = engine.cuda;
   std::unique_ptr<Backend> backend = select_backend(args.device, options, std::cerr);
-  LoadedModel loaded = load_model(args.model, *backend);
+  LoadedModel loaded = load_model(args.model, *backend, engine.fusion);
   loaded.plan_precision = choose_precision(args, loaded, *backend);
+  loaded.plan_precision.winograd = engine.winograd;
+  loaded.plan_precision.layout = engine.plan_layout;
   if (backend->device().is_cuda()) {
     // A GPU computes in the precision's own dtype and layout (the CPU's bf16 and int8 are its plans').
     if (loaded.plan_precision.precision == Precision::tf32) {  // TF32 is the backend's math: one made with it
       options.tf32 = true;
       backend = select_backend(args.device, options, std::cerr);
-      loaded = load_model(args.model, *backend);
+      loaded = load_model(args.model, *backend, engine.fusion);
       loaded.plan_precision = choose_precision(args, loaded, *backend);
     }
     const DType dtype = loaded.plan_precision.precision == Precision::bf16 ? DType::bf16 : DType::f32;
@@ -192,8 +196,8 @@ int run_infer(const InferArgs& args) {
     std::cerr << "inference on " << backend->device().str() << " in " << to_string(loaded.plan_precision.precision)
               << "\n";
   }
-  if (!args.data.empty()) evaluate_split(args, loaded, *backend);
-  if (!args.images.empty()) classify_images(args, loaded, *backend);
+  if (!args.data.empty()) evaluate_split(args, loaded, *backend, engine);
+  if (!args.images.empty()) classify_images(args, loaded, *backend, engine);
   return 0;
 }
 
@@ -220,7 +224,7 @@ void add_infer_command(CLI::App& app, Action& chosen) {
       ->capture_default_str()->check(CLI::IsMember(precision_choices()));
   cmd->add_flag("--no-plan", args->no_plan, "CPU: run the layers one by one instead of the compiled inference plan");
   cmd->add_flag("--invert", args->invert, "invert the image (dark object on a light background, as in photos)");
-  cmd->callback([args, &chosen] { chosen = [args] { return run_infer(*args); }; });
+  cmd->callback([args, &chosen] { chosen = [args](const EngineOptions& engine) { return run_infer(*args, engine); }; });
 }
 
 }  // namespace convoy::cli

@@ -98,7 +98,7 @@ void add_info_command(CLI::App& app, Action& chosen) {
   CLI::App* cmd = app.add_subcommand("info", "Show a model's layers, output shapes, parameters and FLOPs");
   cmd->add_option("--model,-m", args->model, "a model YAML, or a checkpoint written by convoy train (.safetensors)")
       ->required();
-  cmd->callback([args, &chosen] { chosen = [args] { return run_info(*args); }; });
+  cmd->callback([args, &chosen] { chosen = [args](const EngineOptions&) { return run_info(*args); }; });
 }
 
 }  // namespace convoy::cli

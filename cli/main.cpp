@@ -7,6 +7,7 @@
 #include <string>
 
 #include "cli/commands.h"
+#include "cli/environment.h"
 #include "engine/core/error.h"
 #include "engine/core/usable_cpus.h"
 
@@ -22,7 +23,7 @@ constexpr int kExitInternal = EX_SOFTWARE;  // 70: a bug in Convoy
 // (fmnet at batch 1 on 16 cores: 0.74 ms per image passive, 0.23 ms with a spin of 30000). They
 // spin this many pauses before sleeping: 30000 (0.1-1 ms) for infer and bench, 3000 for serve,
 // whose HTTP and batching threads need the cores between passes (LeNet-5 behind 256 connections
-// on 2 cores: 26% fewer images/s with 30000, RESULTS.md 2026-12-03). nullptr: wait passively,
+// on 2 cores: 26% fewer images/s with 30000, benchmarks/RESULTS.md). nullptr: wait passively,
 // as training does from the start: on a busy laptop or beside other jobs, spinning threads made
 // CPU training many times slower (benchmarks/RESULTS.md), and a training step's regions are
 // long enough not to need it.
@@ -101,7 +102,7 @@ int main(int argc, char** argv) {
     return app.exit(e) == 0 ? 0 : kExitUsage;
   }
   try {
-    return chosen();
+    return chosen(convoy::cli::engine_options_from_environment());
   } catch (const convoy::InternalError& e) {  // before convoy::Error, from which it derives
     return internal_error(e.what());
   } catch (const convoy::Error& e) {

@@ -29,7 +29,7 @@ struct QuantizeArgs {
   int threads = 0;
 };
 
-int run_quantize(const QuantizeArgs& args) {
+int run_quantize(const QuantizeArgs& args, const EngineOptions& engine) {
   const size_t colon = args.calibration.find(':');
   if (colon == std::string::npos || colon == 0 || colon + 1 == args.calibration.size())
     throw InputError("--calibration " + args.calibration + ": expected KIND:SPLIT, e.g. fashion-mnist:train");
@@ -38,13 +38,14 @@ int run_quantize(const QuantizeArgs& args) {
   BackendOptions options;
   options.threads = args.threads;
   std::unique_ptr<Backend> backend = select_backend("cpu", options, std::cerr);
-  LoadedModel loaded = load_model(args.model, *backend);
+  LoadedModel loaded = load_model(args.model, *backend, engine.fusion);
   if (!loaded.int8_activation_max.empty())
     throw InputError(args.model + ": already an int8 checkpoint; quantize the fp32 one it came from");
 
   DatasetSpec spec;
   spec.kind = args.calibration.substr(0, colon);
   spec.path = args.data_path;
+  spec.data_volume = engine.data_volume;
   const std::unique_ptr<Dataset> data = load_dataset(spec, args.calibration.substr(colon + 1), args.samples);
   if (data->size() == 0) throw InputError("--calibration " + args.calibration + ": no images");
   DataLoader loader(*data, eval_loader_options(loaded.preprocess, args.batch_size, 2));
@@ -86,7 +87,9 @@ void add_quantize_command(CLI::App& app, Action& chosen) {
       ->capture_default_str()->check(CLI::Range(1, 4096));
   cmd->add_option("--threads", args->threads, "CPU threads (0 = all cores)")->capture_default_str()->check(CLI::Range(0, 1024));
   cmd->add_option("--out,-o", args->out, "the int8 checkpoint to write")->required();
-  cmd->callback([args, &chosen] { chosen = [args] { return run_quantize(*args); }; });
+  cmd->callback([args, &chosen] {
+    chosen = [args](const EngineOptions& engine) { return run_quantize(*args, engine); };
+  });
 }
 
 }  // namespace convoy::cli

@@ -68,7 +68,7 @@ class Poller {
   std::thread thread_;  // last: starts after the members it uses
 };
 
-int run_serve(const ServeArgs& args) {
+int run_serve(const ServeArgs& args, const EngineOptions& engine) {
   // Before the first thread starts (see stop_signals.h for why not a handler).
   BlockedStopSignals blocked;
   const serve::ModelControl control = args.model_control == "poll"       ? serve::ModelControl::poll
@@ -77,7 +77,7 @@ int run_serve(const ServeArgs& args) {
   if (!args.load_models.empty() && control != serve::ModelControl::explicit_)
     throw InputError("--load-model needs --model-control explicit");
   serve::MetricsRegistry metrics;
-  serve::ModelRepository repository(args.repository, control, metrics, std::cerr);
+  serve::ModelRepository repository(args.repository, control, metrics, std::cerr, engine);
   std::atomic<bool> ready{false};
   serve::Router router(repository, metrics, ready);
   serve::HttpOptions options;
@@ -146,7 +146,7 @@ void add_serve_command(CLI::App& app, Action& chosen) {
       ->check(CLI::Range(0, 3600))
       ->capture_default_str();
   cmd->add_flag("--log-requests", args->log_requests, "one JSON line per request on stdout");
-  cmd->callback([args, &chosen] { chosen = [args] { return run_serve(*args); }; });
+  cmd->callback([args, &chosen] { chosen = [args](const EngineOptions& engine) { return run_serve(*args, engine); }; });
 }
 
 }  // namespace convoy::cli
@@ -159,7 +159,7 @@ void add_serve_command(CLI::App& app, Action& chosen) {
   CLI::App* cmd = app.add_subcommand("serve", "Serve a model repository (not in this build: no Boost)");
   cmd->allow_extras();
   cmd->callback([&chosen] {
-    chosen = []() -> int {
+    chosen = [](const EngineOptions&) -> int {
       throw InputError("this convoy was built without Boost (libboost-dev), so without `convoy serve`: "
                        "install libboost-dev and rebuild");
     };

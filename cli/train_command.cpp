@@ -41,7 +41,7 @@ std::vector<std::string> rank_arguments(const TrainArgs& args) {
   return out;
 }
 
-int run_train(const TrainArgs& args) {
+int run_train(const TrainArgs& args, const EngineOptions& engine) {
   const RunConfig config = load_run_config(args.config, args.overrides);
   const WorldInfo world = world_from_env(process_env());
   if (args.gpus > 1) {
@@ -57,7 +57,7 @@ int run_train(const TrainArgs& args) {
     return launch_local(launch, std::cerr);
   }
   if (args.data_only >= 0) {
-    measure_loader(config, args.data_only, std::cout);
+    measure_loader(config, engine, args.data_only, std::cout);
     return 0;
   }
   // Before the first thread of the run starts (see stop_signals.h for why not a handler).
@@ -71,6 +71,7 @@ int run_train(const TrainArgs& args) {
   options.init_weights_strict = args.init_weights.empty() ? config.init_weights_strict : args.init_weights_strict;
   options.stop_requested = &stop_requested;
   options.world = world;
+  options.engine = engine;
   if (world.rank > 0) {
     // One log for the job (rank 0's); the others speak up only when they fail.
     try {
@@ -121,7 +122,7 @@ void add_train_command(CLI::App& app, Action& chosen) {
                   "data-parallel training on N GPUs of this host: one process each (as torchrun; under mpirun "
                   "or Kubernetes leave it out, the ranks come from the environment)")
       ->check(CLI::Range(1, 1024));
-  cmd->callback([args, &chosen] { chosen = [args] { return run_train(*args); }; });
+  cmd->callback([args, &chosen] { chosen = [args](const EngineOptions& engine) { return run_train(*args, engine); }; });
 }
 
 }  // namespace convoy::cli

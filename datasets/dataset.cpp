@@ -87,11 +87,10 @@ std::unique_ptr<TensorDataset> load_mnist_format(std::string_view kind, const st
                                          kept.reshape({count, 1, images.dim(1), images.dim(2)}), labels);
 }
 
-// Our images set CONVOY_DATA_VOLUME to the mount point of the datasets volume (/data): inside
-// a container, the fix for missing data is a -v flag on the host, not a package install.
-std::string missing_data_hint(std::string_view outside_container) {
-  const char* volume = std::getenv("CONVOY_DATA_VOLUME");
-  if (!volume || !*volume) return std::string(outside_container);
+// `volume`: the mount point of the datasets volume (/data in our images), empty outside a
+// container. Inside one, the fix for missing data is a -v flag on the host, not a package install.
+std::string missing_data_hint(std::string_view outside_container, std::string_view volume) {
+  if (volume.empty()) return std::string(outside_container);
   const std::string v(volume);
   return "; this container reads datasets from the volume " + v + ": mount the host's datasets there, " +
          "e.g. docker run -v /usr/share/datasets:" + v + ":ro ... (on the host: apt-get install " +
@@ -166,15 +165,17 @@ void FileDataset::read_bytes(int64_t index, std::vector<uint8_t>& bytes) const {
 }
 
 std::unique_ptr<TensorDataset> load_fashion_mnist(const std::filesystem::path& dir, std::string_view split,
-                                                  int64_t limit) {
+                                                  int64_t limit, std::string_view data_volume) {
   return load_mnist_format("fashion-mnist", dir, split, limit, fashion_mnist_classes(),
-                           missing_data_hint("; install Debian's dataset-fashion-mnist or set dataset.path"));
+                           missing_data_hint("; install Debian's dataset-fashion-mnist or set dataset.path",
+                                             data_volume));
 }
 
 std::unique_ptr<TensorDataset> load_mnist(const std::filesystem::path& dir, std::string_view split,
-                                          int64_t limit) {
+                                          int64_t limit, std::string_view data_volume) {
   return load_mnist_format("mnist", dir, split, limit, digit_classes(),
-                           missing_data_hint("; set dataset.path to the directory holding the MNIST files"));
+                           missing_data_hint("; set dataset.path to the directory holding the MNIST files",
+                                             data_volume));
 }
 
 std::unique_ptr<Dataset> load_dataset(const DatasetSpec& spec, std::string_view split, int64_t limit) {
@@ -193,7 +194,7 @@ std::unique_ptr<Dataset> load_dataset(const DatasetSpec& spec, std::string_view 
   switch (*known_kind) {
     case DatasetKind::fashion_mnist:
       return load_fashion_mnist(spec.path.empty() ? std::filesystem::path(kFashionMnistDefaultPath) : spec.path,
-                                split, limit);
+                                split, limit, spec.data_volume);
     case DatasetKind::synthetic: {
       const int64_t size = spec.synthetic_size > 0 ? spec.synthetic_size : split == "train" ? 50000 : 10000;
       // Different splits draw different images from one seed.
@@ -201,7 +202,7 @@ std::unique_ptr<Dataset> load_dataset(const DatasetSpec& spec, std::string_view 
                             counter_hash(0x5EED, split == "train" ? 0 : 1));
     }
     case DatasetKind::mnist:
-      return load_mnist(path(), split, limit);
+      return load_mnist(path(), split, limit, spec.data_volume);
     case DatasetKind::cifar10:
     case DatasetKind::cifar100:
       return load_cifar(kind, path(), split, limit);

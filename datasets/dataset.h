@@ -90,11 +90,12 @@ inline constexpr std::string_view kFashionMnistDefaultPath = "/usr/share/dataset
 
 // Reads {train,t10k}-{images-idx3,labels-idx1}-ubyte[.gz] from `dir`. split: "train" or
 // "test"; limit: 0 = all samples, else the first `limit`. Images come out as (N, 1, 28, 28).
+// data_volume: DatasetSpec::data_volume, for the error when the files are missing.
 std::unique_ptr<TensorDataset> load_fashion_mnist(const std::filesystem::path& dir, std::string_view split,
-                                                  int64_t limit = 0);
+                                                  int64_t limit = 0, std::string_view data_volume = {});
 // The same files and format with the digit class names "0" ... "9".
 std::unique_ptr<TensorDataset> load_mnist(const std::filesystem::path& dir, std::string_view split,
-                                          int64_t limit = 0);
+                                          int64_t limit = 0, std::string_view data_volume = {});
 // CIFAR's binary version: {data_batch_1..5,test_batch}.bin (cifar10, with batches.meta.txt for
 // the class names) or {train,test}.bin (cifar100, fine labels, fine_label_names.txt), in `dir`
 // or its cifar-10-batches-bin / cifar-100-binary subdirectory. Images (N, 3, 32, 32).
@@ -120,6 +121,9 @@ struct DatasetSpec {
   Shape synthetic_shape = {3, 224, 224};
   int64_t synthetic_classes = 1000;
   int64_t synthetic_size = 0;  // per split; 0 = 50,000 train / 10,000 test
+  // Inside a container: where it mounts the datasets volume (EngineOptions::data_volume; our
+  // images set it), so that a missing dataset's error says how to mount it; empty elsewhere.
+  std::string data_volume = {};
 };
 // The dataset of spec.kind, one of kDatasetKinds (engine/config/dataset_kinds.h); another name is
 // an InputError listing them.

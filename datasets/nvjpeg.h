@@ -12,9 +12,9 @@ namespace convoy {
 std::string nvjpeg_unavailable_reason();
 
 // A BatchDecoder on CUDA device `device_index`: nvJPEG's hardware backend (the NVJPG engines of
-// A100/H100/H200) where the GPU has one, else its default backend; crops and resizes on the GPU
-// with the CPU path's boxes and PIL's antialiased bilinear filter. Throws DeviceError when
-// nvJPEG is not compiled in or cannot start.
-std::shared_ptr<BatchDecoder> make_nvjpeg_batch_decoder(int device_index);
+// A100/H100/H200) where the GPU has one and `hardware` (EngineOptions::nvjpeg_hardware) asks for
+// it, else its default backend; crops and resizes on the GPU with the CPU path's boxes and PIL's
+// antialiased bilinear filter. Throws DeviceError when nvJPEG is not compiled in or cannot start.
+std::shared_ptr<BatchDecoder> make_nvjpeg_batch_decoder(int device_index, bool hardware = true);
 
 }  // namespace convoy

@@ -9,7 +9,7 @@ std::string nvjpeg_unavailable_reason() {
   return "nvJPEG was not compiled in (configure with -DCONVOY_NVJPEG=ON where the CUDA toolkit has nvjpeg.h)";
 }
 
-std::shared_ptr<BatchDecoder> make_nvjpeg_batch_decoder(int /*device_index*/) {
+std::shared_ptr<BatchDecoder> make_nvjpeg_batch_decoder(int /*device_index*/, bool /*hardware*/) {
   throw DeviceError(nvjpeg_unavailable_reason());
 }
 

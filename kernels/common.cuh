@@ -9,7 +9,7 @@
 #include <cstdint>
 #include <string>
 
-#include "kernels/cuda_check.h"
+#include "kernels/cuda_runtime_check.h"
 #include "kernels/dt.cuh"
 
 namespace convoy::kernels {

@@ -40,12 +40,12 @@ TEST(DecoderChoice, CpuRunsDecodeOnTheWorkers) {
   const FileDataset files("files", {"a"}, {{"x.jpg", 0}});
   std::ostringstream log;
   RunConfig c = parse("model: lenet5.yaml\n");
-  EXPECT_EQ(training_batch_decoder(c, files, *cpu, log), nullptr);
+  EXPECT_EQ(training_batch_decoder(c, {}, files, *cpu, log), nullptr);
   c.dataset.decoder = "cpu";
-  EXPECT_EQ(training_batch_decoder(c, files, *cpu, log), nullptr);
+  EXPECT_EQ(training_batch_decoder(c, {}, files, *cpu, log), nullptr);
   c.dataset.decoder = "nvjpeg";
   try {
-    training_batch_decoder(c, files, *cpu, log);
+    training_batch_decoder(c, {}, files, *cpu, log);
     FAIL() << "dataset.decoder: nvjpeg was accepted on the CPU";
   } catch (const InputError& e) {
     EXPECT_NE(std::string(e.what()).find("dataset.decoder: nvjpeg cannot be used: the run is on cpu"),
@@ -54,7 +54,7 @@ TEST(DecoderChoice, CpuRunsDecodeOnTheWorkers) {
   }
   // In-memory data has nothing to decode, whatever the choice.
   const std::unique_ptr<Dataset> synthetic = make_synthetic({3, 8, 8}, 2, 4, 1);
-  EXPECT_EQ(training_batch_decoder(c, *synthetic, *cpu, log), nullptr);
+  EXPECT_EQ(training_batch_decoder(c, {}, *synthetic, *cpu, log), nullptr);
 }
 
 // auto on a host with many cores: the CPU workers decode (they feed a GPU alone and take none of
@@ -67,10 +67,10 @@ TEST(DecoderChoice, AutoKeepsTheCpuDecodersWhereTheLoaderHasManyWorkers) {
   EXPECT_EQ(loader_workers(c, files), kCpuDecodersEnough);
   std::ostringstream log;
   const std::unique_ptr<Backend> cpu = make_cpu_backend({});
-  EXPECT_EQ(training_batch_decoder(c, files, *cpu, log), nullptr);
+  EXPECT_EQ(training_batch_decoder(c, {}, files, *cpu, log), nullptr);
   if (cuda_unavailable_reason().empty()) {
     const std::unique_ptr<Backend> gpu = make_cuda_backend(0, {});
-    EXPECT_EQ(training_batch_decoder(c, files, *gpu, log), nullptr);
+    EXPECT_EQ(training_batch_decoder(c, {}, files, *gpu, log), nullptr);
     EXPECT_NE(log.str().find("decoding training images on the CPU (12 workers"), std::string::npos) << log.str();
   }
 }

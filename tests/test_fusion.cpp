@@ -56,12 +56,11 @@ layers:
   EXPECT_EQ(m.fused_relus(), 1);  // only `out` (after the add); bn has two readers
 }
 
-TEST(ReluFusion, EnvironmentSwitchTurnsItOff) {
+TEST(ReluFusion, SwitchTurnsItOff) {  // EngineOptions::fusion, CONVOY_FUSION=0
   auto cpu = make_cpu_backend({});
   Model m = Model::from_file(model_path("resnet20.yaml"), 1);
-  ::setenv("CONVOY_FUSION", "0", 1);
+  m.set_fusion(false);
   m.to(*cpu, DType::f32);
-  ::unsetenv("CONVOY_FUSION");
   EXPECT_EQ(m.fused_relus(), 0);
 }
 

@@ -192,19 +192,17 @@ TEST(InferencePlan, FusesBatchNormResidualAndActivationIntoTheConvolutions) {
 }
 
 // The 3x3 stride-1 convolutions run as Winograd where oneDNN has it (its AVX-512 kernels) and
-// the batch has at least 16 4x4 output tiles, whatever the team; as direct convolutions under
-// CONVOY_WINOGRAD=0. The Shipped cases check the numbers.
+// the batch has at least 16 4x4 output tiles, whatever the team; as direct convolutions with
+// InferenceOptions::winograd off (CONVOY_WINOGRAD=0). The Shipped cases check the numbers.
 TEST(InferencePlan, ThreeByThreeConvolutionsUseWinogradWhereOneDnnHasIt) {
   Model model = Model::from_file(kModels + "resnet20.yaml", 1);
-  auto count_winograd = [&](int64_t batch, int threads) {
+  auto count_winograd = [&](int64_t batch, int threads, bool winograd = true) {
     InferenceOptions options;
     options.threads = threads;
+    options.winograd = winograd;
     return occurrences(InferencePlan(model, batch, options).describe(), "wino");
   };
-  ::setenv("CONVOY_WINOGRAD", "0", 1);
-  const size_t off = count_winograd(8, 1);
-  ::unsetenv("CONVOY_WINOGRAD");
-  EXPECT_EQ(off, 0u);
+  EXPECT_EQ(count_winograd(8, 1, false), 0u);
   const std::string cpu = make_cpu_backend({})->describe();
   if (cpu.find("avx512") == std::string::npos) GTEST_SKIP() << "oneDNN has no Winograd kernel for this CPU: " << cpu;
   // 17 of ResNet-20's 21 convolutions are 3x3 stride 1: the stem, and the blocks' but the two
@@ -250,19 +248,19 @@ TEST(InferencePlan, KeepsActivationsBlockedWhereWinogradRuns) {
   EXPECT_GT(occurrences(chosen, "wino"), 0u) << chosen;
   EXPECT_GT(occurrences(chosen.substr(chosen.find('\n') + 1), "reorder"), 0u) << chosen;
   EXPECT_LT(blocked_outputs(chosen), 22u) << chosen;
-  ::setenv("CONVOY_WINOGRAD", "0", 1);
   InferenceOptions asked_blocked;
   asked_blocked.threads = 1;
   asked_blocked.layout = PlanLayout::blocked;
+  asked_blocked.winograd = false;
   const InferencePlan direct(model, 8, asked_blocked);
-  ::unsetenv("CONVOY_WINOGRAD");
   EXPECT_EQ(direct.layout(), PlanLayout::onednn);
   EXPECT_LT(blocked_outputs(direct.describe()), 22u) << direct.describe();
 }
 
 // By default (PlanLayout::tuned) a plan with Winograd in it is built both ways and keeps the
-// one that ran faster; CONVOY_BLOCKED_LAYOUT=1 or 0 overrides the choice. A plan without
-// Winograd (LeNet-5's 5x5 convolutions) takes oneDNN's formats without timing anything.
+// one that ran faster; PlanLayout::blocked or onednn (CONVOY_BLOCKED_LAYOUT=1 or 0) skips the
+// choice. A plan without Winograd (LeNet-5's 5x5 convolutions) takes oneDNN's formats without
+// timing anything.
 TEST(InferencePlan, ChoosesTheActivationLayoutByTimingBoth) {
   Model lenet = Model::from_file(kModels + "lenet5.yaml", 1);
   EXPECT_EQ(InferencePlan(lenet, 4).layout(), PlanLayout::onednn);
@@ -278,11 +276,10 @@ TEST(InferencePlan, ChoosesTheActivationLayoutByTimingBoth) {
   const size_t reorders = occurrences(tuned.describe().substr(tuned.describe().find('\n') + 1), "reorder");
   EXPECT_EQ(reorders > 0, tuned.layout() == PlanLayout::onednn) << tuned.describe();
   EXPECT_LT(scaled_error(tuned.run(x), expected), 1e-4);
-  for (const auto& [env, layout] : {std::pair{"1", PlanLayout::blocked}, std::pair{"0", PlanLayout::onednn}}) {
-    ::setenv("CONVOY_BLOCKED_LAYOUT", env, 1);
-    const InferencePlan forced(model, 8);
-    ::unsetenv("CONVOY_BLOCKED_LAYOUT");
-    EXPECT_EQ(forced.layout(), layout) << env;
+  for (const PlanLayout layout : {PlanLayout::blocked, PlanLayout::onednn}) {
+    InferenceOptions asked;
+    asked.layout = layout;
+    EXPECT_EQ(InferencePlan(model, 8, asked).layout(), layout);
   }
 }
 

@@ -13,7 +13,10 @@ namespace convoy {
 // that cannot be used is remembered with why.
 class BackendPool {
  public:
-  explicit BackendPool(int64_t threads) { options_.threads = static_cast<int>(threads); }
+  BackendPool(int64_t threads, const CudaTunables& cuda) {
+    options_.threads = static_cast<int>(threads);
+    options_.cuda = cuda;
+  }
 
   // Null where `device` cannot be used (why_unusable says why).
   Backend* get(const std::string& device, bool tf32 = false);

@@ -47,7 +47,7 @@ std::vector<std::string> split_list(const std::string& text) {
 }
 
 // The suite, with --devices and --peers in place of its own lists.
-BenchSuite load_suite(const BenchOptions& options) {
+BenchSuite load_suite(const BenchOptions& options, const EngineOptions& engine) {
   BenchSuite suite = load_bench_suite(options.suite);
   if (!options.devices.empty()) {
     suite.devices = split_list(options.devices);
@@ -64,6 +64,7 @@ BenchSuite load_suite(const BenchOptions& options) {
   }
   suite.cpu_inference_plan = !options.no_plan;
   suite.cuda_graphs = !options.no_cuda_graphs;
+  suite.engine = engine;
   if (!options.peers.empty()) {
     suite.peers = options.peers == "none" ? std::vector<std::string>{} : split_list(options.peers);
     for (const std::string& p : suite.peers)
@@ -172,8 +173,8 @@ CasePeak case_peak(const BenchCase& c, const Backend& backend, const BenchSuite&
 // One run of a suite: Convoy's cases, the peers', and the report, sharing what they found.
 class SuiteRun {
  public:
-  explicit SuiteRun(const BenchOptions& options)
-      : options_(options), suite_(load_suite(options)),
+  SuiteRun(const BenchOptions& options, const EngineOptions& engine)
+      : options_(options), suite_(load_suite(options, engine)),
         timing_(options.quick ? quick_bench_timing() : suite_.timing), out_dir_(options.out) {
     if (options.profile) timing_.profile_steps = 5;
   }
@@ -214,7 +215,7 @@ class SuiteRun {
 int SuiteRun::run() {
   create_output_directories(out_dir_, "the output directory");
   cases_ = list_cases(suite_);
-  backends_ = std::make_unique<BackendPool>(suite_.threads);
+  backends_ = std::make_unique<BackendPool>(suite_.threads, suite_.engine.cuda);
   env_ = bench_environment(options_.source_dir, suite_.threads);
   threads_used_ = env_.value("threads", 0);
   cpu_peak_ = cpu_peak_of_this_machine(threads_used_);
@@ -467,6 +468,6 @@ void SuiteRun::draw_charts(const fs::path& json_path) {
 
 }  // namespace
 
-int run_bench(const BenchOptions& options) { return SuiteRun(options).run(); }
+int run_bench(const BenchOptions& options, const EngineOptions& engine) { return SuiteRun(options, engine).run(); }
 
 }  // namespace convoy

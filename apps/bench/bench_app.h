@@ -6,6 +6,8 @@
 #include <string>
 #include <vector>
 
+#include "engine/core/engine_options.h"
+
 namespace convoy {
 
 struct BenchOptions {
@@ -28,8 +30,8 @@ struct BenchOptions {
   std::string source_dir;  // Convoy's source tree: its git commit, and benchmarks/ when not beside the suite
 };
 
-// Runs the suite; returns the exit status: 0, or 1 when a case failed. A bad suite or
-// option is an InputError.
-int run_bench(const BenchOptions& options);
+// Runs the suite with `engine`'s tunables; returns the exit status: 0, or 1 when a case failed.
+// A bad suite or option is an InputError.
+int run_bench(const BenchOptions& options, const EngineOptions& engine);
 
 }  // namespace convoy

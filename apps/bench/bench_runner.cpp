@@ -186,6 +186,7 @@ nlohmann::json run_bench_case(Backend& backend, const BenchSuite& suite, const B
   rec["layout"] = layout == Layout::nhwc ? "nhwc" : "nchw";
   try {
     Model model = Model::from_file(c.model_path, suite.seed);
+    model.set_fusion(suite.engine.fusion);
     model.to(backend, dtype, layout);
     const Shape& in = model.input_shape();  // (C, H, W)
     const int64_t channels = in[0];
@@ -232,7 +233,7 @@ nlohmann::json run_bench_case(Backend& backend, const BenchSuite& suite, const B
     if (training) {
       train_step = std::make_unique<TrainStep>(
           backend, model, TrainRecipe{suite.optimizer, augment, suite.label_smoothing, suite.seed});
-      if (!suite.cuda_graphs) train_step->set_recording(false);
+      if (!suite.cuda_graphs || !suite.engine.cuda_graphs) train_step->set_recording(false);
       // The trainer's own step, at the suite's constant learning rate.
       step = [&] {
         const size_t i = static_cast<size_t>(iteration) % images.size();
@@ -244,6 +245,8 @@ nlohmann::json run_bench_case(Backend& backend, const BenchSuite& suite, const B
       InferenceOptions o;
       o.threads = static_cast<int>(suite.threads);
       o.flops_per_thread = kFlopsPerThread;
+      o.winograd = suite.engine.winograd;
+      o.layout = suite.engine.plan_layout;
       o.precision = c.precision;
       plan_input = backend.empty(shape, dtype);  // (N, C, H, W)
       if (o.precision == Precision::int8) {

@@ -8,6 +8,7 @@
 
 #include "engine/config/run_config.h"
 #include "engine/core/precision.h"
+#include "engine/core/engine_options.h"
 
 namespace convoy {
 
@@ -62,6 +63,7 @@ struct BenchSuite {
   std::vector<std::string> peers = {"pytorch", "onnxruntime"};
   bool cpu_inference_plan = true;  // CPU fp32 inference through engine/inference (--no-plan: layer by layer)
   bool cuda_graphs = true;         // GPU inference and training steps replayed from CUDA graphs (--no-cuda-graphs: op by op)
+  EngineOptions engine;            // the environment's tunables (run_bench)
 };
 
 // Reads and validates a suite; unknown keys and bad values name file:line and the key.

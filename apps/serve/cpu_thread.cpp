@@ -2,11 +2,9 @@
 
 #include <chrono>
 #include <condition_variable>
-#include <cstdlib>
 #include <deque>
 #include <future>
 #include <mutex>
-#include <string_view>
 #include <thread>
 
 namespace convoy::serve {
@@ -69,11 +67,6 @@ class CpuThread {
 }  // namespace
 
 void run_on_cpu_thread(const std::function<void()>& work) {
-  static const bool shared = [] {
-    const char* env = std::getenv("CONVOY_SERVE_CPU_THREAD");
-    return !(env && std::string_view(env) == "0");
-  }();
-  if (!shared) return work();
   static CpuThread cpu;
   cpu.run(work);
 }

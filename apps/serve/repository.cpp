@@ -41,8 +41,9 @@ std::string mtime_of(const fs::path& p) {
 
 }  // namespace
 
-ModelRepository::ModelRepository(fs::path root, ModelControl control, MetricsRegistry& metrics, std::ostream& log)
-    : root_(std::move(root)), control_(control), metrics_(metrics), log_(log) {
+ModelRepository::ModelRepository(fs::path root, ModelControl control, MetricsRegistry& metrics, std::ostream& log,
+                                 const EngineOptions& engine)
+    : root_(std::move(root)), control_(control), metrics_(metrics), log_(log), engine_(engine) {
   std::error_code ec;
   if (!fs::is_directory(root_, ec)) throw InputError(root_.string() + ": the model repository is not a folder");
 }
@@ -95,7 +96,7 @@ ModelRepository::ModelEntry ModelRepository::build(const std::string& name) {
     const fs::path file = dir / std::to_string(v) / "model.safetensors";
     try {
       const uint64_t left = config.max_memory == 0 ? 0 : (config.max_memory > used ? config.max_memory - used : 1);
-      ve.served = std::make_shared<ServedVersion>(config, v, file.string(), left, metrics_);
+      ve.served = std::make_shared<ServedVersion>(config, v, file.string(), left, metrics_, engine_);
       used += ve.served->memory().total;
       ve.state = "READY";
       log_ << "convoy serve: model '" << name << "' version " << v << " READY on " << ve.served->device() << " ("

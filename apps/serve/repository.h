@@ -15,6 +15,7 @@
 #include "apps/serve/metrics.h"
 #include "apps/serve/model_config.h"
 #include "apps/serve/served_model.h"
+#include "engine/core/engine_options.h"
 
 namespace convoy::serve {
 
@@ -30,7 +31,9 @@ struct IndexEntry {
 
 class ModelRepository {
  public:
-  ModelRepository(std::filesystem::path root, ModelControl control, MetricsRegistry& metrics, std::ostream& log);
+  // Every version served runs with `engine`'s tunables.
+  ModelRepository(std::filesystem::path root, ModelControl control, MetricsRegistry& metrics, std::ostream& log,
+                  const EngineOptions& engine);
   ~ModelRepository();
 
   // Loads every model folder (none, poll) or just `names` (explicit); failures are logged and
@@ -73,6 +76,7 @@ class ModelRepository {
   ModelControl control_;
   MetricsRegistry& metrics_;
   std::ostream& log_;
+  const EngineOptions engine_;
   std::mutex load_mutex_;  // one load or unload at a time
   mutable std::mutex mutex_;  // guards models_
   std::map<std::string, ModelEntry> models_;

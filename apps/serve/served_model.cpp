@@ -71,8 +71,9 @@ struct ServedVersion::Instance {
 };
 
 ServedVersion::ServedVersion(const ModelConfig& config, int64_t version, const std::string& checkpoint,
-                             uint64_t budget_left, MetricsRegistry& metrics)
-    : config_(config), version_(version), metrics_(metrics.get(config.name, version)) {
+                             uint64_t budget_left, MetricsRegistry& metrics, const EngineOptions& engine)
+    : config_(config), version_(version), nvjpeg_hardware_(engine.nvjpeg_hardware),
+      metrics_(metrics.get(config.name, version)) {
   RunCheckpoint ckpt = read_run_checkpoint(checkpoint, CheckpointUse::inference);
   {
     const Model probe = Model::from_yaml(ckpt.info.model_yaml, checkpoint + " (model_yaml)", 0);
@@ -101,6 +102,7 @@ ServedVersion::ServedVersion(const ModelConfig& config, int64_t version, const s
   }
   BackendOptions options;
   options.threads = static_cast<int>(config_.threads);
+  options.cuda = engine.cuda;
   // The device must have room too: a load that would not fit is refused before any instance is
   // built, and the models already served keep theirs.
   std::unique_ptr<Backend> first = select_backend(config_.device, options, std::cerr);
@@ -115,6 +117,7 @@ ServedVersion::ServedVersion(const ModelConfig& config, int64_t version, const s
     instance->model = std::make_unique<Model>(
         Model::from_yaml(ckpt.info.model_yaml, checkpoint + " (model_yaml)", 0));
     instance->model->load_state(ckpt.tensors, checkpoint);
+    instance->model->set_fusion(engine.fusion);
     instance->model->to(*instance->backend, DType::f32);
     instance->normalize = make_normalize(ckpt.info.mean, ckpt.info.std);
     if (i == 0) {  // every instance is the same model on the same kind of device
@@ -122,6 +125,8 @@ ServedVersion::ServedVersion(const ModelConfig& config, int64_t version, const s
       planned_ = on_cpu_ && InferencePlan::unsupported_reason(*instance->model).empty();
       plan_options_ = plan_options(config_, "model '" + config_.name + "' version " + std::to_string(version),
                                    ckpt.info, *instance->model, *instance->backend, checkpoint);
+      plan_options_.winograd = engine.winograd;
+      plan_options_.layout = engine.plan_layout;
       // TF32 is the backend's math (cuDNN tensor-op math, cuBLAS TF32): backends made with it.
       if (!on_cpu_ && plan_options_.precision == Precision::tf32) {
         options.tf32 = true;
@@ -359,7 +364,7 @@ Tensor ServedVersion::decode(Instance& instance, std::vector<InferJob>& jobs, st
       instance.decoder_refused = true;
     } else {
       try {
-        instance.decoder = make_nvjpeg_batch_decoder(instance.backend->device().index);
+        instance.decoder = make_nvjpeg_batch_decoder(instance.backend->device().index, nvjpeg_hardware_);
       } catch (const DeviceError& e) {
         std::cerr << "convoy serve: model '" << config_.name << "': nvJPEG could not start (" << e.what()
                   << "); images are decoded on the CPU\n";

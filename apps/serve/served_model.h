@@ -15,6 +15,7 @@
 #include "apps/serve/metrics.h"
 #include "apps/serve/model_config.h"
 #include "datasets/preprocess.h"
+#include "engine/core/engine_options.h"
 #include "engine/core/tensor.h"
 #include "engine/inference/inference_plan.h"
 
@@ -64,9 +65,10 @@ class ServedVersion {
  public:
   // Loads `checkpoint` once per instance on `config.device` and starts the instance threads. An
   // InputError/DeviceError when it cannot be read or run there, or when its memory estimate is
-  // over `budget_left` bytes (0: no budget), before any instance is built.
+  // over `budget_left` bytes (0: no budget), before any instance is built. Runs with `engine`'s
+  // tunables.
   ServedVersion(const ModelConfig& config, int64_t version, const std::string& checkpoint, uint64_t budget_left,
-                MetricsRegistry& metrics);
+                MetricsRegistry& metrics, const EngineOptions& engine);
   ~ServedVersion();  // drains the queue and joins the instance threads
   ServedVersion(const ServedVersion&) = delete;
   ServedVersion& operator=(const ServedVersion&) = delete;
@@ -122,6 +124,7 @@ class ServedVersion {
   std::string device_;
   std::string execution_ = "layer by layer";
   bool on_cpu_ = false;           // the instances run on the CPU
+  bool nvjpeg_hardware_ = true;   // EngineOptions::nvjpeg_hardware, for the instances' nvJPEG
   bool planned_ = false;          // the instances run CPU inference plans (BatchedPlans)
   InferenceOptions plan_options_;  // and with these options
   ModelMetrics& metrics_;

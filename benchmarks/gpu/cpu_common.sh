@@ -1,4 +1,4 @@
-# Sourced by the scripts that measure the GPU machine's host CPU (cpu_layers.sh, cpu_formats.sh)
+# Sourced by the script that measures the GPU machine's host CPU (cpu_layers.sh)
 # with $out set: configures the build (run.sh, no tests) where there is none, sources common.sh,
 # builds convoy and sets $convoy; say() prints with the script's name and seconds so far, img_s()
 # each record's engine, case and img/s from a bench's results.json.

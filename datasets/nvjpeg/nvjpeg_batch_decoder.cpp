@@ -144,11 +144,9 @@ bool ends_with_eoi(std::span<const uint8_t> b) {
 
 class NvjpegBatchDecoder final : public BatchDecoder {
  public:
-  explicit NvjpegBatchDecoder(int device_index)
+  NvjpegBatchDecoder(int device_index, bool want_hardware)
       : device_index_(device_index), blocks_(std::make_shared<DeviceBlocks>(device_index)) {
     CONVOY_NVJPEG_CUDA_CHECK(cudaSetDevice(device_index_));
-    const char* env = std::getenv("CONVOY_NVJPEG_BACKEND");  // "default" forces the GPU/hybrid one, to compare
-    const bool want_hardware = !(env && std::string(env) == "default");
     if (want_hardware &&
         nvjpegCreateEx(NVJPEG_BACKEND_HARDWARE, nullptr, nullptr, NVJPEG_FLAGS_DEFAULT, &handle_) == NVJPEG_STATUS_SUCCESS) {
       hardware_ = true;
@@ -365,8 +363,8 @@ BatchDecoder::Result NvjpegBatchDecoder::decode(std::span<const EncodedSample> s
 
 std::string nvjpeg_unavailable_reason() { return {}; }
 
-std::shared_ptr<BatchDecoder> make_nvjpeg_batch_decoder(int device_index) {
-  return std::make_shared<nvjpeg::NvjpegBatchDecoder>(device_index);
+std::shared_ptr<BatchDecoder> make_nvjpeg_batch_decoder(int device_index, bool hardware) {
+  return std::make_shared<nvjpeg::NvjpegBatchDecoder>(device_index, hardware);
 }
 
 }  // namespace convoy

@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "engine/ops/ops.h"
+#include "engine/core/engine_options.h"
 #include "engine/core/tensor.h"
 
 namespace convoy {
@@ -21,6 +22,7 @@ struct BackendOptions {
   // f32 convolutions and GEMMs on TF32 tensor cores (10-bit mantissa products, f32 sums), as
   // PyTorch's allow_tf32; CUDA only (the CPU computes f32 as it is). Off: f32 stays exact.
   bool tf32 = false;
+  CudaTunables cuda;  // CUDA only: comparison and debugging switches (EngineOptions::cuda)
 };
 
 // Host batches to the device for the training loop. On CUDA: pinned host memory, a copy
@@ -82,7 +84,7 @@ class Backend {
   // Bytes the device can still give out now (host RAM available, or the GPU's free memory); 0 when
   // it cannot tell. `convoy serve` refuses a model that would not fit.
   virtual uint64_t free_memory() const = 0;
-  // Test hook (CONVOY_FAULT_INJECT=device_error@step:N): the device fails as a GPU that falls
+  // Test hook (EngineOptions::fault_inject_step): the device fails as a GPU that falls
   // off the bus or hits an uncorrectable ECC error does. CUDA: a kernel that traps, a real
   // sticky error, so the next synchronisation or read-back throws DeviceError through the
   // usual check and every CUDA call after it fails. CPU: every op call from now on throws

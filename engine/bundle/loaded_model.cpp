@@ -5,7 +5,7 @@
 
 namespace convoy {
 
-LoadedModel load_model(const std::string& path, Backend& backend) {
+LoadedModel load_model(const std::string& path, Backend& backend, bool fusion) {
   RunCheckpoint ckpt = read_run_checkpoint(path, CheckpointUse::inference);
   Model model = Model::from_yaml(ckpt.info.model_yaml, path + " (model_yaml)", 0);
   check_checkpoint_fits_model(ckpt.info, model, path);
@@ -25,6 +25,7 @@ LoadedModel load_model(const std::string& path, Backend& backend) {
     loaded.preprocess.height = in[1];
     loaded.preprocess.width = in[2];
   }
+  loaded.model.set_fusion(fusion);
   loaded.model.to(backend, DType::f32);
   if (static_cast<int64_t>(loaded.class_names.size()) != loaded.model.num_classes())
     throw InputError(path + ": " + std::to_string(loaded.class_names.size()) +

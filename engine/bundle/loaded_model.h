@@ -19,12 +19,12 @@ struct LoadedModel {
   NormalizeAugment normalize;
   Preprocess preprocess;  // the checkpoint's evaluation preprocessing
   std::map<std::string, double> int8_activation_max;  // an int8 checkpoint's ranges, else empty
-  InferenceOptions plan_precision;  // what `convoy infer` chose: precision and int8 ranges
+  InferenceOptions plan_precision;  // what `convoy infer` chose: precision, int8 ranges, the tunables
   Precision trained_precision = Precision::fp32;  // the checkpoint's training precision
 };
 
-// Reads `path` (CheckpointUse::inference) and builds its model on `backend`; bad metadata is
-// an InputError naming the file and key.
-LoadedModel load_model(const std::string& path, Backend& backend);
+// Reads `path` (CheckpointUse::inference) and builds its model on `backend`, with `fusion` as
+// Model::set_fusion; bad metadata is an InputError naming the file and key.
+LoadedModel load_model(const std::string& path, Backend& backend, bool fusion);
 
 }  // namespace convoy

@@ -1,7 +1,6 @@
 #include "engine/graph/model.h"
 
 #include <algorithm>
-#include <cstdlib>
 #include <fstream>
 #include <map>
 #include <random>
@@ -220,8 +219,7 @@ void Model::fuse_relus() {
     for (int src : node.inputs)
       if (src >= 0) ++readers[src];
   }
-  const char* env = std::getenv("CONVOY_FUSION");
-  add_input_grads_ = fusion_ && !(env && std::string_view(env) == "0");
+  add_input_grads_ = fusion_;
   if (!add_input_grads_) return;
   // A ReLU fuses into the layer it reads when nothing else reads that layer's output (which
   // then holds relu(output)) and that output is not the model's.

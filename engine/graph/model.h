@@ -131,8 +131,9 @@ class Model {
   // Whether to() fuses each ReLU into the layer before it where that layer can take it
   // (Layer::fuse_relu: batch norm, add) and each residual join's add into a batch norm it reads
   // (Layer::adds_residual), and backward lets a convolution add its input gradient into a
-  // residual join's sum (Layer::adds_input_grad). On by default; CONVOY_FUSION=0 in the
-  // environment turns all three off, for comparisons. The results are the same either way.
+  // residual join's sum (Layer::adds_input_grad). On by default (EngineOptions::fusion, set by
+  // whoever builds the model); off turns all three off, for comparisons. The results are the
+  // same either way.
   void set_fusion(bool on) { fusion_ = on; }
   // ReLUs fused into the layer before them by the last to().
   int fused_relus() const;

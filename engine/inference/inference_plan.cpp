@@ -29,32 +29,25 @@ void append_activation(dnnl::post_ops& ops, const Layer& layer, bool act_scaled,
     cpu::onednn::append_eltwise(ops, eltwise_alg(a.kind), a.alpha(), 0.0f);
 }
 
-// A switch for comparisons, on unless set to 0: CONVOY_WINOGRAD (Winograd for the 3x3
-// convolutions).
-bool switched_on(const char* name) {
-  const char* env = std::getenv(name);
-  return !(env && std::string_view(env) == "0");
-}
-
 // fp32 3x3 stride-1 convolutions run through Winograd F(4x4, 3x3) where oneDNN has it (AVX-512):
 // 2.25x fewer multiplications, within the plan's 1e-4 of the direct forward. It pays from 16 4x4
 // output tiles (a 14x14 output at batch 1) on 2 threads as on 16; with fewer (a 7x7 output at
-// batch 1) its transforms cost more than they save (fmnet at batch 1 on 16 cores 1.4x slower).
-// The earlier rule of 16 tiles a thread left ResNet-18 at batch 1 and ResNet-50 and ResNet-18 at
-// batch 32 about 10% slower on the 16-core host (RESULTS.md, 2026-12-03). out: (K, P, Q).
+// batch 1) its transforms cost more than they save (fmnet at batch 1 1.4x slower). The earlier
+// rule of 16 tiles a thread left ResNet-18 at batch 1 and ResNet-50 and ResNet-18 at batch 32
+// about 10% slower (benchmarks/RESULTS.md). out: (K, P, Q).
 bool winograd_pays(const Conv2dParams& p, const Tensor& w, const Shape& out, int64_t batch) {
-  if (!switched_on("CONVOY_WINOGRAD") || p.groups != 1 || w.dim(2) != 3 || w.dim(3) != 3 || p.stride_h != 1 ||
-      p.stride_w != 1 || p.dilation_h != 1 || p.dilation_w != 1)
+  if (p.groups != 1 || w.dim(2) != 3 || w.dim(3) != 3 || p.stride_h != 1 || p.stride_w != 1 || p.dilation_h != 1 ||
+      p.dilation_w != 1)
     return false;
-  int64_t min_tiles = 16;
-  if (const char* env = std::getenv("CONVOY_WINOGRAD_TILES")) min_tiles = std::atoi(env);  // for comparisons
-  return batch * ((out[1] + 3) / 4) * ((out[2] + 3) / 4) >= min_tiles;
+  constexpr int64_t kMinTiles = 16;
+  return batch * ((out[1] + 3) / 4) * ((out[2] + 3) / 4) >= kMinTiles;
 }
 
 }  // namespace
 
-bool plan::runs_winograd(Model& model, int64_t batch, Precision precision) {
-  if (precision != Precision::fp32 || !cpu_has(dnnl::cpu_isa::avx512_core)) return false;
+bool plan::runs_winograd(Model& model, int64_t batch, const InferenceOptions& options) {
+  if (!options.winograd || options.precision != Precision::fp32 || !cpu_has(dnnl::cpu_isa::avx512_core))
+    return false;
   for (const Model::GraphNode& n : model.graph_nodes()) {
     const LayerSpec spec = n.layer->spec();
     if (const auto* conv = std::get_if<Conv2dSpec>(&spec);
@@ -176,7 +169,7 @@ int InferencePlan::Impl::emit_conv(const Group& g, const std::vector<Model::Grap
                                           {p.pad_h, p.pad_w}, {p.pad_h, p.pad_w}, attr, alg);
     };
     // oneDNN refuses Winograd (unimplemented) where it has no kernel for it, and in bf16.
-    if (!int8 && !bn_alone && winograd_pays(p, w, out, batch)) {
+    if (winograd && !int8 && !bn_alone && winograd_pays(p, w, out, batch)) {
       try {
         return pd_with(dnnl::algorithm::convolution_winograd);
       } catch (const dnnl::error&) {

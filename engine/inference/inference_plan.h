@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "engine/core/precision.h"
+#include "engine/core/engine_options.h"
 #include "engine/core/tensor.h"
 #include "engine/graph/model.h"
 
@@ -27,15 +28,13 @@ class PlanSharing;
 // "" when this CPU (as oneDNN sees it, DNNL_MAX_CPU_ISA included) runs bf16 natively, else why not.
 std::string bf16_unsupported_reason();
 
-// The fp32 activations' memory format where convolutions run as Winograd, whose kernel reads
-// and writes nChw16c: `blocked` keeps nChw16c throughout (oneDNN's jit kernels for the other
-// convolutions, no reorders); `onednn` leaves each primitive oneDNN's choice (its brgemm kernels
-// in nhwc for the others, reorders around the Winograd ones). Which runs faster depends on the
-// CPU, the team and the batch (16-core Intel host, batch 1: ResNet-18 faster blocked, ResNet-50
-// in nhwc; 2-core AMD EPYC, batch 1: both 7-19% faster in nhwc, at batch 32 2-3% slower;
-// RESULTS.md 2026-12-03), so by default (`tuned`) the plan is built both ways and the one whose
-// passes ran faster is kept. Plans without Winograd take oneDNN's choice.
-enum class PlanLayout { tuned, blocked, onednn };
+// PlanLayout (engine/core/engine_options.h) is the fp32 activations' memory format where
+// convolutions run as Winograd, whose kernel reads and writes nChw16c: `blocked` keeps nChw16c
+// throughout (oneDNN's jit kernels for the other convolutions, no reorders); `onednn` leaves each
+// primitive oneDNN's choice (its brgemm kernels in nhwc for the others, reorders around the
+// Winograd ones). Which runs faster depends on the CPU, the team and the batch, one way or the
+// other by up to 19% (benchmarks/RESULTS.md), so by default (`tuned`) the plan is built both ways
+// and the one whose passes ran faster is kept. Plans without Winograd take oneDNN's choice.
 
 struct InferenceOptions {
   int threads = 0;  // OpenMP threads for the plan's primitives; 0 = all cores
@@ -53,13 +52,14 @@ struct InferenceOptions {
   // instance): where a primitive wants weights in a layout another of them holds, the plan shares
   // that copy, and all use one arena. Null: the plan has its own.
   std::shared_ptr<plan::PlanSharing> sharing;
-  // CONVOY_BLOCKED_LAYOUT=1 or 0 in the environment overrides it with blocked or onednn.
-  PlanLayout layout = PlanLayout::tuned;
+  PlanLayout layout = PlanLayout::tuned;  // EngineOptions::plan_layout
+  // fp32 3x3 stride-1 convolutions through Winograd where it pays (EngineOptions::winograd).
+  bool winograd = true;
 };
 
 // The work per thread of `convoy infer` and `convoy bench` for small passes: LeNet-5 at batch 1
 // (4.7 MFLOP) gets 4 threads, which ran it 1.8-3.5x faster than one and 1.1-1.3x faster than 16
-// on the 16-core host; on 2 cores two ran it 1.8x faster than one (RESULTS.md, 2026-12-02).
+// on the 16-core host; on 2 cores two ran it 1.8x faster than one (benchmarks/RESULTS.md).
 inline constexpr int64_t kFlopsPerThread = 1'000'000;
 
 class InferencePlan {

@@ -120,12 +120,6 @@ std::string InferencePlan::unsupported_reason(Model& model) {
 
 namespace {
 
-PlanLayout layout_asked(const InferenceOptions& options) {
-  if (const char* env = std::getenv("CONVOY_BLOCKED_LAYOUT"))  // for comparisons
-    return std::string_view(env) == "0" ? PlanLayout::onednn : PlanLayout::blocked;
-  return options.layout;
-}
-
 // Timing input for choosing a layout: uniform values in [0, 1), not zeros (they can run faster).
 Tensor tuning_input(const Model& model, int64_t batch) {
   const Shape& in = model.input_shape();
@@ -149,7 +143,7 @@ InferencePlan::InferencePlan(Model& model, int64_t batch, const InferenceOptions
   if (options.threads == 0 && options.flops_per_thread > 0)
     threads = static_cast<int>(std::clamp<int64_t>(model.forward_flops() * batch / options.flops_per_thread, 1, threads));
   check_precision(model, options);
-  PlanLayout layout = runs_winograd(model, batch, options.precision) ? layout_asked(options) : PlanLayout::onednn;
+  PlanLayout layout = runs_winograd(model, batch, options) ? options.layout : PlanLayout::onednn;
   if (layout == PlanLayout::tuned) {
     // Built both ways without sharing (the loser's weights go with it) and timed on one input:
     // a warm-up pass each, then the best of two passes each, alternating.

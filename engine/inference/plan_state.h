@@ -17,7 +17,7 @@ namespace convoy {
 
 namespace plan {
 // Whether a plan of `model` at `batch` runs any convolution as Winograd (fp32, AVX-512).
-bool runs_winograd(Model& model, int64_t batch, Precision precision);
+bool runs_winograd(Model& model, int64_t batch, const InferenceOptions& options);
 }  // namespace plan
 
 using namespace plan;
@@ -84,10 +84,11 @@ struct InferencePlan::Impl {
   std::vector<bool> done;  // while building: the layers whose group has been emitted
   Tag activations = Tag::any;  // the fp32 activations' format for the convolutions (build)
   bool blocked = false;        // PlanLayout::blocked: nChw16c throughout
+  bool winograd = true;        // InferenceOptions::winograd
 
   Impl(Model& m, int64_t n, int t, const InferenceOptions& o, bool nchw16c)
       : model(m), batch(n), threads(t), precision(o.precision), act_max(o.activation_max),
-        sharing(o.sharing), blocked(nchw16c) {}
+        sharing(o.sharing), blocked(nchw16c), winograd(o.winograd) {}
   ~Impl() { std::free(arena); }
 
   int new_value(const Md& md, Buffer::Kind kind = Buffer::Kind::arena) {

@@ -9,9 +9,10 @@
 
 namespace convoy {
 
-double measure_loader(const RunConfig& config, int64_t batches, std::ostream& log) {
-  const std::unique_ptr<Backend> backend = open_backend(config, log);
-  const std::unique_ptr<Dataset> data = load_split(config, config.dataset.train_split, config.dataset.train_limit);
+double measure_loader(const RunConfig& config, const EngineOptions& engine, int64_t batches, std::ostream& log) {
+  const std::unique_ptr<Backend> backend = open_backend(config, engine, log);
+  const std::unique_ptr<Dataset> data =
+      load_split(config, engine, config.dataset.train_split, config.dataset.train_limit);
   // The input shape only, read from the YAML: building the model would initialize all its
   // weights (a quarter of a second for ResNet-50) for nothing. num_classes changes only the
   // classifier, never the input.
@@ -20,7 +21,7 @@ double measure_loader(const RunConfig& config, int64_t batches, std::ostream& lo
   const std::unique_ptr<BatchUploader> uploader = backend->make_batch_uploader();
   LoaderOptions options = train_loader_options(config, *data, preprocess);
   options.host_empty = [&](Shape shape, DType dtype) { return uploader->host_empty(std::move(shape), dtype); };
-  options.batch_decoder = training_batch_decoder(config, *data, *backend, log);
+  options.batch_decoder = training_batch_decoder(config, engine, *data, *backend, log);
   options.batch_decoder_slots = config.dataset.nvjpeg_workers;
   DataLoader loader(*data, options);
   const int64_t per_epoch = loader.batches_per_epoch();

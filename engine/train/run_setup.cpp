@@ -1,7 +1,6 @@
 #include "engine/train/run_setup.h"
 
 #include <algorithm>
-#include <cstdlib>
 #include <ostream>
 #include <thread>
 #include <vector>
@@ -46,34 +45,25 @@ DType training_dtype(const RunConfig& config, const Model& model, Backend& backe
 
 }  // namespace
 
-int64_t fault_inject_step() {
-  const char* env = std::getenv("CONVOY_FAULT_INJECT");
-  if (!env || !*env) return 0;
-  const std::string value = env, prefix = "device_error@step:";
-  const std::string digits = value.substr(std::min(prefix.size(), value.size()));
-  if (value.compare(0, prefix.size(), prefix) != 0 || digits.empty() || digits.size() > 15 ||
-      digits.find_first_not_of("0123456789") != std::string::npos || std::stoll(digits) < 1)
-    throw InputError("CONVOY_FAULT_INJECT: expected device_error@step:N with N >= 1 (a test hook that makes the "
-                     "device fail at step N), got '" + value + "'");
-  return std::stoll(digits);
-}
-
-std::unique_ptr<Backend> open_backend(const RunConfig& config, std::ostream& log) {
+std::unique_ptr<Backend> open_backend(const RunConfig& config, const EngineOptions& engine, std::ostream& log) {
   BackendOptions options;
   options.deterministic = config.deterministic;
   options.benchmark = config.cudnn_benchmark;
   options.threads = static_cast<int>(config.threads);
   options.tf32 = config.precision == Precision::tf32;
+  options.cuda = engine.cuda;
   return select_backend(config.device, options, log);
 }
 
-std::unique_ptr<Dataset> load_split(const RunConfig& config, const std::string& split, int64_t limit) {
+std::unique_ptr<Dataset> load_split(const RunConfig& config, const EngineOptions& engine, const std::string& split,
+                                    int64_t limit) {
   DatasetSpec spec;
   spec.kind = config.dataset.kind;
   spec.path = config.dataset.path;
   spec.synthetic_shape = Shape(config.dataset.synthetic_shape.begin(), config.dataset.synthetic_shape.end());
   spec.synthetic_classes = config.dataset.synthetic_classes;
   spec.synthetic_size = config.dataset.synthetic_size;
+  spec.data_volume = engine.data_volume;
   return load_dataset(spec, split, limit);
 }
 
@@ -121,14 +111,13 @@ LoaderOptions train_loader_options(const RunConfig& config, const Dataset& data,
   return o;
 }
 
-std::shared_ptr<BatchDecoder> training_batch_decoder(const RunConfig& config, const Dataset& data,
-                                                     const Backend& backend, std::ostream& log) {
+std::shared_ptr<BatchDecoder> training_batch_decoder(const RunConfig& config, const EngineOptions& engine,
+                                                     const Dataset& data, const Backend& backend, std::ostream& log) {
   const std::string& choice = config.dataset.decoder;
   if (choice == "cpu" || !dynamic_cast<const FileDataset*>(&data)) return nullptr;  // in-memory data: nothing to decode
   // auto: enough CPU decoders feed the GPU on their own and take none of its time, where
-  // nvJPEG's decoding and resizing share the GPU with training (H200 machine, 2026-12-01:
-  // ResNet-50 from 224-500 px JPEGs trained at 99.9% of its synthetic-data speed with 15 CPU
-  // workers, at 92% with nvJPEG).
+  // nvJPEG's decoding and resizing share the GPU with training (ResNet-50 from JPEGs: 99.9% of its
+  // synthetic-data speed with 15 CPU workers, 92% with nvJPEG; benchmarks/RESULTS.md).
   const int64_t workers = loader_workers(config, data);
   if (choice == "auto" && workers >= kCpuDecodersEnough) {
     if (backend.device().is_cuda())
@@ -140,7 +129,7 @@ std::shared_ptr<BatchDecoder> training_batch_decoder(const RunConfig& config, co
                                                           : nvjpeg_unavailable_reason();
   if (why_not.empty()) {
     try {
-      std::shared_ptr<BatchDecoder> decoder = make_nvjpeg_batch_decoder(backend.device().index);
+      std::shared_ptr<BatchDecoder> decoder = make_nvjpeg_batch_decoder(backend.device().index, engine.nvjpeg_hardware);
       log << "decoding training images with " << decoder->describe() << std::endl;
       return decoder;
     } catch (const DeviceError& e) {
@@ -160,8 +149,10 @@ Model load_config_model(const RunConfig& config) {
   return Model::from_yaml(yaml, config.model_path, config.seed);
 }
 
-Model build_model(const RunConfig& config, const Dataset& train_data, Backend& backend, std::ostream& log) {
+Model build_model(const RunConfig& config, const EngineOptions& engine, const Dataset& train_data, Backend& backend,
+                  std::ostream& log) {
   Model model = load_config_model(config);
+  model.set_fusion(engine.fusion);
   if (static_cast<size_t>(model.num_classes()) != train_data.class_names().size())
     throw InputError(config.model_path + ": model has " + std::to_string(model.num_classes()) +
                      " outputs but the dataset has " + std::to_string(train_data.class_names().size()) + " classes");

@@ -1,8 +1,6 @@
 #include "engine/train/train_step.h"
 
-#include <cstdlib>
 #include <iostream>
-#include <string_view>
 
 #include "engine/core/counter_rng.h"
 #include "engine/core/error.h"
@@ -47,8 +45,6 @@ TrainStep::TrainStep(Backend& backend, Model& model, const TrainRecipe& recipe, 
     reducer_ = std::make_unique<GradientReducer>(*comm, backend, parameter_list(model), bucket_bytes);
     if (recipe.sync_batchnorm) sync_bn_ = std::make_unique<CommStatsSync>(*comm, backend);
   }
-  const char* env = std::getenv("CONVOY_CUDA_GRAPHS");
-  record_ = !(env && std::string_view(env) == "0");
 }
 
 TrainStepOutput TrainStep::run(const Tensor& images, const Tensor& labels, int64_t step, double lr) {

@@ -54,7 +54,7 @@ class TrainStep {
   // (which data loading threads compete with). Normalization, augmentation and the optimizer run
   // op by op around the replay: they take this step's seed and rate. Not recorded: several ranks
   // (their collectives), dropout (a draw per step), an observed model (`bench --profile`), or
-  // CONVOY_CUDA_GRAPHS=0 in the environment.
+  // after set_recording(false) (EngineOptions::cuda_graphs off).
   TrainStepOutput run(const Tensor& images, const Tensor& labels, int64_t step, double lr);
 
   // Ahead of a run's first step (and of its clock), on a GPU: one step's work on a batch of
@@ -119,7 +119,7 @@ class TrainStep {
   uint64_t step_seed(int64_t step) const;
   std::unique_ptr<Recording> recording_;
   Shape last_eager_shape_;  // the batch shape of the last step run op by op
-  bool record_ = true;      // set_recording; CONVOY_CUDA_GRAPHS=0 starts it off
+  bool record_ = true;      // set_recording
   bool unsupported_ = false;  // the backend cannot record (the CPU), or recording failed once
   int recordings_ = 0;
   bool replayed_ = false;

@@ -47,7 +47,7 @@ TrainResult TrainingRun::run_epochs() {
   train_options.shard_rank = comm_->rank();
   train_options.shard_count = comm_->world_size();
   train_options.host_empty = [this](Shape shape, DType dtype) { return uploader_->host_empty(std::move(shape), dtype); };
-  train_options.batch_decoder = training_batch_decoder(config_, *train_data_, *backend_, log_);
+  train_options.batch_decoder = training_batch_decoder(config_, options_.engine, *train_data_, *backend_, log_);
   train_options.batch_decoder_slots = config_.dataset.nvjpeg_workers;
   DataLoader loader(*train_data_, train_options);
   LoaderOptions test_options = eval_loader_options(preprocess_, std::max<int64_t>(config_.batch_size, 256),

@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "engine/config/run_config.h"
+#include "engine/core/engine_options.h"
 #include "engine/distributed/world.h"
 
 namespace convoy {
@@ -33,6 +34,9 @@ struct TrainOptions {
   WorldInfo world;
   // Tests: a rank of a simulated world (make_thread_world) instead of the one `world` makes.
   Communicator* communicator = nullptr;
+  // The tunables (cli: the environment's): fusion, CUDA graphs, the CUDA backend's switches, the
+  // nvJPEG backend, the data volume, and the fault-injection test hook.
+  EngineOptions engine;
 };
 
 struct TrainResult {
@@ -53,6 +57,6 @@ TrainResult train(const RunConfig& config, const TrainOptions& options, std::ost
 // The training data path alone (`convoy train --data-only`): `batches` batches (0 = one epoch)
 // read, decoded, cropped and copied to the device as training would, with no model step.
 // Returns the images per second delivered.
-double measure_loader(const RunConfig& config, int64_t batches, std::ostream& log);
+double measure_loader(const RunConfig& config, const EngineOptions& engine, int64_t batches, std::ostream& log);
 
 }  // namespace convoy

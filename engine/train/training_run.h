@@ -120,19 +120,20 @@ class TrainingRun {
         run_dir_(fs::path(config.output_dir) / config.name),
         last_path_(run_dir_ / "last.safetensors"), best_path_(run_dir_ / "best.safetensors"),
         lock_(rank_of(options) == 0 ? std::make_unique<RunDirLock>(run_dir_) : nullptr),
-        backend_(open_backend(config, log)),
+        backend_(open_backend(config, options.engine, log)),
         own_comm_(options.communicator ? nullptr
                                        : make_communicator(*backend_, options.world, communicator_options(config))),
         comm_(options.communicator ? options.communicator : own_comm_.get()),
-        train_data_(load_split(config, config.dataset.train_split, config.dataset.train_limit)),
-        test_data_(load_split(config, config.dataset.test_split, config.dataset.test_limit)),
-        model_(build_model(config, *train_data_, *backend_, log)), dtype_(model_.compute_dtype()),
+        train_data_(load_split(config, options.engine, config.dataset.train_split, config.dataset.train_limit)),
+        test_data_(load_split(config, options.engine, config.dataset.test_split, config.dataset.test_limit)),
+        model_(build_model(config, options.engine, *train_data_, *backend_, log)), dtype_(model_.compute_dtype()),
         preprocess_(preprocess_of(config, model_)),
         normalize_(make_normalize(config.dataset.mean, config.dataset.std)),
         step_(*backend_, model_, recipe_of(config, normalize_), comm_, config.bucket_mb << 20),
         uploader_(backend_->make_batch_uploader()),
         progress_(log, config.log_every) {
     check_same_classes(*train_data_, *test_data_);
+    if (!options.engine.cuda_graphs) step_.set_recording(false);
     // The checkpoints' metadata is JSON: a class name that is not UTF-8 (a folder name in
     // another encoding) would fail the first save, after an epoch of training.
     for (const std::string& name : train_data_->class_names())
@@ -190,7 +191,7 @@ class TrainingRun {
   int64_t resumed_global_batch_ = 0;  // the checkpoint's, while its position is not converted yet
   int64_t total_steps_ = 0;
   int64_t skipped_in_a_row_ = 0;  // nan_policy: skip_step
-  int64_t fault_step_ = fault_inject_step();  // CONVOY_FAULT_INJECT's step (1-based), read once; 0: none
+  int64_t fault_step_ = options_.engine.fault_inject_step;  // the device fails as this step (1-based) starts; 0: never
   Clock::time_point run_start_;
   double eval_seconds_ = 0;  // left out of the training time
   DataLoader* test_loader_ = nullptr;  // run()'s, while it runs

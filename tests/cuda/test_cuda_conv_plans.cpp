@@ -1,7 +1,8 @@
 // The GPU's convolution plans: reduced precision runs on cuDNN's graph API (GraphConvPlan),
-// f32 and CONVOY_CUDNN_GRAPH=0 on the legacy calls. The two agree, and a plan made for one
-// use of a shape is not taken for another (the graph API bakes an accumulation's beta in).
-// Narrow stems run as im2col + a cuBLAS GEMM (CONVOY_STEM_GEMM=0: cuDNN); the two agree.
+// f32 and CudaTunables::cudnn_graph off (CONVOY_CUDNN_GRAPH=0) on the legacy calls. The two
+// agree, and a plan made for one use of a shape is not taken for another (the graph API bakes an
+// accumulation's beta in).
+// Narrow stems run as im2col + a cuBLAS GEMM (CudaTunables::stem_gemm off: cuDNN); the two agree.
 #include <gtest/gtest.h>
 
 #include <cstdlib>
@@ -58,18 +59,17 @@ Results run_three(Backend& be, const Conv& c) {
   return {read(y), read(dx), read(dw)};
 }
 
-// A CUDA backend made with the switch `variable` at "0" (CudaOps reads it when it is made).
-std::unique_ptr<Backend> backend_with_off(const char* variable) {
-  setenv(variable, "0", 1);
-  auto backend = make_cuda_backend(0, BackendOptions{});
-  unsetenv(variable);
-  return backend;
+// A CUDA backend made with one of CudaTunables' switches off.
+std::unique_ptr<Backend> backend_with_off(bool CudaTunables::*tunable) {
+  BackendOptions options;
+  options.cuda.*tunable = false;
+  return make_cuda_backend(0, options);
 }
 
 TEST_F(CudaConvPlans, GraphApiPlansAgreeWithTheLegacyCallsAndTheReference) {
   const Conv c = conv3x3();
   const Results a = run_three(*make_cuda_backend(0, BackendOptions{}), c),
-                b = run_three(*backend_with_off("CONVOY_CUDNN_GRAPH"), c);
+                b = run_three(*backend_with_off(&CudaTunables::cudnn_graph), c);
   const Vec x = random_values(c.xs, 1, DType::bf16), w = random_values(c.ws, 2, DType::bf16),
             dy = random_values(c.ys, 3, DType::bf16);
   // bf16 results of f32 sums: within the op tests' bf16 bound (cases_conv.cpp) of each other.
@@ -105,7 +105,7 @@ TEST_F(CudaConvPlans, AnAccumulatingDataGradientAndAPlainOneOfOneShapeKeepTheirO
 }
 
 // ResNet's stem, 7x7/2 over 3 channels, at a size with thousands of matrix rows: im2col + GEMM
-// (forward and weight gradient) against cuDNN (CONVOY_STEM_GEMM=0) and the float64 reference.
+// (forward and weight gradient) against cuDNN (CudaTunables::stem_gemm off) and the float64 reference.
 TEST_F(CudaConvPlans, AStemAsIm2colAndGemmAgreesWithCudnnAndTheReference) {
   Conv c;
   c.p.stride_h = c.p.stride_w = 2;
@@ -114,7 +114,7 @@ TEST_F(CudaConvPlans, AStemAsIm2colAndGemmAgreesWithCudnnAndTheReference) {
   c.ws = {64, 3, 7, 7};
   c.ys = {8, 64, 32, 31};
   const Results a = run_three(*make_cuda_backend(0, BackendOptions{}), c),
-                b = run_three(*backend_with_off("CONVOY_STEM_GEMM"), c);
+                b = run_three(*backend_with_off(&CudaTunables::stem_gemm), c);
   const Vec x = random_values(c.xs, 1, DType::bf16), w = random_values(c.ws, 2, DType::bf16),
             dy = random_values(c.ys, 3, DType::bf16);
   EXPECT_EQ(compare(a.y, b.y, 2e-2), "") << "forward";

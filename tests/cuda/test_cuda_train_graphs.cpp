@@ -183,13 +183,12 @@ TEST_F(CudaTrainGraphs, ABlockARecordingHandedOutIsNotReusedWhileTheGraphLives) 
   EXPECT_TRUE(reused) << "once the graph is gone the block is an ordinary free one";
 }
 
-TEST_F(CudaTrainGraphs, CudaGraphsOffInTheEnvironmentRunsOpByOp) {
+TEST_F(CudaTrainGraphs, CudaGraphsOffRunsOpByOp) {  // EngineOptions::cuda_graphs, CONVOY_CUDA_GRAPHS=0
   auto gpu = make_cuda_backend(0, BackendOptions{});
   Model m = resnet20();
   m.to(*gpu, DType::f32);
-  setenv("CONVOY_CUDA_GRAPHS", "0", 1);
   TrainStep step(*gpu, m, recipe());
-  unsetenv("CONVOY_CUDA_GRAPHS");
+  step.set_recording(false);
   const HostBatch b = host_batch(8, 2);
   const Tensor images = gpu->upload(b.images), labels = gpu->upload(b.labels);
   for (int64_t s = 0; s < 3; ++s) step.run(images, labels, s, 0.05);

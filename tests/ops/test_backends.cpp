@@ -19,24 +19,24 @@ bool batchnorm_ops(OpKind op) {
 }  // namespace
 
 const std::vector<TestBackend>& cpu_test_backends() {
-  static const std::vector<TestBackend> list{{"cpu", "oneDNN and OpenMP loops", false, {}, false, nullptr}};
+  static const std::vector<TestBackend> list{{"cpu", "oneDNN and OpenMP loops", false, {}, nullptr}};
   return list;
 }
 
 const std::vector<TestBackend>& cuda_test_backends() {
   static const std::vector<TestBackend> list{
-      {"cuda", "cuDNN (algorithms timed per shape), cuBLAS, Convoy's kernels", true, {}, false, nullptr},
+      {"cuda", "cuDNN (algorithms timed per shape), cuBLAS, Convoy's kernels", true, {}, nullptr},
       {"cuda_heuristics", "cuDNN's heuristics' algorithm pick (cudnn_benchmark: false)", true,
-       BackendOptions{.benchmark = false}, false, conv_ops},
-      {"cuda_bn_kernels", "batch norm by Convoy's kernels instead of cuDNN (CONVOY_CUDA_BN_KERNELS=1)", true, {},
-       true, batchnorm_ops},
+       BackendOptions{.benchmark = false}, conv_ops},
+      {"cuda_bn_kernels", "batch norm by Convoy's kernels instead of cuDNN (CONVOY_CUDA_BN_KERNELS=1)", true,
+       BackendOptions{.cuda = {.bn_kernels = true}}, batchnorm_ops},
   };
   return list;
 }
 
 const TestBackend& cuda_deterministic_backend() {
   static const TestBackend b{"cuda_deterministic", "cuDNN's deterministic algorithms", true,
-                             BackendOptions{.deterministic = true}, false, nullptr};
+                             BackendOptions{.deterministic = true}, nullptr};
   return b;
 }
 
@@ -46,15 +46,7 @@ Backend& shared_backend(const TestBackend& b) {
   static std::map<std::string, std::unique_ptr<Backend>> made;
   std::unique_ptr<Backend>& slot = made[b.name];
   if (!slot) {
-    if (!b.cuda) {
-      slot = make_cpu_backend(b.options);
-    } else if (b.bn_kernels) {
-      ::setenv("CONVOY_CUDA_BN_KERNELS", "1", 1);  // read once, when the backend is made
-      slot = make_cuda_backend(0, b.options);
-      ::unsetenv("CONVOY_CUDA_BN_KERNELS");
-    } else {
-      slot = make_cuda_backend(0, b.options);
-    }
+    slot = b.cuda ? make_cuda_backend(0, b.options) : make_cpu_backend(b.options);
   }
   return *slot;
 }

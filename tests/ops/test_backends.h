@@ -16,7 +16,6 @@ struct TestBackend {
   std::string about;  // what this configuration exercises, for reports
   bool cuda = false;
   BackendOptions options{};
-  bool bn_kernels = false;                      // CONVOY_CUDA_BN_KERNELS=1 while it is made
   bool (*covers)(OpKind) = nullptr;             // the ops run on it; nullptr: all
 
   bool runs(OpKind op) const { return covers == nullptr || covers(op); }

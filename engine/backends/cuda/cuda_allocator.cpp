@@ -3,7 +3,7 @@
 #include <algorithm>
 #include <string>
 
-#include "engine/backends/cuda/cuda_check.h"
+#include "engine/backends/cuda/cudnn_cublas_check.h"
 
 namespace convoy::cuda {
 

@@ -9,7 +9,7 @@
 
 #include "engine/backends/cuda/cuda_uploader.h"
 #include "engine/backends/cuda/cuda_allocator.h"
-#include "engine/backends/cuda/cuda_check.h"
+#include "engine/backends/cuda/cudnn_cublas_check.h"
 #include "engine/backends/cuda/cuda_context.h"
 #include "engine/backends/cuda/cuda_graph.h"
 #include "engine/backends/cuda/cuda_ops.h"
@@ -132,6 +132,7 @@ class CudaBackend final : public Backend {
     ctx_.deterministic = options.deterministic;
     ctx_.benchmark = options.benchmark;
     ctx_.tf32 = options.tf32;
+    ctx_.tunables = options.cuda;
     cudaDeviceProp prop{};
     CONVOY_CUDA_CHECK(cudaGetDeviceProperties(&prop, index));
     ctx_.sm_count = prop.multiProcessorCount;

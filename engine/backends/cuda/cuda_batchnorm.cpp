@@ -2,11 +2,9 @@
 #include "engine/backends/cuda/cuda_ops.h"
 
 #include <cstdio>
-#include <cstdlib>
-#include <cstring>
 #include <string>
 
-#include "engine/backends/cuda/cuda_check.h"
+#include "engine/backends/cuda/cudnn_cublas_check.h"
 #include "engine/backends/cuda/cuda_ops_internal.h"
 #include "kernels/batchnorm.cuh"
 
@@ -25,25 +23,25 @@ bool cudnn_refused(cudnnStatus_t st) {
   return st == CUDNN_STATUS_NOT_SUPPORTED || st == CUDNN_STATUS_BAD_PARAM;
 }
 
-// With CONVOY_CUDA_VERBOSE=1, one line on stderr when batch norm leaves cuDNN for a dtype.
-void note_bn_fallback(const char* op, DType dt, cudnnStatus_t st) {
-  if (const char* e = std::getenv("CONVOY_CUDA_VERBOSE"); e && std::strcmp(e, "1") == 0)
+// With CudaTunables::verbose, one line on stderr when batch norm leaves cuDNN for a dtype.
+void note_bn_fallback(const char* op, bool verbose, DType dt, cudnnStatus_t st) {
+  if (verbose)
     std::fprintf(stderr, "convoy: %s: cuDNN refused %s (%s); Convoy's batch-norm kernels take over\n",
                  op, std::string(dtype_name(dt)).c_str(), cudnnGetErrorString(st));
 }
 
 // Runs `call(x_desc, bn_desc)`, a cuDNN batch-norm call on x's descriptors. True when cuDNN did
 // the work; false when it refused x's dtype, which `kernels_only` then remembers for the
-// dtype, so that Convoy's kernels take over from now on.
+// dtype, so that Convoy's kernels take over from now on (said on stderr when `verbose`).
 template <class Call>
-bool run_cudnn_batchnorm(const char* op, const Tensor& x, bool& kernels_only, Call&& call) {
+bool run_cudnn_batchnorm(const char* op, bool verbose, const Tensor& x, bool& kernels_only, Call&& call) {
   TensorDesc xd, bd;
   xd.set(dims4(x), x.dtype(), x.layout());
   CONVOY_CUDNN_CHECK(cudnnDeriveBNTensorDescriptor(bd.d, xd.d, CUDNN_BATCHNORM_SPATIAL));
   const cudnnStatus_t st = call(xd.d, bd.d);
   if (st == CUDNN_STATUS_SUCCESS) return true;
   if (!cudnn_refused(st)) CONVOY_CUDNN_CHECK(st);
-  note_bn_fallback(op, x.dtype(), st);
+  note_bn_fallback(op, verbose, x.dtype(), st);
   kernels_only = true;
   return false;
 }
@@ -61,7 +59,7 @@ void CudaOps::batchnorm_forward_train(const Tensor& x, const Tensor& gamma, cons
   // variance, f = exponentialAverageFactor: PyTorch's momentum exactly. A fused ReLU takes
   // Convoy's kernels, whose backward recomputes the mask the same way; so does a residual.
   if (!relu && !residual && use_cudnn_bn(x) &&
-      run_cudnn_batchnorm(op, x, bn_kernels_only_[static_cast<int>(x.dtype())],
+      run_cudnn_batchnorm(op, ctx_.tunables.verbose, x, bn_kernels_only_[static_cast<int>(x.dtype())],
                           [&](cudnnTensorDescriptor_t xd, cudnnTensorDescriptor_t bd) {
                             return cudnnBatchNormalizationForwardTraining(
                                 ctx_.cudnn, CUDNN_BATCHNORM_SPATIAL, &kOne, &kZero, xd, x.raw(), xd, y.raw(), bd,
@@ -85,7 +83,7 @@ void CudaOps::batchnorm_forward_eval(const Tensor& x, const Tensor& gamma, const
   check_batchnorm_forward_eval(x, gamma, beta, running_mean, running_var, eps, y, device(), residual);
   require_supported(OpKind::batchnorm_forward_eval, x);
   if (!relu && !residual && use_cudnn_bn(x) &&
-      run_cudnn_batchnorm(op, x, bn_kernels_only_[static_cast<int>(x.dtype())],
+      run_cudnn_batchnorm(op, ctx_.tunables.verbose, x, bn_kernels_only_[static_cast<int>(x.dtype())],
                           [&](cudnnTensorDescriptor_t xd, cudnnTensorDescriptor_t bd) {
                             return cudnnBatchNormalizationForwardInference(
                                 ctx_.cudnn, CUDNN_BATCHNORM_SPATIAL, &kOne, &kZero, xd, x.raw(), xd, y.raw(), bd,
@@ -108,7 +106,7 @@ void CudaOps::batchnorm_backward(const Tensor& x, const Tensor& dy, const Tensor
   // With the saved statistics given, cuDNN does not recompute them, so the forward eps is
   // not needed; any valid value goes here.
   if (!relu_beta && use_cudnn_bn(x) && dx.defined() &&
-      run_cudnn_batchnorm(op, x, bn_kernels_only_[static_cast<int>(x.dtype())],
+      run_cudnn_batchnorm(op, ctx_.tunables.verbose, x, bn_kernels_only_[static_cast<int>(x.dtype())],
                           [&](cudnnTensorDescriptor_t xd, cudnnTensorDescriptor_t bd) {
                             return cudnnBatchNormalizationBackward(
                                 ctx_.cudnn, CUDNN_BATCHNORM_SPATIAL, &kOne, &kZero, &kOne, &kZero, xd, x.raw(), xd,

@@ -9,6 +9,7 @@
 #include <memory>
 
 #include "engine/backends/cuda/cuda_allocator.h"
+#include "engine/core/engine_options.h"
 
 namespace convoy::cuda {
 
@@ -22,6 +23,7 @@ struct CudaContext {
   bool deterministic = false;
   bool benchmark = true;  // BackendOptions::benchmark
   bool tf32 = false;      // BackendOptions::tf32
+  CudaTunables tunables;  // BackendOptions::cuda
   int sm_count = 0;
 };
 

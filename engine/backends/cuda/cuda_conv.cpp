@@ -8,7 +8,7 @@
 #include <string>
 #include <vector>
 
-#include "engine/backends/cuda/cuda_check.h"
+#include "engine/backends/cuda/cudnn_cublas_check.h"
 #include "engine/backends/cuda/cuda_ops_internal.h"
 #include "engine/backends/cuda/cudnn_algo_pick.h"
 #include "kernels/bias.cuh"

@@ -5,7 +5,7 @@
 #include <string>
 #include <utility>
 
-#include "engine/backends/cuda/cuda_check.h"
+#include "engine/backends/cuda/cudnn_cublas_check.h"
 #include "engine/core/error.h"
 
 namespace convoy::cuda {

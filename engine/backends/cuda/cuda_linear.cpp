@@ -2,7 +2,7 @@
 // where the backend allows it (its cuBLAS math mode).
 #include "engine/backends/cuda/cuda_ops.h"
 
-#include "engine/backends/cuda/cuda_check.h"
+#include "engine/backends/cuda/cudnn_cublas_check.h"
 #include "engine/backends/cuda/cuda_ops_internal.h"
 #include "kernels/bias.cuh"
 #include "kernels/elementwise.cuh"

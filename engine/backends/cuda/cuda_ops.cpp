@@ -1,7 +1,5 @@
 #include "engine/backends/cuda/cuda_ops.h"
 
-#include <cstdlib>
-#include <cstring>
 #include <string>
 
 #include "engine/backends/cuda/cuda_ops_internal.h"
@@ -13,10 +11,9 @@ CudaOps::CudaOps(const CudaContext& ctx) : ctx_(ctx) {
   scratch_.bind(ctx_.allocator);
   slots_.bind(ctx_.allocator);
   // For tests and debugging: batch norm through Convoy's kernels instead of cuDNN.
-  if (const char* e = std::getenv("CONVOY_CUDA_BN_KERNELS"); e && std::strcmp(e, "1") == 0)
-    bn_kernels_only_.fill(true);
-  if (const char* e = std::getenv("CONVOY_CUDNN_GRAPH"); e && std::strcmp(e, "0") == 0) conv_graph_api_ = false;
-  if (const char* e = std::getenv("CONVOY_STEM_GEMM"); e && std::strcmp(e, "0") == 0) stem_gemm_ = false;
+  bn_kernels_only_.fill(ctx_.tunables.bn_kernels);
+  conv_graph_api_ = ctx_.tunables.cudnn_graph;
+  stem_gemm_ = ctx_.tunables.stem_gemm;
 }
 
 CudaOps::~CudaOps() = default;

@@ -114,10 +114,10 @@ class CudaOps final : public Ops {
   std::map<std::array<int64_t, 24>, std::unique_ptr<ConvPlan>> conv_plans_;
   std::array<bool, 5> bn_kernels_only_{};  // per DType
   // Reduced-precision convolutions through cuDNN's graph API (GraphConvPlan) unless
-  // CONVOY_CUDNN_GRAPH=0 (A/B and debugging: the legacy calls throughout).
+  // CudaTunables::cudnn_graph is off (A/B and debugging: the legacy calls throughout).
   bool conv_graph_api_ = true;
   // Narrow stems (7x7 over RGB) as im2col + one cuBLAS GEMM (cuda_conv.cpp) unless
-  // CONVOY_STEM_GEMM=0 (A/B: cuDNN's implicit GEMM).
+  // CudaTunables::stem_gemm is off (A/B: cuDNN's implicit GEMM).
   bool stem_gemm_ = true;
 };
 

@@ -10,7 +10,7 @@
 #include <memory>
 #include <string>
 
-#include "engine/backends/cuda/cuda_check.h"
+#include "engine/backends/cuda/cudnn_cublas_check.h"
 #include "engine/backends/cuda/cudnn_graph_conv.h"
 #include "engine/core/tensor.h"
 #include "kernels/dt.cuh"

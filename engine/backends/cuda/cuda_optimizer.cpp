@@ -6,7 +6,7 @@
 #include <cstring>
 #include <vector>
 
-#include "engine/backends/cuda/cuda_check.h"
+#include "engine/backends/cuda/cudnn_cublas_check.h"
 #include "kernels/optimizer_update.cuh"
 
 namespace convoy::cuda {

@@ -9,7 +9,7 @@
 #include <mutex>
 #include <vector>
 
-#include "engine/backends/cuda/cuda_check.h"
+#include "engine/backends/cuda/cudnn_cublas_check.h"
 #include "engine/core/error.h"
 
 namespace convoy::cuda {

@@ -3,7 +3,7 @@
 #include <algorithm>
 #include <vector>
 
-#include "engine/backends/cuda/cuda_check.h"
+#include "engine/backends/cuda/cudnn_cublas_check.h"
 #include "engine/backends/cuda/cuda_ops_internal.h"
 
 namespace convoy::cuda {

@@ -19,7 +19,7 @@
 #include "engine/core/error.h"
 #include "engine/distributed/communicator.h"
 #include "engine/distributed/rendezvous.h"
-#include "kernels/cuda_check.h"
+#include "kernels/cuda_runtime_check.h"
 
 // Every NCCL call: an in-progress answer is waited for (within the timeout), an error throws
 // DeviceError with the call text, NCCL's message and file:line. A member's macro: it needs the

@@ -1,12 +1,13 @@
 #pragma once
-// One macro family checks every CUDA runtime, cuDNN and cuBLAS call and every kernel launch,
-// and throws convoy::DeviceError with the call text, the library's message and file:line.
-// kernels/cuda_check.h holds the CUDA runtime half (CONVOY_CUDA_CHECK, CONVOY_LAUNCH_CHECK),
-// which the kernels use too; this header adds the libraries only the backend calls.
+// The cuDNN and cuBLAS half of the one macro family that checks every CUDA runtime, cuDNN and
+// cuBLAS call and every kernel launch, and throws convoy::DeviceError with the call text, the
+// library's message and file:line. kernels/cuda_runtime_check.h holds the CUDA runtime half
+// (CONVOY_CUDA_CHECK, CONVOY_LAUNCH_CHECK), which the kernels use too; this header adds the
+// libraries only the backend calls.
 #include <cublas_v2.h>
 #include <cudnn.h>
 
-#include "kernels/cuda_check.h"
+#include "kernels/cuda_runtime_check.h"
 
 namespace convoy::cuda {
 

@@ -1,4 +1,4 @@
-#include "engine/backends/cuda/cuda_check.h"
+#include "engine/backends/cuda/cudnn_cublas_check.h"
 
 #include <string>
 

@@ -1,8 +1,8 @@
 #pragma once
 // The base of Convoy's one check macro family: every CUDA runtime call and every kernel
 // launch, in the kernels and in the backend alike, throws convoy::DeviceError with the call
-// text, CUDA's message and file:line. engine/backends/cuda/cuda_check.h adds cuDNN and
-// cuBLAS on top of this; kernels/ sits below the backend, so this half lives here.
+// text, CUDA's message and file:line. engine/backends/cuda/cudnn_cublas_check.h adds cuDNN
+// and cuBLAS on top of this; kernels/ sits below the backend, so this half lives here.
 // Usable from .cpp (g++) and .cu (nvcc) files alike.
 #include <cuda_runtime_api.h>
 

@@ -1,0 +1,58 @@
+#include "cli/environment.h"
+
+#include <algorithm>
+#include <cstdlib>
+#include <string>
+#include <string_view>
+
+#include "engine/core/error.h"
+
+namespace convoy::cli {
+
+namespace {
+
+// A switch that is on unless the variable is "0".
+bool on_unless_zero(const char* name) {
+  const char* v = std::getenv(name);
+  return !(v && std::string_view(v) == "0");
+}
+
+// A switch that is off unless the variable is "1".
+bool off_unless_one(const char* name) {
+  const char* v = std::getenv(name);
+  return v && std::string_view(v) == "1";
+}
+
+// CONVOY_FAULT_INJECT=device_error@step:N (N >= 1), or 0 when unset or empty.
+int64_t fault_inject_step() {
+  const char* env = std::getenv("CONVOY_FAULT_INJECT");
+  if (!env || !*env) return 0;
+  const std::string value = env, prefix = "device_error@step:";
+  const std::string digits = value.substr(std::min(prefix.size(), value.size()));
+  if (value.compare(0, prefix.size(), prefix) != 0 || digits.empty() || digits.size() > 15 ||
+      digits.find_first_not_of("0123456789") != std::string::npos || std::stoll(digits) < 1)
+    throw InputError("CONVOY_FAULT_INJECT: expected device_error@step:N with N >= 1 (a test hook that makes the "
+                     "device fail at step N), got '" + value + "'");
+  return std::stoll(digits);
+}
+
+}  // namespace
+
+EngineOptions engine_options_from_environment() {
+  EngineOptions o;
+  o.fusion = on_unless_zero("CONVOY_FUSION");
+  o.cuda_graphs = on_unless_zero("CONVOY_CUDA_GRAPHS");
+  o.fault_inject_step = fault_inject_step();
+  o.cuda.cudnn_graph = on_unless_zero("CONVOY_CUDNN_GRAPH");
+  o.cuda.stem_gemm = on_unless_zero("CONVOY_STEM_GEMM");
+  o.cuda.bn_kernels = off_unless_one("CONVOY_CUDA_BN_KERNELS");
+  o.cuda.verbose = off_unless_one("CONVOY_CUDA_VERBOSE");
+  o.winograd = on_unless_zero("CONVOY_WINOGRAD");
+  if (const char* v = std::getenv("CONVOY_BLOCKED_LAYOUT"))  // set at all: the choice is not timed
+    o.plan_layout = std::string_view(v) == "0" ? PlanLayout::onednn : PlanLayout::blocked;
+  if (const char* v = std::getenv("CONVOY_NVJPEG_BACKEND")) o.nvjpeg_hardware = std::string_view(v) != "default";
+  if (const char* v = std::getenv("CONVOY_DATA_VOLUME")) o.data_volume = v;
+  return o;
+}
+
+}  // namespace convoy::cli

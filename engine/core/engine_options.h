@@ -1,0 +1,42 @@
+#pragma once
+// The engine's tunables: switches that change how it computes (never what), for comparisons,
+// debugging and tests. Filled once at the top (cli/environment.h reads them from CONVOY_*
+// variables; the README's table "Environment variables" says what each does) and handed down
+// through the options each part already takes: BackendOptions, InferenceOptions, TrainOptions,
+// DatasetSpec, Model::set_fusion, TrainStep::set_recording. The defaults are what ships.
+#include <cstdint>
+#include <string>
+
+namespace convoy {
+
+// The CUDA backend's (BackendOptions::cuda).
+struct CudaTunables {
+  bool cudnn_graph = true;  // reduced-precision and tf32 convolutions through cuDNN's graph API; off: legacy calls
+  bool stem_gemm = true;    // narrow reduced-precision stems as im2col + a cuBLAS GEMM; off: cuDNN
+  bool bn_kernels = false;  // batch norm through Convoy's kernels instead of cuDNN
+  bool verbose = false;     // a line on stderr when batch norm leaves cuDNN for a dtype
+};
+
+// The activation formats of a CPU inference plan in which Winograd runs (InferenceOptions::layout):
+// built both ways and the faster kept (tuned), nChw16c throughout (blocked), or oneDNN's choice.
+enum class PlanLayout { tuned, blocked, onednn };
+
+struct EngineOptions {
+  // Model::set_fusion: ReLUs, residual adds and input-gradient sums fused into the layer before.
+  bool fusion = true;
+  // TrainStep::set_recording: GPU training steps recorded once as CUDA graphs and replayed.
+  bool cuda_graphs = true;
+  // Test hook (TrainOptions::engine): the device fails as this step (1-based) starts; 0: never.
+  int64_t fault_inject_step = 0;
+  CudaTunables cuda;
+  // InferenceOptions::winograd: fp32 3x3 stride-1 convolutions through Winograd where it pays.
+  bool winograd = true;
+  PlanLayout plan_layout = PlanLayout::tuned;  // InferenceOptions::layout
+  // nvJPEG's hardware backend where the GPU has one; off: its default (GPU/hybrid) backend.
+  bool nvjpeg_hardware = true;
+  // DatasetSpec::data_volume: where a container mounts the datasets (a missing dataset's error
+  // then says how to mount it); empty outside one.
+  std::string data_volume;
+};
+
+}  // namespace convoy
