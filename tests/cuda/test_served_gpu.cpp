@@ -109,7 +109,7 @@ TEST_F(ServedGpu, BatchedRequestsAgreeWithTheCpuInEachPrecision) {
     config.instance_count = 2;
     config.precision = precision;
     MetricsRegistry metrics;
-    ServedVersion v(config, 1, checkpoint, 0, metrics);
+    ServedVersion v(config, 1, checkpoint, 0, metrics, EngineOptions{});
     const std::string expect = precision ? to_string(*precision) : "bf16";
     EXPECT_EQ(v.execution().rfind(expect + " recorded forwards", 0), 0u) << v.execution();
     const std::vector<float> got = serve_all(v, images);
@@ -128,7 +128,7 @@ TEST_F(ServedGpu, Int8IsTheCpusAndIsRefusedOnAGpu) {
   config.precision = Precision::int8;
   MetricsRegistry metrics;
   try {
-    ServedVersion v(config, 1, checkpoint, 0, metrics);
+    ServedVersion v(config, 1, checkpoint, 0, metrics, EngineOptions{});
     FAIL() << "int8 on a GPU was accepted";
   } catch (const InputError& e) {
     EXPECT_NE(std::string(e.what()).find("int8 inference runs on the CPU only"), std::string::npos) << e.what();

@@ -19,12 +19,17 @@ using convoy::testing::http;
 using convoy::testing::ServerProcess;
 using ServeEncodedE2E = convoy::testing::ServeTest;
 
-// A binary-format request body: the JSON header, then `binary`; returns the header's length.
-size_t write_binary_request(const fs::path& file, const json& header, const std::string& binary) {
+// POSTs a binary-format infer request (the JSON header, then `binary`) to model fm.
+convoy::testing::HttpResult post_binary(const ServerProcess& server, const fs::path& scratch, const json& header,
+                                        const std::string& binary) {
   const std::string text = header.dump();
   const std::string all = text + binary;
+  const fs::path file = scratch / "request.bin";
   convoy::testing::write_file(file, std::vector<uint8_t>(all.begin(), all.end()));
-  return text.size();
+  return http("POST", server.url("/v2/models/fm/infer"),
+              "--data-binary @" + file.string() + " -H 'Inference-Header-Content-Length: " +
+                  std::to_string(text.size()) + "'",
+              scratch);
 }
 
 // Triton's BYTES serialization: each element a 4-byte little-endian length, then its bytes.
@@ -73,19 +78,11 @@ TEST_F(ServeEncodedE2E, BytesImagesAgreeWithTheirPixelsAndABadOneIsA400) {
   const json bytes_header = {{"inputs", {{{"name", "input"}, {"shape", {3}}, {"datatype", "BYTES"},
                                           {"parameters", {{"binary_data_size", encoded.size()}}}}}},
                              {"outputs", outputs}};
-  const size_t bytes_length = write_binary_request(dir_ / "bytes.bin", bytes_header, encoded);
   const json u8_header = {{"inputs", {{{"name", "input"}, {"shape", {3, 1, 28, 28}}, {"datatype", "UINT8"},
                                        {"parameters", {{"binary_data_size", pixels.size()}}}}}},
                           {"outputs", outputs}};
-  const size_t u8_length = write_binary_request(dir_ / "u8.bin", u8_header, pixels);
-  const auto from_bytes = http("POST", server.url("/v2/models/fm/infer"),
-                               "--data-binary @" + (dir_ / "bytes.bin").string() +
-                                   " -H 'Inference-Header-Content-Length: " + std::to_string(bytes_length) + "'",
-                               dir_.path());
-  const auto from_pixels = http("POST", server.url("/v2/models/fm/infer"),
-                                "--data-binary @" + (dir_ / "u8.bin").string() +
-                                    " -H 'Inference-Header-Content-Length: " + std::to_string(u8_length) + "'",
-                                dir_.path());
+  const auto from_bytes = post_binary(server, dir_.path(), bytes_header, encoded);
+  const auto from_pixels = post_binary(server, dir_.path(), u8_header, pixels);
   ASSERT_EQ(from_bytes.status, 200) << from_bytes.body;
   ASSERT_EQ(from_pixels.status, 200) << from_pixels.body;
   const std::vector<float> a = binary_probabilities(from_bytes), b = binary_probabilities(from_pixels);
@@ -98,21 +95,13 @@ TEST_F(ServeEncodedE2E, BytesImagesAgreeWithTheirPixelsAndABadOneIsA400) {
   const std::string bad = bytes_elements(files);
   json bad_header = bytes_header;
   bad_header["inputs"][0]["parameters"]["binary_data_size"] = bad.size();
-  const size_t bad_length = write_binary_request(dir_ / "bad.bin", bad_header, bad);
-  const auto refused = http("POST", server.url("/v2/models/fm/infer"),
-                            "--data-binary @" + (dir_ / "bad.bin").string() +
-                                " -H 'Inference-Header-Content-Length: " + std::to_string(bad_length) + "'",
-                            dir_.path());
+  const auto refused = post_binary(server, dir_.path(), bad_header, bad);
   EXPECT_EQ(refused.status, 400) << refused.body;
   EXPECT_NE(refused.body.find("input element 1"), std::string::npos) << refused.body;
   // Too few elements for the shape: refused before it is queued.
   json short_header = bytes_header;
   short_header["inputs"][0]["shape"] = {4};
-  const size_t short_length = write_binary_request(dir_ / "short.bin", short_header, encoded);
-  const auto short_reply = http("POST", server.url("/v2/models/fm/infer"),
-                                "--data-binary @" + (dir_ / "short.bin").string() +
-                                    " -H 'Inference-Header-Content-Length: " + std::to_string(short_length) + "'",
-                                dir_.path());
+  const auto short_reply = post_binary(server, dir_.path(), short_header, encoded);
   EXPECT_EQ(short_reply.status, 400) << short_reply.body;
   EXPECT_NE(short_reply.body.find("3 BYTES elements for shape [4]"), std::string::npos) << short_reply.body;
 }

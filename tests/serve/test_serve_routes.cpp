@@ -32,7 +32,7 @@ class ServeRoutes : public ::testing::Test {
   convoy::testing::TempDir dir_;
   MetricsRegistry metrics_;
   std::ostringstream log_;
-  ModelRepository repository_{dir_.path(), ModelControl::none, metrics_, log_};
+  ModelRepository repository_{dir_.path(), ModelControl::none, metrics_, log_, convoy::EngineOptions{}};
   std::atomic<bool> ready_{true};
   Router router_{repository_, metrics_, ready_};
 };
@@ -69,7 +69,7 @@ TEST_F(ServeRoutes, UnknownPathsAndMethodsAre404) {
 
 TEST_F(ServeRoutes, ModelPathsWithAndWithoutAVersion) {
   // An unknown model: 404 for metadata, config and infer, 400 for ready (KServe's answer).
-  for (const std::string& base : {"/v2/models/m", "/v2/models/m/versions/3"}) {
+  for (const std::string base : {"/v2/models/m", "/v2/models/m/versions/3"}) {
     EXPECT_EQ(call("GET", base).status, 404u) << base;
     EXPECT_EQ(call("GET", base + "/config").status, 404u) << base;
     EXPECT_EQ(call("GET", base + "/ready").status, 400u) << base;
@@ -90,7 +90,7 @@ TEST_F(ServeRoutes, LoadAndUnloadOnlyUnderExplicitControl) {
   EXPECT_EQ(r.status, 400u);
   EXPECT_EQ(r.body, std::string("{\"error\":\"") + kExplicitControlOnly + "\"}");
   EXPECT_EQ(call("POST", "/v2/repository/models/m/unload").status, 400u);
-  ModelRepository explicit_repository(dir_.path(), ModelControl::explicit_, metrics_, log_);
+  ModelRepository explicit_repository(dir_.path(), ModelControl::explicit_, metrics_, log_, convoy::EngineOptions{});
   Router router(explicit_repository, metrics_, ready_);
   r = call("POST", "/v2/repository/models/m/load", &router);  // no folder m: the repository's InputError
   EXPECT_EQ(r.status, 400u);
@@ -105,9 +105,11 @@ TEST(ServeEndpoints, TheGrpcServiceHasARowForEachOfItsMethods) {
                             [&](const Endpoint& e) { return e.grpc_method == m; }),
               1)
         << m;
-  for (const Endpoint& e : kEndpoints)
-    if (!e.grpc_method.empty())
+  for (const Endpoint& e : kEndpoints) {
+    if (!e.grpc_method.empty()) {
       EXPECT_NE(std::find(methods.begin(), methods.end(), e.grpc_method), methods.end()) << e.grpc_method;
+    }
+  }
 }
 
 }  // namespace
