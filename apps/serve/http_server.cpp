@@ -24,6 +24,7 @@ using tcp = net::ip::tcp;
 namespace {
 
 constexpr auto kIdleTimeout = std::chrono::seconds(60);  // a keep-alive connection with no request
+constexpr size_t kReadChunk = 65536;  // bytes a read may take at once (Beast reads at most 64 KiB)
 
 struct Shared {
   Shared(Router& r, const HttpOptions& o) : router(r), options(o) {}
@@ -39,7 +40,11 @@ struct Shared {
 class Session : public std::enable_shared_from_this<Session> {
  public:
   Session(tcp::socket socket, Shared& shared, bool metrics_port)
-      : stream_(std::move(socket)), shared_(shared), metrics_port_(metrics_port) {}
+      : stream_(std::move(socket)), shared_(shared), metrics_port_(metrics_port) {
+    // Beast reads at most what the buffer has room for, and an empty flat_buffer offers 512
+    // bytes: a 150 KB image took ~300 reads (H200 machine: 33 MB/s per connection, 5 ms a request).
+    buffer_.reserve(kReadChunk);
+  }
 
   void start() { net::dispatch(stream_.get_executor(), [self = shared_from_this()] { self->read(); }); }
 

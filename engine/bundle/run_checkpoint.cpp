@@ -281,6 +281,15 @@ RunCheckpoint read_run_checkpoint(const std::filesystem::path& path, CheckpointU
       break;
     case CheckpointUse::inference:
       read_inference_fields(meta, ckpt.info);
+      // What it was trained in: a GPU infers in the same by default. Absent in older checkpoints: fp32.
+      if (meta.has(kPrecision)) {
+        const std::string text = meta.text(kPrecision);
+        const std::optional<Precision> p = precision_from_string(text);
+        if (!p || !trains_in(*p, DeviceKind::cuda))
+          throw InputError(path.string() + ": checkpoint metadata '" + kPrecision + "' is '" + text +
+                           "', expected one of " + precision_list(kTrainingPrecisions));
+        ckpt.info.precision = *p;
+      }
       if (meta.has(kInt8ActivationMax))
         ckpt.info.int8_activation_max = meta.json<std::map<std::string, double>>(kInt8ActivationMax);
       break;

@@ -54,7 +54,7 @@ void save_run_checkpoint(const std::filesystem::path& path, Model& model, std::v
 // What a reader does with a checkpoint, which decides the metadata it must find.
 enum class CheckpointUse {
   resume,     // model_yaml, epoch, batch_in_epoch, step; the accuracies when present
-  inference,  // model_yaml, class_names, mean, std, preprocess (with horizontal_flip and crop_padding;
+  inference,  // model_yaml, class_names, mean, std, precision, preprocess (with horizontal_flip and crop_padding;
               // best.safetensors carries no optimizer)
 };
 
