@@ -10,6 +10,9 @@
 #include <vector>
 
 #include "apps/serve/metrics.h"
+#include "datasets/image_codec.h"
+#include "datasets/nvjpeg.h"
+#include "datasets/preprocess.h"
 #include "apps/serve/served_model.h"
 #include "engine/backends/backend.h"
 #include "engine/bundle/run_checkpoint.h"
@@ -44,6 +47,11 @@ std::string write_checkpoint(const std::filesystem::path& dir, Precision trained
   info.mean = {0.49, 0.48, 0.45};
   info.std = {0.25, 0.24, 0.26};
   info.precision = trained;
+  Preprocess p;
+  p.channels = 3;
+  p.height = p.width = 32;
+  p.resize = 36;  // a 48x40 JPEG: resized, then centre-cropped
+  info.preprocess = p;
   const std::string path = (dir / "model.safetensors").string();
   save_run_checkpoint(path, model, {}, info);
   return path;
@@ -133,6 +141,47 @@ TEST_F(ServedGpu, Int8IsTheCpusAndIsRefusedOnAGpu) {
   } catch (const InputError& e) {
     EXPECT_NE(std::string(e.what()).find("int8 inference runs on the CPU only"), std::string::npos) << e.what();
   }
+}
+
+TEST_F(ServedGpu, JpegsDecodedByNvjpegAgreeWithTheCpusDecoding) {
+  if (auto why = nvjpeg_unavailable_reason(); !why.empty()) GTEST_SKIP() << why;
+  convoy::testing::TempDir dir("convoy-served-gpu");
+  const std::string checkpoint = write_checkpoint(dir.path(), Precision::fp32);
+  ModelConfig config;
+  config.name = "r20";
+  config.device = "cuda";
+  config.max_batch_size = 8;
+  MetricsRegistry metrics;
+  ServedVersion v(config, 1, checkpoint, 0, metrics, EngineOptions{});
+  // Six 48x40 JPEGs of smooth colour: on the GPU through nvJPEG, and as pixels the CPU decoded.
+  InferJob encoded;
+  Tensor pixels = Tensor::empty({6, 3, 32, 32}, DType::u8);
+  for (int k = 0; k < 6; ++k) {
+    std::vector<uint8_t> rgb(48 * 40 * 3);
+    for (int y = 0; y < 40; ++y)
+      for (int x = 0; x < 48; ++x)
+        for (int c = 0; c < 3; ++c)
+          rgb[static_cast<size_t>((y * 48 + x) * 3 + c)] = static_cast<uint8_t>(40 + 3 * x + 2 * y + 30 * c + 10 * k);
+    const std::vector<uint8_t> jpeg = encode_jpeg(rgb.data(), 48, 40, 3, 95);
+    encoded.encoded.emplace_back(jpeg.begin(), jpeg.end());
+    decode_preprocess(jpeg, "jpeg", v.preprocess(), SampleMode::eval, 0, pixels.data<uint8_t>() + k * 3 * 32 * 32);
+  }
+  auto run = [&](InferJob job) {
+    std::promise<InferResult> promise;
+    job.enqueued = Clock::now();
+    job.done = [&promise](InferResult r) { promise.set_value(std::move(r)); };
+    EXPECT_TRUE(v.submit(std::move(job)));
+    InferResult r = promise.get_future().get();
+    EXPECT_EQ(r.status, InferResult::Status::ok) << r.error;
+    return r.probabilities;
+  };
+  InferJob decoded;
+  decoded.input = pixels;
+  const std::vector<float> from_gpu = run(std::move(encoded)), from_cpu = run(std::move(decoded));
+  ASSERT_EQ(from_gpu.size(), from_cpu.size());
+  // nvJPEG's IDCT and resize differ from libjpeg-turbo's by a level or two in a few pixels.
+  EXPECT_LE(relative_difference(from_gpu, from_cpu), 2e-2);
+  v.stop();
 }
 
 }  // namespace
