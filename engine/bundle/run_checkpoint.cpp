@@ -281,13 +281,14 @@ RunCheckpoint read_run_checkpoint(const std::filesystem::path& path, CheckpointU
       break;
     case CheckpointUse::inference:
       read_inference_fields(meta, ckpt.info);
-      // What it was trained in: a GPU infers in the same by default. Absent in older checkpoints: fp32.
+      // What it was trained in (int8 once `convoy quantize` made it): a GPU infers in it by default
+      // where it can. Absent in older checkpoints: fp32.
       if (meta.has(kPrecision)) {
         const std::string text = meta.text(kPrecision);
         const std::optional<Precision> p = precision_from_string(text);
-        if (!p || !trains_in(*p, DeviceKind::cuda))
+        if (!p)
           throw InputError(path.string() + ": checkpoint metadata '" + kPrecision + "' is '" + text +
-                           "', expected one of " + precision_list(kTrainingPrecisions));
+                           "', expected one of " + precision_list(kAllPrecisions));
         ckpt.info.precision = *p;
       }
       if (meta.has(kInt8ActivationMax))
