@@ -18,7 +18,7 @@
 #include "engine/core/precision.h"
 #include "engine/graph/model.h"
 #include "engine/inference/graphed_batches.h"
-#include "engine/train/evaluate.h"  // evaluate(): --data's accuracy and confusion matrix
+#include "engine/bundle/evaluate.h"
 
 namespace convoy::cli {
 

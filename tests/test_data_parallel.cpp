@@ -15,7 +15,7 @@
 #include "engine/distributed/communicator.h"
 #include "engine/graph/model.h"
 #include "engine/train/data_parallel.h"
-#include "engine/train/evaluate.h"
+#include "engine/bundle/evaluate.h"
 #include "engine/train/train_step.h"
 
 using namespace convoy;

@@ -20,7 +20,7 @@
 #include "engine/bundle/run_checkpoint.h"
 #include "engine/inference/inference_plan.h"
 #include "engine/inference/quantize.h"
-#include "engine/train/evaluate.h"
+#include "engine/bundle/evaluate.h"
 #include "tests/run_command.h"
 
 namespace convoy {

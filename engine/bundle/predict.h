@@ -1,7 +1,7 @@
 #pragma once
 // A model in evaluation mode: its input from a u8 image batch, its logits and class
 // probabilities, and the loader that feeds it a dataset as training evaluated it. Shared by
-// training's evaluation (engine/train/evaluate.h) and the inference commands.
+// evaluation on a dataset (evaluate.h, for training and `convoy infer --data`) and the inference commands.
 #include <cstdint>
 #include <vector>
 

@@ -20,7 +20,7 @@
 #include "engine/graph/model.h"
 #include "engine/optim/optimizer.h"
 #include "engine/train/data_parallel.h"
-#include "engine/train/evaluate.h"
+#include "engine/bundle/evaluate.h"
 #include "engine/train/progress.h"
 #include "engine/train/run_directory.h"
 #include "engine/train/run_setup.h"

@@ -17,7 +17,7 @@
 #include "engine/inference/batched_plans.h"
 #include "engine/inference/inference_plan.h"
 #include "engine/inference/quantize.h"
-#include "engine/train/evaluate.h"
+#include "engine/bundle/evaluate.h"
 #include "tests/serve/serve_fixture.h"
 
 namespace {

@@ -1,4 +1,4 @@
-#include "engine/train/evaluate.h"
+#include "engine/bundle/evaluate.h"
 
 #include <algorithm>
 
