@@ -5,6 +5,7 @@
 #include <iomanip>
 #include <iostream>
 #include <numeric>
+#include <optional>
 
 #include "cli/commands.h"
 #include "datasets/dataset.h"
@@ -95,9 +96,18 @@ void evaluate_split(const InferArgs& args, LoadedModel& loaded, Backend& backend
   if (data->class_names().size() != loaded.class_names.size())
     throw InputError(data->name() + " has " + std::to_string(data->class_names().size()) + " classes, the model " +
                      std::to_string(loaded.class_names.size()));
-  DataLoader loader(*data, eval_loader_options(loaded.preprocess, args.batch_size, args.workers));
-  const auto plans = make_plans(args, loaded.plan_precision);
-  const EvalResult r = evaluate(loaded.model, backend, loader, loaded.normalize, plans.get());
+  LoaderOptions options = eval_loader_options(loaded.preprocess, args.batch_size, args.workers);
+  EvalResult r;
+  if (backend.device().is_cuda()) {  // the GPU's inference path, as classify_images and `convoy serve` run it
+    GraphedBatches graphed(backend, loaded.model, args.batch_size, loaded.normalize);
+    options.host_empty = [&graphed](Shape shape, DType dtype) { return graphed.host_empty(std::move(shape), dtype); };
+    DataLoader loader(*data, options);
+    r = evaluate(graphed, loaded.model.num_classes(), loader);
+  } else {
+    DataLoader loader(*data, options);
+    const auto plans = make_plans(args, loaded.plan_precision);
+    r = evaluate(loaded.model, backend, loader, loaded.normalize, plans.get());
+  }
   std::cout << std::fixed << std::setprecision(2) << data->name() << ": " << r.samples << " images, accuracy "
             << r.accuracy * 100 << "%, loss " << std::setprecision(4) << r.loss << " on " << backend.device().str()
             << "\n";
@@ -113,30 +123,24 @@ void evaluate_split(const InferArgs& args, LoadedModel& loaded, Backend& backend
 void classify_images(const InferArgs& args, LoadedModel& loaded, Backend& backend, const EngineOptions& engine) {
   const FileDataset files("images", loaded.class_names, image_files(args.images));
   LoaderOptions options = eval_loader_options(loaded.preprocess, args.batch_size, args.workers);
-  // On a GPU the files are decoded there too (nvJPEG, the training loader's decoder), batch by batch.
-  if (backend.device().is_cuda() && !args.invert && nvjpeg_unavailable_reason().empty())
-    options.batch_decoder = make_nvjpeg_batch_decoder(backend.device().index, engine.nvjpeg_hardware);
+  // On a GPU, recorded forwards for every batch size up to --batch-size, as `convoy serve` runs
+  // them, fed from pinned memory; the files are decoded there too (nvJPEG, the training loader's
+  // decoder), batch by batch.
+  std::unique_ptr<GraphedBatches> graphed;
+  if (backend.device().is_cuda()) {
+    graphed = std::make_unique<GraphedBatches>(backend, loaded.model, args.batch_size, loaded.normalize);
+    options.host_empty = [g = graphed.get()](Shape shape, DType dtype) { return g->host_empty(std::move(shape), dtype); };
+    if (!args.invert && nvjpeg_unavailable_reason().empty())
+      options.batch_decoder = make_nvjpeg_batch_decoder(backend.device().index, engine.nvjpeg_hardware);
+  }
   DataLoader loader(files, options);
   loader.start_epoch(0);
-  Batch batch;
-  int64_t next_file = 0;
   const auto plans = make_plans(args, loaded.plan_precision);
-  // On a GPU, recorded forwards for every batch size up to --batch-size, as `convoy serve` runs them.
-  std::unique_ptr<GraphedBatches> graphed;
-  if (backend.device().is_cuda())
-    graphed = std::make_unique<GraphedBatches>(backend, loaded.model, args.batch_size, loaded.normalize);
-  std::vector<float> probs, logits;
-  while (loader.next(batch)) {
-    Tensor& pixels = batch.images;  // (B, C, H, W) u8
-    if (args.invert)
-      for (int64_t i = 0; i < pixels.numel(); ++i) pixels.data<uint8_t>()[i] = 255 - pixels.data<uint8_t>()[i];
-    if (graphed)
-      graphed->run(pixels, logits, probs);
-    else
-      probs = predict_probabilities(loaded.model, backend, pixels, loaded.normalize, plans.get());
-    const auto classes = static_cast<int64_t>(loaded.class_names.size());
-    const size_t k = static_cast<size_t>(std::clamp<int64_t>(args.top_k, 1, classes));
-    for (int64_t b = 0; b < pixels.dim(0); ++b, ++next_file) {
+  const auto classes = static_cast<int64_t>(loaded.class_names.size());
+  const size_t k = static_cast<size_t>(std::clamp<int64_t>(args.top_k, 1, classes));
+  int64_t next_file = 0;
+  auto print = [&](const std::vector<float>& probs, int64_t rows) {
+    for (int64_t b = 0; b < rows; ++b, ++next_file) {
       const float* row = probs.data() + b * classes;
       std::vector<int> order(static_cast<size_t>(classes));
       std::iota(order.begin(), order.end(), 0);
@@ -148,6 +152,28 @@ void classify_images(const InferArgs& args, LoadedModel& loaded, Backend& backen
                   << row[order[i]];
       std::cout << "\n";
     }
+  };
+  std::optional<GraphedBatches::Pending> running;  // on a GPU: the last batch, printed once the next one is queued
+  std::vector<float> probs, logits;
+  Batch batch;
+  while (loader.next(batch)) {
+    Tensor& pixels = batch.images;  // (B, C, H, W) u8
+    if (args.invert)
+      for (int64_t i = 0; i < pixels.numel(); ++i) pixels.data<uint8_t>()[i] = 255 - pixels.data<uint8_t>()[i];
+    if (!graphed) {
+      print(predict_probabilities(loaded.model, backend, pixels, loaded.normalize, plans.get()), pixels.dim(0));
+      continue;
+    }
+    GraphedBatches::Pending next = graphed->submit(pixels);
+    if (running) {
+      graphed->finish(*running, logits, probs);
+      print(probs, running->rows());
+    }
+    running = std::move(next);
+  }
+  if (running) {
+    graphed->finish(*running, logits, probs);
+    print(probs, running->rows());
   }
 }
 

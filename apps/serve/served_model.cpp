@@ -6,6 +6,7 @@
 #include <cstring>
 #include <future>
 #include <iostream>
+#include <optional>
 
 #include "apps/serve/cpu_thread.h"
 #include "datasets/nvjpeg.h"
@@ -68,6 +69,16 @@ struct ServedVersion::Instance {
   bool decoder_refused = false;              // nvJPEG is absent or failed: the CPU decodes
   NormalizeAugment normalize;
   std::promise<void> ready;  // the thread is taking jobs, or why it cannot
+};
+
+// A batch between start() and answer().
+struct ServedVersion::Batch {
+  std::vector<InferJob> jobs;
+  std::vector<int64_t> first_row;  // by job: where its rows start in the batch; -1: answered already
+  Clock::time_point start;
+  std::optional<GraphedBatches::Pending> queued;  // on a GPU: the forward still running
+  std::vector<float> logits, probs;                // (rows, classes), once it ran
+  std::string error;                               // why it failed, if it did
 };
 
 ServedVersion::ServedVersion(const ModelConfig& config, int64_t version, const std::string& checkpoint,
@@ -225,12 +236,12 @@ bool ServedVersion::submit(InferJob job) {
   return true;
 }
 
-std::vector<InferJob> ServedVersion::next_batch() {
+std::vector<InferJob> ServedVersion::next_batch(bool wait_for_work) {
   std::vector<InferJob> batch, expired;
   bool more = false;
   {
     std::unique_lock lock(mutex_);
-    wake_.wait(lock, [&] { return stopping_ || !queue_.empty(); });
+    if (wait_for_work) wake_.wait(lock, [&] { return stopping_ || !queue_.empty(); });
     if (queue_.empty()) return batch;
     const int kind = queue_.front().kind();
     // Samples queued that could join the first job's batch, in order.
@@ -307,9 +318,12 @@ void ServedVersion::run_instance(Instance& instance) {
   } catch (...) {
     instance.ready.set_exception(std::current_exception());
   }
+  // On a GPU two batches are in flight: the next one is prepared and queued while the device
+  // runs the last, which is answered after. On the CPU a batch is answered as soon as it ran.
+  std::optional<Batch> running;
   for (;;) {
-    std::vector<InferJob> batch = next_batch();
-    if (batch.empty()) {
+    std::vector<InferJob> jobs = next_batch(/*wait_for_work=*/!running);
+    if (jobs.empty() && !running) {
       std::unique_lock lock(mutex_);
       if (!stopping_ || !queue_.empty()) continue;
       lock.unlock();
@@ -323,7 +337,14 @@ void ServedVersion::run_instance(Instance& instance) {
       });
       return;
     }
-    execute(instance, batch);
+    std::optional<Batch> next;
+    if (!jobs.empty()) next = start(instance, std::move(jobs));
+    if (running) answer(instance, *running);
+    running = std::move(next);
+    if (running && !running->queued) {
+      answer(instance, *running);
+      running.reset();
+    }
   }
 }
 
@@ -412,18 +433,17 @@ Tensor ServedVersion::decode(Instance& instance, std::vector<InferJob>& jobs, st
   return images;
 }
 
-void ServedVersion::execute(Instance& instance, std::vector<InferJob>& jobs) {
-  const Clock::time_point start = Clock::now();
-  InferResult failure{InferResult::Status::failed, "", {}, {}};
-  std::vector<float> logits, probs;
-  std::vector<int64_t> first_row;  // by job: where its rows start in the batch; -1: answered already
+ServedVersion::Batch ServedVersion::start(Instance& instance, std::vector<InferJob> jobs) {
+  Batch b;
+  b.jobs = std::move(jobs);
+  b.start = Clock::now();
   try {
     on_device([&] {
-      const Tensor batch = jobs.front().input.defined() ? assemble(instance, jobs, first_row)
-                                                        : decode(instance, jobs, first_row);
+      const Tensor batch = b.jobs.front().input.defined() ? assemble(instance, b.jobs, b.first_row)
+                                                          : decode(instance, b.jobs, b.first_row);
       if (!batch.defined()) return;  // every image was unreadable
       if (instance.graphed) {
-        instance.graphed->run(batch, logits, probs);
+        b.queued = instance.graphed->submit(batch);
         return;
       }
       Backend& backend = *instance.backend;
@@ -439,31 +459,44 @@ void ServedVersion::execute(Instance& instance, std::vector<InferJob>& jobs) {
       const Tensor out = instance.plans ? instance.plans->run(x) : model.forward(backend, x, StepInfo{});  // (N, classes)
       Tensor p = backend.empty(out.shape(), DType::f32);
       backend.ops().softmax(out, p);
-      logits = out.to_floats();
-      probs = p.to_floats();
+      b.logits = out.to_floats();
+      b.probs = p.to_floats();
     });
   } catch (const std::exception& e) {
-    failure.error = std::string("inference failed: ") + e.what();
+    b.error = std::string("inference failed: ") + e.what();
+    b.queued.reset();
+  }
+  return b;
+}
+
+void ServedVersion::answer(Instance& instance, Batch& b) {
+  if (b.queued) {
+    try {
+      instance.graphed->finish(*b.queued, b.logits, b.probs);
+    } catch (const std::exception& e) {
+      b.error = std::string("inference failed: ") + e.what();
+    }
+    b.queued.reset();
   }
   const Clock::time_point end = Clock::now();
   metrics_.exec_count++;
-  const auto compute_us = static_cast<uint64_t>(us_between(start, end));
-  for (size_t i = 0; i < jobs.size(); ++i) {
-    InferJob& j = jobs[i];
+  const auto compute_us = static_cast<uint64_t>(us_between(b.start, end));
+  for (size_t i = 0; i < b.jobs.size(); ++i) {
+    InferJob& j = b.jobs[i];
     if (!j.done) continue;  // answered by decode()
-    metrics_.queue_duration_us += static_cast<uint64_t>(us_between(j.enqueued, start));
+    metrics_.queue_duration_us += static_cast<uint64_t>(us_between(j.enqueued, b.start));
     metrics_.compute_duration_us += compute_us;
-    if (!failure.error.empty()) {  // else assemble() or decode() gave every job its first row
+    if (!b.error.empty()) {  // else assemble() or decode() gave every job its first row
       metrics_.request_failure++;
-      j.done(failure);
+      j.done({InferResult::Status::failed, b.error, {}, {}});
       continue;
     }
     const int64_t m = j.rows();
     metrics_.inference_count += static_cast<uint64_t>(m);
     InferResult r;
-    const auto begin = static_cast<long>(first_row[i] * classes_), stop = static_cast<long>((first_row[i] + m) * classes_);
-    r.logits.assign(logits.begin() + begin, logits.begin() + stop);
-    r.probabilities.assign(probs.begin() + begin, probs.begin() + stop);
+    const auto begin = static_cast<long>(b.first_row[i] * classes_), stop = static_cast<long>((b.first_row[i] + m) * classes_);
+    r.logits.assign(b.logits.begin() + begin, b.logits.begin() + stop);
+    r.probabilities.assign(b.probs.begin() + begin, b.probs.begin() + stop);
     j.done(std::move(r));
   }
 }

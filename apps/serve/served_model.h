@@ -93,11 +93,16 @@ class ServedVersion {
 
  private:
   struct Instance;
+  struct Batch;
   void run_instance(Instance& instance);
   // Takes the jobs of the next batch (same input dtype, at most max_batch_size samples),
-  // waiting up to max_queue_delay for more; empty when stopping with nothing queued.
-  std::vector<InferJob> next_batch();
-  void execute(Instance& instance, std::vector<InferJob>& jobs);
+  // waiting up to max_queue_delay for more; empty when stopping with nothing queued, or, without
+  // `wait_for_work`, when nothing is queued now.
+  std::vector<InferJob> next_batch(bool wait_for_work);
+  // Prepares `jobs` as one batch and runs it: on a GPU only queued (GraphedBatches::submit), so
+  // the next batch is prepared while it runs; answer() waits for it and answers its jobs.
+  Batch start(Instance& instance, std::vector<InferJob> jobs);
+  void answer(Instance& instance, Batch& batch);
   // The jobs' tensors in one (n, C, H, W) batch; `first_row` gets each job's first row.
   Tensor assemble(Instance& instance, std::vector<InferJob>& jobs, std::vector<int64_t>& first_row);
   // The encoded images of `jobs` decoded and preprocessed into one (kept, C, H, W) u8 batch, on

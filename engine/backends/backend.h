@@ -39,6 +39,17 @@ class BatchUploader {
   // may also be on this device already (a batch decoded there), and is then copied the same way.
   virtual Tensor upload(const Tensor& host) = 0;
   static constexpr int kSlots = 4;  // two steps of (images, labels)
+
+  // The way back: queues a copy of `device` (this backend's, written by work queued before this
+  // call) into `host` (same shape and dtype, from host_empty) behind that work, and returns at
+  // once; wait() on the result returns when the copy has landed. Inference keeps the device busy
+  // with the next batch meanwhile. The default copies before it returns.
+  class Download {
+   public:
+    virtual ~Download() = default;
+    virtual void wait() = 0;
+  };
+  virtual std::unique_ptr<Download> download(const Tensor& device, Tensor& host) = 0;
 };
 
 // Device work recorded once and replayed (a CUDA graph): one launch instead of one per op.

@@ -1,6 +1,8 @@
 #include "engine/bundle/evaluate.h"
 
 #include <algorithm>
+#include <cmath>
+#include <optional>
 
 #include "engine/core/error.h"
 
@@ -37,6 +39,47 @@ EvalResult evaluate(Model& model, Backend& backend, DataLoader& loader, const No
     }
     r.samples += count;
   }
+  r.skipped = loader.stats().skipped;
+  const auto n = static_cast<double>(r.samples);
+  r.loss = r.samples ? loss_sum / n : 0;
+  r.accuracy = r.samples ? static_cast<double>(correct) / n : 0;
+  return r;
+}
+
+EvalResult evaluate(GraphedBatches& graphed, int64_t classes, DataLoader& loader) {
+  EvalResult r;
+  r.confusion.assign(static_cast<size_t>(classes * classes), 0);
+  double loss_sum = 0;
+  int64_t correct = 0;
+  struct Running {
+    GraphedBatches::Pending pending;
+    Tensor labels;
+  };
+  std::optional<Running> running;
+  std::vector<float> logits, probs;
+  auto score = [&](Running& done) {
+    graphed.finish(done.pending, logits, probs);
+    const int32_t* truth = done.labels.data<int32_t>();
+    for (int64_t i = 0; i < done.labels.dim(0); ++i) {
+      const float* row = logits.data() + i * classes;
+      const auto best = static_cast<int32_t>(std::max_element(row, row + classes) - row);
+      r.predictions.push_back(best);
+      r.confusion[static_cast<size_t>(truth[i] * classes + best)]++;
+      correct += best == truth[i];
+      // Cross-entropy from the device's softmax (no label smoothing), as the training's evaluation.
+      loss_sum -= std::log(std::max(probs[static_cast<size_t>(i * classes + truth[i])], 1e-30f));
+    }
+    r.samples += done.labels.dim(0);
+  };
+  loader.start_epoch(0);
+  Batch batch;
+  while (loader.next(batch)) {
+    if (batch.labels.dim(0) == 0) continue;  // every sample of it unreadable and skipped
+    Running next{graphed.submit(batch.images), batch.labels};
+    if (running) score(*running);
+    running = std::move(next);
+  }
+  if (running) score(*running);
   r.skipped = loader.stats().skipped;
   const auto n = static_cast<double>(r.samples);
   r.loss = r.samples ? loss_sum / n : 0;

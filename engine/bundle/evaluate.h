@@ -7,6 +7,7 @@
 #include "engine/backends/backend.h"
 #include "engine/bundle/predict.h"
 #include "engine/graph/model.h"
+#include "engine/inference/graphed_batches.h"
 #include "engine/inference/plan_cache.h"
 
 namespace convoy {
@@ -25,5 +26,8 @@ struct EvalResult {
 // CPU f32 model runs through its inference plans (engine/inference) instead of Model::forward.
 EvalResult evaluate(Model& model, Backend& backend, DataLoader& loader, const NormalizeAugment& normalize,
                     InferencePlans* plans = nullptr);
+// The same through a GPU's inference path (the model GraphedBatches runs, its normalization; the
+// loader's batches at most its largest size), the next batch queued while the last one runs.
+EvalResult evaluate(GraphedBatches& graphed, int64_t classes, DataLoader& loader);
 
 }  // namespace convoy

@@ -40,32 +40,52 @@ Tensor GraphedBatches::staging(int64_t n) {
   return uploader_->host_empty({n, in[0], in[1], in[2]}, DType::u8);
 }
 
-void GraphedBatches::run(const Tensor& images, std::vector<float>& logits, std::vector<float>& probabilities) {
+GraphedBatches::Pending GraphedBatches::submit(const Tensor& images) {
   const int64_t n = images.dim(0);
-  CONVOY_CHECK(n >= 1 && n <= sizes_.back(), "GraphedBatches::run: batch out of range");
-  const int64_t classes = model_.num_classes();
-  logits.resize(static_cast<size_t>(n * classes));
-  probabilities.resize(logits.size());
+  CONVOY_CHECK(n >= 1 && n <= sizes_.back(), "GraphedBatches::submit: batch out of range");
+  Pending pending;
+  pending.rows_ = n;
   int64_t row = 0;
   for (int64_t size : BatchedPlans::passes(n, sizes_)) {
     const int64_t rows = std::min(size, n - row);
     const size_t k = static_cast<size_t>(std::find(sizes_.begin(), sizes_.end(), size) - sizes_.begin());
-    Tensor& x = inputs_[k];  // (size, C, H, W); a padded pass's last rows hold an earlier batch's
+    // (size, C, H, W): a padded pass's last rows hold an earlier batch's. The next batch writes
+    // it only after this one's forward has read it: both are queued on the one stream.
+    Tensor& x = inputs_[k];
     const Tensor part = uploader_->upload(images.slice_rows(row, row + rows));
     Tensor rows_of_x = x.slice_rows(0, rows);
     if (part.dtype() == DType::u8)
       backend_.ops().normalize_augment(part, normalize_, 0, rows_of_x);
     else
       backend_.ops().cast(part, rows_of_x);  // f32 nchw values to the model's dtype and layout
-    const Tensor out = forward_.run(x, /*stable_input=*/true);  // (size, classes)
+    const Tensor out = forward_.run(x, /*stable_input=*/true);  // (size, classes), the recording's buffer
+    if (!pending.logits_.defined()) {
+      pending.logits_ = uploader_->host_empty({n, out.dim(1)}, out.dtype());
+      pending.probabilities_ = uploader_->host_empty({n, out.dim(1)}, DType::f32);
+    }
     Tensor probs = backend_.empty(out.shape(), DType::f32);
     backend_.ops().softmax(out, probs);
-    const std::vector<float> l = out.slice_rows(0, rows).to_floats();
-    const std::vector<float> p = probs.slice_rows(0, rows).to_floats();
-    std::copy(l.begin(), l.end(), logits.begin() + row * classes);
-    std::copy(p.begin(), p.end(), probabilities.begin() + row * classes);
+    // Copied back before the next pass or batch replays into the same buffer (stream order).
+    Tensor logits_rows = pending.logits_.slice_rows(row, row + rows);
+    Tensor probs_rows = pending.probabilities_.slice_rows(row, row + rows);
+    pending.landed_.push_back(uploader_->download(out.slice_rows(0, rows), logits_rows));
+    pending.landed_.push_back(uploader_->download(probs.slice_rows(0, rows), probs_rows));
     row += rows;
   }
+  return pending;
+}
+
+void GraphedBatches::finish(Pending& pending, std::vector<float>& logits, std::vector<float>& probabilities) {
+  CONVOY_CHECK(!pending.landed_.empty(), "GraphedBatches::finish: not a submitted batch");
+  pending.landed_.back()->wait();  // the last copy queued: every earlier one has landed too
+  logits = pending.logits_.to_floats();
+  probabilities = pending.probabilities_.to_floats();
+  pending.landed_.clear();
+}
+
+void GraphedBatches::run(const Tensor& images, std::vector<float>& logits, std::vector<float>& probabilities) {
+  Pending pending = submit(images);
+  finish(pending, logits, probabilities);
 }
 
 }  // namespace convoy

@@ -6,8 +6,9 @@
 // max_batch) has its own recorded forward (a CUDA graph, all recorded up front); u8 images go up
 // from pinned staging on a copy stream (BatchUploader), are normalized into the recording's
 // input in one kernel, and the softmax runs on the device. A batch of another size runs as
-// passes of those sizes, the last one padded (BatchedPlans::passes). Not for concurrent use: a
-// server runs one per instance, each instance with its own backend and stream.
+// passes of those sizes, the last one padded (BatchedPlans::passes). The results come back on
+// the same stream (BatchUploader::download), so one batch may be queued while another runs. Not
+// for concurrent use: a server runs one per instance, each with its own backend and stream.
 #include <cstdint>
 #include <memory>
 #include <vector>
@@ -29,11 +30,33 @@ class GraphedBatches {
   GraphedBatches(const GraphedBatches&) = delete;
   GraphedBatches& operator=(const GraphedBatches&) = delete;
 
-  // Host memory for n u8 images (n, C, H, W) that run() uploads fastest (pinned on CUDA).
+  // Host memory for n u8 images (n, C, H, W) that run() uploads fastest (pinned on CUDA), and
+  // the same for any shape (a data loader's batches). Thread-safe.
   Tensor staging(int64_t n);
+  Tensor host_empty(Shape shape, DType dtype) { return uploader_->host_empty(std::move(shape), dtype); }
 
-  // Logits and probabilities, each (n, classes) row-major, of `images`: (n, C, H, W) u8 pixels
-  // or f32 values that are the model's input as they are, on the host, 1 <= n <= max_batch.
+  // A batch queued by submit(): its logits and probabilities come back to pinned host memory
+  // behind its device work. Hand it to finish(); dropping it waits for the device.
+  class Pending {
+   public:
+    int64_t rows() const { return rows_; }
+
+   private:
+    friend class GraphedBatches;
+    int64_t rows_ = 0;
+    Tensor logits_, probabilities_;  // (rows, classes) on the host, in the outputs' dtypes
+    std::vector<std::unique_ptr<BatchUploader::Download>> landed_;  // each pass's copies, in order
+  };
+
+  // Queues the forward of `images` ((n, C, H, W) u8 pixels, or f32 values that are the model's
+  // input as they are, on the host or already on this device, 1 <= n <= max_batch) and returns
+  // without waiting for the device, so the caller prepares the next batch while this one runs
+  // (two batches in flight: the device never waits for the host between them). Batches run in
+  // the order submitted.
+  Pending submit(const Tensor& images);
+  // Waits for a submitted batch: logits and probabilities, each (n, classes) row-major.
+  void finish(Pending& pending, std::vector<float>& logits, std::vector<float>& probabilities);
+  // submit() and finish() in one.
   void run(const Tensor& images, std::vector<float>& logits, std::vector<float>& probabilities);
 
   const std::vector<int64_t>& sizes() const { return sizes_; }

@@ -105,4 +105,42 @@ TEST_F(GraphedBatchesTest, F32InputIsTheModelsInputAsItIs) {
   EXPECT_LE(relative_difference(logits, ref.forward(*cpu, x, StepInfo{}).to_floats()), 3e-2);
 }
 
+TEST_F(GraphedBatchesTest, BatchesQueuedWhileOthersRunAnswerAsEachAlone) {
+  // A server queues the next batch before the last one's results are read (two in flight), and
+  // drops the staging as soon as submit() returns: every batch must still get its own results,
+  // including padded passes that reuse one recording's input and output buffers back to back.
+  auto gpu = make_cuda_backend(0, BackendOptions{});
+  Model m = resnet20();
+  m.to(*gpu, DType::bf16, gpu->preferred_layout(DType::bf16));
+  GraphedBatches batches(*gpu, m, 8, NormalizeAugment{});
+  const std::vector<int64_t> sizes{3, 3, 8, 1, 7, 5, 3};
+  std::vector<std::vector<float>> alone(sizes.size()), alone_probs(sizes.size());
+  for (size_t i = 0; i < sizes.size(); ++i)
+    batches.run(random_images(sizes[i], static_cast<uint32_t>(100 + i)), alone[i], alone_probs[i]);
+  for (size_t depth : {2u, 3u, 7u}) {
+    std::vector<GraphedBatches::Pending> queued;
+    size_t answered = 0;
+    for (size_t i = 0; i < sizes.size(); ++i) {
+      Tensor staged = batches.staging(sizes[i]);
+      const Tensor images = random_images(sizes[i], static_cast<uint32_t>(100 + i));
+      std::memcpy(staged.raw(), images.raw(), images.nbytes());
+      queued.push_back(batches.submit(staged));
+      EXPECT_EQ(queued.back().rows(), sizes[i]);
+      while (queued.size() - answered >= depth || (i + 1 == sizes.size() && answered < queued.size())) {
+        std::vector<float> logits, probs;
+        batches.finish(queued[answered], logits, probs);
+        EXPECT_EQ(logits, alone[answered]) << "batch " << answered << " with " << depth << " in flight";
+        EXPECT_EQ(probs, alone_probs[answered]) << "batch " << answered << " with " << depth << " in flight";
+        ++answered;
+      }
+    }
+    EXPECT_EQ(answered, sizes.size());
+  }
+  // A batch dropped without finish() waits for its copies, and later batches are unaffected.
+  { GraphedBatches::Pending dropped = batches.submit(random_images(4, 1)); }
+  std::vector<float> logits, probs;
+  batches.run(random_images(sizes[0], 100), logits, probs);
+  EXPECT_EQ(logits, alone[0]);
+}
+
 }  // namespace

@@ -115,7 +115,33 @@ class CudaBatchUploader final : public BatchUploader {
     return out;
   }
 
+  std::unique_ptr<Download> download(const Tensor& device, Tensor& host) override {
+    CONVOY_CHECK(device.device() == Device::cuda(device_index_) && host.device().is_cpu() &&
+                     device.nbytes() == host.nbytes(),
+                 "BatchUploader::download: a tensor of this GPU into host memory of its size");
+    CONVOY_CUDA_CHECK(cudaSetDevice(device_index_));
+    auto landed = std::make_unique<Landed>(host);
+    CONVOY_CUDA_CHECK(cudaMemcpyAsync(host.raw(), device.raw(), device.nbytes(), cudaMemcpyDeviceToHost, compute_));
+    CONVOY_CUDA_CHECK(cudaEventRecord(landed->event, compute_));
+    return landed;
+  }
+
  private:
+  // An event behind the copy; the host tensor is kept until then (a pinned block freed sooner could
+  // be handed out again while the copy still writes into it).
+  struct Landed final : Download {
+    explicit Landed(Tensor host) : host(std::move(host)) {
+      CONVOY_CUDA_CHECK(cudaEventCreateWithFlags(&event, cudaEventDisableTiming));
+    }
+    ~Landed() override {
+      cudaEventSynchronize(event);
+      cudaEventDestroy(event);
+    }
+    void wait() override { CONVOY_CUDA_CHECK(cudaEventSynchronize(event)); }
+    Tensor host;
+    cudaEvent_t event = nullptr;
+  };
+
   std::shared_ptr<Allocator> device_allocator_;
   std::shared_ptr<Allocator> pinned_;
   int device_index_;
