@@ -7,3 +7,4 @@ cd "$(dirname "${BASH_SOURCE[0]}")/../.."
 build=${CONVOY_GPU_BUILD_DIR:-build-gpu}
 data=$PWD/.deps/usr/share/datasets/fashion-mnist
 export LD_LIBRARY_PATH=$PWD/.deps/usr/lib/x86_64-linux-gnu${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
+[ -d .grpc/usr/lib ] && export LD_LIBRARY_PATH=$PWD/.grpc/usr/lib/x86_64-linux-gnu:$LD_LIBRARY_PATH  # run.sh's gRPC

@@ -36,6 +36,15 @@ if [ -f .deps.tar.xz ] && [ ! -d .deps/usr/lib ]; then
   tar -xJf .deps.tar.xz || fail "unpacking .deps.tar.xz" machine.txt
 fi
 export CMAKE_PREFIX_PATH=$root/.deps/usr${CMAKE_PREFIX_PATH:+:$CMAKE_PREFIX_PATH}
+# gRPC for convoy serve's gRPC endpoint, when carried (optional: without it serve speaks HTTP only):
+# ../shared/gpu/fetch-debs.sh .grpc libgrpc++-dev libgrpc-dev libgrpc29 libgrpc++1.51 protobuf-compiler-grpc
+# protobuf-compiler libprotobuf-dev libprotobuf32 libprotobuf-lite32 libprotoc32 libabsl-dev libabsl20220623
+# libre2-dev libre2-9 libc-ares-dev libc-ares2 libssl-dev libssl3 zlib1g-dev zlib1g (static .a files removed).
+if [ -f .grpc.tar.xz ] && [ ! -d .grpc/usr/lib ]; then tar -xJf .grpc.tar.xz || say "warning: unpacking .grpc.tar.xz failed"; fi
+if [ -d .grpc/usr/lib ]; then
+  export CMAKE_PREFIX_PATH=$root/.grpc/usr:$CMAKE_PREFIX_PATH PATH=$root/.grpc/usr/bin:$PATH
+  export LD_LIBRARY_PATH=$root/.grpc/usr/lib/x86_64-linux-gnu${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
+fi
 export LD_LIBRARY_PATH=$root/.deps/usr/lib/x86_64-linux-gnu${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
 export CONVOY_FASHION_MNIST=$root/.deps/usr/share/datasets/fashion-mnist  # for the cuda training test
 

@@ -122,7 +122,7 @@ model_counters() {
 echo "offline ($device, $(basename "$model")): batch 1 p50 ${offline1_ms} ms; batch $batch ${offline_ips} img/s"
 for run in ${SERVE_RUNS:-single:1 m:1 m:16 m:256 single:1}; do
   name=${run%:*} c=${run#*:}
-  threads=$(( c < 2 ? 1 : 2 ))
+  threads=$(( c < 2 ? 1 : (c < 64 ? 2 : 4) ))  # 4 for 256 connections: the client must not be the limit
   read -r r0 i0 e0 q0 x0 < <(model_counters "$name")
   if [ "$protocol" = grpc ]; then
     python3 benchmarks/serve/grpc_request.py "$name" "$images" $(python3 -c "import re,sys; print(*re.search(r'^input:\s*\[([^\]]*)\]', open(sys.argv[1]).read(), re.M).group(1).split(','))" "$model") "$work/grpc.bin"
