@@ -65,8 +65,7 @@ struct ServedVersion::Instance {
   std::unique_ptr<Model> model;
   std::unique_ptr<BatchedPlans> plans;      // built by the instance's own thread where planned_
   std::unique_ptr<GraphedBatches> graphed;  // on a GPU
-  std::shared_ptr<BatchDecoder> decoder;     // nvJPEG, made for the first encoded images on a GPU
-  bool decoder_refused = false;              // nvJPEG is absent or failed: the CPU decodes
+  std::shared_ptr<BatchDecoder> decoder;     // nvJPEG on a GPU where it starts; else the CPU decodes
   NormalizeAugment normalize;
   std::promise<void> ready;  // the thread is taking jobs, or why it cannot
 };
@@ -311,9 +310,19 @@ void ServedVersion::run_instance(Instance& instance) {
       on_device([&] {
         instance.plans = std::make_unique<BatchedPlans>(*instance.model, config_.max_batch_size, plan_options_);
       });
-    if (!on_cpu_)
+    if (!on_cpu_) {
       instance.graphed = std::make_unique<GraphedBatches>(*instance.backend, *instance.model, config_.max_batch_size,
                                                           instance.normalize);
+      // Made now, not for the first encoded images: starting nvJPEG takes about half a second.
+      if (nvjpeg_unavailable_reason().empty()) {
+        try {
+          instance.decoder = make_nvjpeg_batch_decoder(instance.backend->device().index, nvjpeg_hardware_);
+        } catch (const DeviceError& e) {
+          std::cerr << "convoy serve: model '" << config_.name << "': nvJPEG could not start (" << e.what()
+                    << "); images are decoded on the CPU\n";
+        }
+      }
+    }
     instance.ready.set_value();
   } catch (...) {
     instance.ready.set_exception(std::current_exception());
@@ -380,19 +389,6 @@ Tensor ServedVersion::decode(Instance& instance, std::vector<InferJob>& jobs, st
   std::vector<std::string> bad(jobs.size());  // the first unreadable image of each job
   std::vector<int64_t> row(samples.size(), -1);
   Tensor images;  // (kept, C, H, W) u8
-  if (!on_cpu_ && !instance.decoder && !instance.decoder_refused) {
-    if (const std::string why = nvjpeg_unavailable_reason(); !why.empty()) {
-      instance.decoder_refused = true;
-    } else {
-      try {
-        instance.decoder = make_nvjpeg_batch_decoder(instance.backend->device().index, nvjpeg_hardware_);
-      } catch (const DeviceError& e) {
-        std::cerr << "convoy serve: model '" << config_.name << "': nvJPEG could not start (" << e.what()
-                  << "); images are decoded on the CPU\n";
-        instance.decoder_refused = true;
-      }
-    }
-  }
   if (instance.decoder) {
     BatchDecoder::Result r = instance.decoder->decode(samples, preprocess_, SampleMode::eval, /*skip_bad=*/true);
     for (size_t k : r.skipped)

@@ -40,10 +40,13 @@ export CMAKE_PREFIX_PATH=$root/.deps/usr${CMAKE_PREFIX_PATH:+:$CMAKE_PREFIX_PATH
 # ../shared/gpu/fetch-debs.sh .grpc libgrpc++-dev libgrpc-dev libgrpc29 libgrpc++1.51 protobuf-compiler-grpc
 # protobuf-compiler libprotobuf-dev libprotobuf32 libprotobuf-lite32 libprotoc32 libabsl-dev libabsl20220623
 # libre2-dev libre2-9 libc-ares-dev libc-ares2 libssl-dev libssl3 zlib1g-dev zlib1g (static .a files removed).
+grpc_link=()
 if [ -f .grpc.tar.xz ] && [ ! -d .grpc/usr/lib ]; then tar -xJf .grpc.tar.xz || say "warning: unpacking .grpc.tar.xz failed"; fi
 if [ -d .grpc/usr/lib ]; then
   export CMAKE_PREFIX_PATH=$root/.grpc/usr:$CMAKE_PREFIX_PATH PATH=$root/.grpc/usr/bin:$PATH
   export LD_LIBRARY_PATH=$root/.grpc/usr/lib/x86_64-linux-gnu${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
+  # re2 comes through pkg-config as a bare -lre2 (its .pc names /usr): the linker must look here too.
+  grpc_link=("-DCMAKE_EXE_LINKER_FLAGS=-L$root/.grpc/usr/lib/x86_64-linux-gnu")
 fi
 export LD_LIBRARY_PATH=$root/.deps/usr/lib/x86_64-linux-gnu${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
 export CONVOY_FASHION_MNIST=$root/.deps/usr/share/datasets/fashion-mnist  # for the cuda training test
@@ -68,7 +71,7 @@ fi
 
 say "configure"
 cmake -S . -B "$build" -G Ninja -DCONVOY_CUDA=ON -DCONVOY_NVJPEG="${CONVOY_NVJPEG:-AUTO}" \
-  -DCMAKE_CUDA_ARCHITECTURES=90 -DCMAKE_CUDA_STANDARD=17 -DCMAKE_BUILD_TYPE=Release "${extra[@]}" \
+  -DCMAKE_CUDA_ARCHITECTURES=90 -DCMAKE_CUDA_STANDARD=17 -DCMAKE_BUILD_TYPE=Release "${extra[@]}" "${grpc_link[@]}" \
   > "$out/configure.log" 2>&1 || fail "configure" configure.log
 if [ "${CONVOY_GPU_TESTS:-1}" = 0 ]; then  # configure only, for the scripts that build what they run
   say "configured; tests skipped (CONVOY_GPU_TESTS=0)"

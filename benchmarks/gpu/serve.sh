@@ -4,7 +4,9 @@
 # same model, precision and batch from the same run. Builds convoy first (configured by run.sh).
 #   benchmarks/gpu/serve.sh OUTDIR [SECONDS]
 # Env: SERVE_CASES (default "resnet50:bf16:1 resnet50:bf16:32 resnet50:bf16:1:jpeg resnet50:fp32:1";
-# model:precision:images per request[:u8|jpeg[:http|grpc]]), SERVE_BATCH (the server's max batch, default 64).
+# model:precision:images per request[:u8|jpeg[:http|grpc]]), SERVE_BATCH (the server's max batch, default 64),
+# SERVE_INFER_IMAGES (JPEGs for the `convoy infer` run, default 20000; 0: none), SERVE_INFER_RUNS (its
+# batch:workers pairs, default 256:16).
 # Needs wrk in .deps (../shared/gpu/fetch-debs.sh .deps ... wrk libluajit-5.1-2 libboost1.74-dev).
 set -uo pipefail
 out=${1:?usage: benchmarks/gpu/serve.sh OUTDIR [SECONDS]}
@@ -21,7 +23,7 @@ for case in ${SERVE_CASES:-resnet50:bf16:1 resnet50:bf16:32 resnet50:bf16:1:jpeg
   IFS=: read -r model precision images input protocol <<<"$case"
   input=${input:-u8} protocol=${protocol:-http}
   runs="single:1 m:1 m:16 m:256"
-  [ "$images" -gt 1 ] && runs="m:1 m:4 m:16"
+  [ "$images" -gt 1 ] && runs="m:1 m:4 m:16 m:32"
   echo "== $model $precision, $images $input image(s) a request over $protocol, max batch ${SERVE_BATCH:-64}"
   SERVE_INPUT=$input SERVE_PROTOCOL=$protocol SERVE_DEVICE=cuda SERVE_MODEL=models/$model.yaml SERVE_PRECISION=$precision SERVE_IMAGES=$images \
     SERVE_BATCH=${SERVE_BATCH:-64} SERVE_DATA=$data SERVE_RUNS=$runs \
@@ -55,13 +57,17 @@ for i in range(n):
 PY
   timed() { local t0 t1; t0=$(date +%s.%N); "$@" > "$work/preds.txt" 2> "$work/infer.err" || { cat "$work/infer.err"; return 1; }
             t1=$(date +%s.%N); python3 -c "print(round($t1 - $t0, 3))"; }
-  one=$(timed "$build/convoy" infer --model "$work/runs/r50/best.safetensors" --device cuda --batch-size 256 --workers 16 \
-        "$work/jpegs/x/000000.jpg")
-  all=$(timed "$build/convoy" infer --model "$work/runs/r50/best.safetensors" --device cuda --batch-size 256 --workers 16 \
-        "$work/jpegs/x")
-  echo "== convoy infer, $n JPEGs (500x375), ResNet-50 $(grep -o 'in [a-z0-9]*$' "$work/infer.err" | head -1), batch 256:" \
-       "$(wc -l < "$work/preds.txt") lines, $all s in all ($(python3 -c "print(round($n / $all))") img/s), one image" \
-       "$one s, steady $(python3 -c "print(round(($n - 1) / ($all - $one)))") img/s"
+  # SERVE_INFER_RUNS: batch:workers pairs, each timed on one image and on all of them.
+  for variant in ${SERVE_INFER_RUNS:-256:16}; do
+    IFS=: read -r batch workers <<<"$variant"
+    one=$(timed "$build/convoy" infer --model "$work/runs/r50/best.safetensors" --device cuda --batch-size "$batch" \
+          --workers "$workers" "$work/jpegs/x/000000.jpg")
+    all=$(timed "$build/convoy" infer --model "$work/runs/r50/best.safetensors" --device cuda --batch-size "$batch" \
+          --workers "$workers" "$work/jpegs/x")
+    echo "== convoy infer, $n JPEGs (500x375), ResNet-50 $(grep -o 'in [a-z0-9]*$' "$work/infer.err" | head -1), batch $batch," \
+         "$workers workers: $(wc -l < "$work/preds.txt") lines, $all s in all ($(python3 -c "print(round($n / $all))") img/s)," \
+         "one image $one s, steady $(python3 -c "print(round(($n - 1) / ($all - $one)))") img/s"
+  done
   head -c 300 "$work/infer.err"
   rm -rf "$work"
 fi
