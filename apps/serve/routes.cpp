@@ -9,6 +9,7 @@
 
 #include "apps/serve/endpoints.h"
 #include "apps/serve/kserve_json.h"
+#include "apps/serve/triton_config.h"
 #include "datasets/preprocess.h"
 #include "engine/core/error.h"
 
@@ -230,20 +231,9 @@ HttpReply Router::config_reply(const std::string& model, int64_t version) {
   std::string why;
   const std::shared_ptr<ServedVersion> served = repository_.find(model, version, why);
   if (!served) return error_reply(404, why);
-  const ModelConfig& c = served->config();
-  json doc = {{"name", model},
-              {"platform", "convoy"},
-              {"max_batch_size", c.max_batch_size},
-              {"instance_group", {{{"count", c.instance_count}, {"kind", served->device()}}}},
-              {"max_memory", c.max_memory},
-              {"estimated_memory", served->memory().total},
-              {"class_names", served->class_names()}};
-  if (c.dynamic_batching)
-    doc["dynamic_batching"] = {{"max_queue_delay_microseconds", c.max_queue_delay_us},
-                               {"preferred_batch_size", c.preferred_batch_size},
-                               {"max_queue_size", c.max_queue_size},
-                               {"default_timeout_microseconds", c.default_timeout_us}};
-  return json_reply(200, doc);
+  HttpReply r;
+  r.body = triton_model_config_json(*served);
+  return r;
 }
 
 void Router::infer(const std::string& model, int64_t version, const HttpRequest& request, const ReplyFn& reply) {

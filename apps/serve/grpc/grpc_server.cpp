@@ -7,11 +7,13 @@
 #include <future>
 
 #include <google/protobuf/descriptor.h>
+#include <google/protobuf/util/json_util.h>
 #include <grpcpp/grpcpp.h>
 
 #include "apps/serve/endpoints.h"
 #include "apps/serve/grpc_endpoint.h"
 #include "apps/serve/kserve_json.h"
+#include "apps/serve/triton_config.h"
 #include "engine/core/error.h"
 #include "kserve_v2.grpc.pb.h"
 
@@ -69,6 +71,21 @@ class Service final : public inference::GRPCInferenceService::Service {
     std::string why;
     const int64_t v = parse_version(q->version());
     r->set_ready(v >= 0 && repository_.find(q->name(), v, why) != nullptr);
+    return Status::OK;
+  }
+  // Triton's ModelConfig, from the text GET .../config returns (triton_config.h), parsed strictly:
+  // a field the message lacks is an INTERNAL error, never dropped.
+  Status ModelConfig(ServerContext*, const inference::ModelConfigRequest* q,
+                     inference::ModelConfigResponse* r) override {
+    std::string why;
+    const int64_t v = parse_version(q->version());
+    const auto served = v < 0 ? nullptr : repository_.find(q->name(), v, why);
+    if (!served) return Status(StatusCode::NOT_FOUND, v < 0 ? "bad version '" + q->version() + "'" : why);
+    google::protobuf::util::JsonParseOptions options;
+    options.ignore_unknown_fields = false;
+    const auto parsed = google::protobuf::util::JsonStringToMessage(triton_model_config_json(*served),
+                                                                    r->mutable_config(), options);
+    if (!parsed.ok()) return Status(StatusCode::INTERNAL, "model config: " + std::string(parsed.message()));
     return Status::OK;
   }
   Status ModelMetadata(ServerContext*, const inference::ModelMetadataRequest* q,
