@@ -199,8 +199,10 @@ void Router::serve(Operation operation, const RouteMatch& m, const HttpRequest& 
     case Operation::model_config:
       return reply(config_reply(m.model, m.version));
     case Operation::model_ready: {
+      // A model not in the repository is a 404 (as for metadata); a version not ready a 400.
       std::string why;
-      return reply(repository_.find(m.model, m.version, why) ? json_reply(200, json::object()) : error_reply(400, why));
+      if (repository_.find(m.model, m.version, why)) return reply(json_reply(200, json::object()));
+      return reply(error_reply(repository_.has_model(m.model) ? 400 : 404, why));
     }
     case Operation::model_infer:
       return infer(m.model, m.version, request, reply);

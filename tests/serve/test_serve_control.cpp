@@ -63,7 +63,7 @@ TEST_F(ServeControlE2E, ExplicitControlLoadsAndUnloadsThroughTheApi) {
   ServerProcess server(repo_arg() + " --model-control explicit --load-model a", dir_.path());
   ASSERT_TRUE(server.started()) << server.log();
   EXPECT_EQ(http("GET", server.url("/v2/models/a/ready"), "", dir_.path()).status, 200);
-  EXPECT_EQ(http("GET", server.url("/v2/models/b/ready"), "", dir_.path()).status, 400);
+  EXPECT_EQ(http("GET", server.url("/v2/models/b/ready"), "", dir_.path()).status, 404);  // not loaded
   EXPECT_EQ(post_json(server, "/v2/models/b/infer", kGrey).status, 404);
   EXPECT_EQ(http("POST", server.url("/v2/repository/models/b/load"), "", dir_.path()).status, 200);
   EXPECT_EQ(post_json(server, "/v2/models/b/infer", kGrey).status, 200);
@@ -93,10 +93,10 @@ TEST_F(ServeControlE2E, PollControlFollowsTheRepositoryFolder) {
   fs::remove_all(repo() / "a");
   auto ready = [&](const std::string& m) { return http("GET", server.url("/v2/models/" + m + "/ready"), "", dir_.path()).status; };
   const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(20);
-  while (std::chrono::steady_clock::now() < until && (ready("b") != 200 || ready("a") != 400))
+  while (std::chrono::steady_clock::now() < until && (ready("b") != 200 || ready("a") != 404))
     std::this_thread::sleep_for(std::chrono::milliseconds(100));
   EXPECT_EQ(ready("b"), 200) << server.log();
-  EXPECT_EQ(ready("a"), 400) << server.log();
+  EXPECT_EQ(ready("a"), 404) << server.log();  // its folder is gone: unknown
   EXPECT_EQ(server.stop(), 0);
 }
 

@@ -67,7 +67,10 @@ class Service final : public inference::GRPCInferenceService::Service {
     for (const char* e : kServerExtensions) r->add_extensions(e);
     return Status::OK;
   }
+  // A model not in the repository is NOT_FOUND (as for ModelMetadata); a version not ready is
+  // ready: false.
   Status ModelReady(ServerContext*, const inference::ModelReadyRequest* q, inference::ModelReadyResponse* r) override {
+    if (!repository_.has_model(q->name())) return Status(StatusCode::NOT_FOUND, "unknown model '" + q->name() + "'");
     std::string why;
     const int64_t v = parse_version(q->version());
     r->set_ready(v >= 0 && repository_.find(q->name(), v, why) != nullptr);
@@ -165,6 +168,9 @@ class Service final : public inference::GRPCInferenceService::Service {
     std::vector<std::string> encoded;  // BYTES: encoded images, decoded by the model's instance
     const auto count = static_cast<size_t>(input.defined() ? input.numel() : 0);
     const bool is_u8 = input.defined() && input.dtype() == DType::u8;
+    // Triton's rule: an input's data comes from raw_input_contents or from its contents, not both.
+    if (q.raw_input_contents_size() > 0 && in.has_contents())
+      throw RequestError(400, "input 'input': give its data in raw_input_contents or in contents, not both");
     if (!input.defined()) {
       const int64_t n = in.shape(0);
       if (q.raw_input_contents_size() > 0) {
