@@ -51,7 +51,7 @@ inline constexpr Endpoint kEndpoints[] = {
     {Operation::model_load, "POST", "/v2/repository/models/{model}/load", "RepositoryModelLoad"},
     {Operation::model_unload, "POST", "/v2/repository/models/{model}/unload", "RepositoryModelUnload"},
     {Operation::model_metadata, "GET", "/v2/models/{model}[/versions/{version}]", "ModelMetadata"},
-    {Operation::model_config, "GET", "/v2/models/{model}[/versions/{version}]/config", ""},
+    {Operation::model_config, "GET", "/v2/models/{model}[/versions/{version}]/config", "ModelConfig"},
     {Operation::model_ready, "GET", "/v2/models/{model}[/versions/{version}]/ready", "ModelReady"},
     {Operation::model_infer, "POST", "/v2/models/{model}[/versions/{version}]/infer", "ModelInfer"},
     {Operation::model_classify, "POST", "/v2/models/{model}[/versions/{version}]/classify", ""},

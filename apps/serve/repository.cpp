@@ -240,6 +240,11 @@ std::shared_ptr<ServedVersion> ModelRepository::find(const std::string& name, in
   return v->second.served;
 }
 
+bool ModelRepository::has_model(const std::string& name) const {
+  std::lock_guard lock(mutex_);
+  return models_.count(name) != 0;
+}
+
 std::vector<int64_t> ModelRepository::ready_versions(const std::string& name) const {
   std::lock_guard lock(mutex_);
   std::vector<int64_t> out;

@@ -51,6 +51,8 @@ class ModelRepository {
 
   // The version to run (version 0: the highest ready one), or null with `why` set.
   std::shared_ptr<ServedVersion> find(const std::string& name, int64_t version, std::string& why) const;
+  // Whether the repository holds the model (loaded or failed), ready or not.
+  bool has_model(const std::string& name) const;
   // The versions of a model that are READY, ascending.
   std::vector<int64_t> ready_versions(const std::string& name) const;
   std::vector<IndexEntry> index() const;

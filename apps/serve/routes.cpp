@@ -9,6 +9,7 @@
 
 #include "apps/serve/endpoints.h"
 #include "apps/serve/kserve_json.h"
+#include "apps/serve/triton_config.h"
 #include "datasets/preprocess.h"
 #include "engine/core/error.h"
 
@@ -198,8 +199,10 @@ void Router::serve(Operation operation, const RouteMatch& m, const HttpRequest& 
     case Operation::model_config:
       return reply(config_reply(m.model, m.version));
     case Operation::model_ready: {
+      // A model not in the repository is a 404 (as for metadata); a version not ready a 400.
       std::string why;
-      return reply(repository_.find(m.model, m.version, why) ? json_reply(200, json::object()) : error_reply(400, why));
+      if (repository_.find(m.model, m.version, why)) return reply(json_reply(200, json::object()));
+      return reply(error_reply(repository_.has_model(m.model) ? 400 : 404, why));
     }
     case Operation::model_infer:
       return infer(m.model, m.version, request, reply);
@@ -230,20 +233,9 @@ HttpReply Router::config_reply(const std::string& model, int64_t version) {
   std::string why;
   const std::shared_ptr<ServedVersion> served = repository_.find(model, version, why);
   if (!served) return error_reply(404, why);
-  const ModelConfig& c = served->config();
-  json doc = {{"name", model},
-              {"platform", "convoy"},
-              {"max_batch_size", c.max_batch_size},
-              {"instance_group", {{{"count", c.instance_count}, {"kind", served->device()}}}},
-              {"max_memory", c.max_memory},
-              {"estimated_memory", served->memory().total},
-              {"class_names", served->class_names()}};
-  if (c.dynamic_batching)
-    doc["dynamic_batching"] = {{"max_queue_delay_microseconds", c.max_queue_delay_us},
-                               {"preferred_batch_size", c.preferred_batch_size},
-                               {"max_queue_size", c.max_queue_size},
-                               {"default_timeout_microseconds", c.default_timeout_us}};
-  return json_reply(200, doc);
+  HttpReply r;
+  r.body = triton_model_config_json(*served);
+  return r;
 }
 
 void Router::infer(const std::string& model, int64_t version, const HttpRequest& request, const ReplyFn& reply) {

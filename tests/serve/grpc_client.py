@@ -1,5 +1,5 @@
 """A KServe v2 gRPC client for the serve tests, from Debian's python3-grpcio: stubs generated
-at test time from apps/serve/grpc/kserve_v2.proto with python3-grpc-tools.
+at test time from apps/serve/grpc/kserve_v2.proto (and model_config.proto) with python3-grpc-tools.
 
 usage: grpc_client.py PROTO_DIR WORK_DIR PORT PIXELS_FILE N
 Prints one JSON object with what each call returned."""
@@ -12,9 +12,10 @@ from grpc_tools import protoc
 
 def main():
     proto_dir, work_dir, port, pixels_file, n = sys.argv[1], sys.argv[2], sys.argv[3], sys.argv[4], int(sys.argv[5])
-    if protoc.main(["protoc", "-I" + proto_dir, "--python_out=" + work_dir, "--grpc_python_out=" + work_dir,
-                    proto_dir + "/kserve_v2.proto"]) != 0:
-        sys.exit("protoc failed")
+    for proto in ("model_config.proto", "kserve_v2.proto"):  # the service imports the model config
+        if protoc.main(["protoc", "-I" + proto_dir, "--python_out=" + work_dir, "--grpc_python_out=" + work_dir,
+                        proto_dir + "/" + proto]) != 0:
+            sys.exit("protoc failed on " + proto)
     sys.path.insert(0, work_dir)
     import grpc
     import kserve_v2_pb2 as pb
@@ -55,6 +56,14 @@ def main():
             return e.code().name + ": " + e.details()
 
     out["unknown_model"] = code_of(pb.ModelInferRequest(model_name="nope"))
+    both = request(True)  # raw_input_contents and contents for the same input
+    both.inputs[0].contents.uint_contents.extend(pixels)
+    out["raw_and_contents"] = code_of(both)
+    try:
+        stub.ModelReady(pb.ModelReadyRequest(name="nope"), timeout=30)
+        out["unknown_model_ready"] = "OK"
+    except grpc.RpcError as e:
+        out["unknown_model_ready"] = e.code().name
     bad = request(True)
     bad.inputs[0].shape[3] = 27
     out["bad_shape"] = code_of(bad)

@@ -10,6 +10,7 @@
 
 #include "datasets/dataset.h"
 #include "datasets/image_codec.h"
+#include "engine/bundle/run_checkpoint.h"
 #include "tests/serve/serve_fixture.h"
 
 namespace {
@@ -63,7 +64,7 @@ TEST_F(ServeControlE2E, ExplicitControlLoadsAndUnloadsThroughTheApi) {
   ServerProcess server(repo_arg() + " --model-control explicit --load-model a", dir_.path());
   ASSERT_TRUE(server.started()) << server.log();
   EXPECT_EQ(http("GET", server.url("/v2/models/a/ready"), "", dir_.path()).status, 200);
-  EXPECT_EQ(http("GET", server.url("/v2/models/b/ready"), "", dir_.path()).status, 400);
+  EXPECT_EQ(http("GET", server.url("/v2/models/b/ready"), "", dir_.path()).status, 404);  // not loaded
   EXPECT_EQ(post_json(server, "/v2/models/b/infer", kGrey).status, 404);
   EXPECT_EQ(http("POST", server.url("/v2/repository/models/b/load"), "", dir_.path()).status, 200);
   EXPECT_EQ(post_json(server, "/v2/models/b/infer", kGrey).status, 200);
@@ -93,10 +94,10 @@ TEST_F(ServeControlE2E, PollControlFollowsTheRepositoryFolder) {
   fs::remove_all(repo() / "a");
   auto ready = [&](const std::string& m) { return http("GET", server.url("/v2/models/" + m + "/ready"), "", dir_.path()).status; };
   const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(20);
-  while (std::chrono::steady_clock::now() < until && (ready("b") != 200 || ready("a") != 400))
+  while (std::chrono::steady_clock::now() < until && (ready("b") != 200 || ready("a") != 404))
     std::this_thread::sleep_for(std::chrono::milliseconds(100));
   EXPECT_EQ(ready("b"), 200) << server.log();
-  EXPECT_EQ(ready("a"), 400) << server.log();
+  EXPECT_EQ(ready("a"), 404) << server.log();  // its folder is gone: unknown
   EXPECT_EQ(server.stop(), 0);
 }
 
@@ -257,6 +258,92 @@ TEST_F(ServeControlE2E, GrpcClientGetsTheSameAnswersAsHttp) {
   EXPECT_EQ(got.at("bad_shape").get<std::string>().rfind("INVALID_ARGUMENT", 0), 0u) << got.dump();
   EXPECT_NE(got.at("short_raw").get<std::string>().find("raw_input_contents holds 100 bytes"), std::string::npos)
       << got.dump();
+  // Triton's rules: an input's data in both raw_input_contents and contents is refused; an unknown
+  // model's readiness is NOT_FOUND (HTTP: 404).
+  EXPECT_EQ(got.at("raw_and_contents").get<std::string>().rfind("INVALID_ARGUMENT", 0), 0u) << got.dump();
+  EXPECT_NE(got.at("raw_and_contents").get<std::string>().find("not both"), std::string::npos) << got.dump();
+  EXPECT_EQ(got.at("unknown_model_ready"), "NOT_FOUND") << got.dump();
+  EXPECT_EQ(http("GET", server.url("/v2/models/nope/ready"), "", dir_.path()).status, 404);
+  EXPECT_EQ(server.stop(), 0) << server.log();
+}
+
+// GET .../config and gRPC ModelConfig give Triton's ModelConfig: the HTTP JSON parses strictly
+// (json_format.Parse, unknown fields refused) into the message of model_config.proto, the gRPC
+// response is that message, and the two are equal, with the values of the model's config.yaml
+// and checkpoint.
+TEST_F(ServeControlE2E, ModelConfigIsTritonsModelConfigOnBothProtocols) {
+  if (run_command("/usr/bin/python3 -c 'import grpc_tools, google.protobuf' 2>&1").status != 0)
+    GTEST_SKIP() << "Debian's python3-protobuf and python3-grpc-tools are not installed";
+  add_model("fm", 1, checkpoint_a_,
+            "max_batch_size: 4\ninstance_count: 2\ndevice: cpu\nversion_policy: {specific: [1]}\n"
+            "dynamic_batching: {max_queue_delay_microseconds: 300, preferred_batch_size: [2, 4], max_queue_size: 16,"
+            " default_timeout_microseconds: 5000000}\n");
+  ServerProcess server(repo_arg(), dir_.path());
+  ASSERT_TRUE(server.started()) << server.log();
+  const std::vector<std::string> class_names =
+      convoy::read_run_checkpoint(checkpoint_a_, convoy::CheckpointUse::inference).info.class_names;
+  ASSERT_EQ(class_names.size(), 10u);
+
+  // The HTTP text itself: Triton's JSON mapping, 64-bit integers as numbers and enums by name.
+  const auto h = http("GET", server.url("/v2/models/fm/config"), "", dir_.path());
+  ASSERT_EQ(h.status, 200) << h.body;
+  const json doc = json::parse(h.body);
+  EXPECT_EQ(doc.at("name"), "fm");
+  EXPECT_EQ(doc.at("max_batch_size"), 4);
+  EXPECT_EQ(doc.at("input").at(0).at("dims"), json::array({1, 28, 28})) << h.body;
+  EXPECT_EQ(doc.at("input").at(0).at("data_type"), "TYPE_FP32");
+  EXPECT_EQ(doc.at("input").at(0).at("format"), "FORMAT_NCHW");
+  EXPECT_EQ(doc.at("dynamic_batching").at("max_queue_delay_microseconds"), 300) << h.body;
+  EXPECT_EQ(doc.at("dynamic_batching").at("default_queue_policy").at("default_timeout_microseconds"), 5000000);
+  EXPECT_EQ(doc.at("version_policy").at("specific").at("versions"), json::array({1}));
+  EXPECT_EQ(http("GET", server.url("/v2/models/fm/versions/1/config"), "", dir_.path()).body, h.body);
+  EXPECT_EQ(http("GET", server.url("/v2/models/nope/config"), "", dir_.path()).status, 404);
+
+  fs::create_directories(dir_ / "stubs");
+  const std::string grpc_port = server.grpc_port() < 0 ? "" : std::to_string(server.grpc_port());
+  const auto r = run_command("/usr/bin/python3 " + std::string(CONVOY_SOURCE_DIR) + "/tests/serve/triton_config.py " +
+                             CONVOY_SOURCE_DIR + "/apps/serve/grpc " + (dir_ / "stubs").string() + " " +
+                             std::to_string(server.port()) + " fm " + grpc_port + " 2>&1");
+  ASSERT_EQ(r.status, 0) << r.output;
+  const json got = json::parse(r.output);
+  EXPECT_TRUE(got.at("strict").get<bool>()) << r.output;
+  std::vector<std::string> protocols = {"http"};
+  if (!grpc_port.empty()) {
+    protocols.push_back("grpc");
+    EXPECT_TRUE(got.at("same").get<bool>()) << r.output;
+    EXPECT_EQ(got.at("unknown_model"), "NOT_FOUND") << r.output;
+  }
+  for (const std::string& p : protocols) {
+    // As json_format.MessageToDict writes it: int64 values as strings.
+    const json& c = got.at(p);
+    EXPECT_EQ(c.at("name"), "fm") << p;
+    EXPECT_EQ(c.at("platform"), "convoy") << p;
+    EXPECT_EQ(c.at("max_batch_size"), 4) << p;
+    ASSERT_EQ(c.at("input").size(), 1u) << p;
+    EXPECT_EQ(c.at("input").at(0).at("name"), "input") << p;
+    EXPECT_EQ(c.at("input").at(0).at("data_type"), "TYPE_FP32") << p;
+    EXPECT_EQ(c.at("input").at(0).at("format"), "FORMAT_NCHW") << p;
+    EXPECT_EQ(c.at("input").at(0).at("dims"), json::array({"1", "28", "28"})) << p;
+    ASSERT_EQ(c.at("output").size(), 2u) << p;
+    for (int i = 0; i < 2; ++i) {
+      EXPECT_EQ(c.at("output").at(i).at("name"), i == 0 ? "logits" : "probabilities") << p;
+      EXPECT_EQ(c.at("output").at(i).at("data_type"), "TYPE_FP32") << p;
+      EXPECT_EQ(c.at("output").at(i).at("dims"), json::array({"10"})) << p;
+    }
+    ASSERT_EQ(c.at("instance_group").size(), 1u) << p;
+    EXPECT_EQ(c.at("instance_group").at(0).at("kind"), "KIND_CPU") << p;
+    EXPECT_EQ(c.at("instance_group").at(0).at("count"), 2) << p;
+    EXPECT_EQ(c.at("version_policy").at("specific").at("versions"), json::array({"1"})) << p;
+    const json& d = c.at("dynamic_batching");
+    EXPECT_EQ(d.at("preferred_batch_size"), json::array({2, 4})) << p;
+    EXPECT_EQ(d.at("max_queue_delay_microseconds"), "300") << p;
+    EXPECT_EQ(d.at("default_queue_policy").at("max_queue_size"), 16) << p;
+    EXPECT_EQ(d.at("default_queue_policy").at("default_timeout_microseconds"), "5000000") << p;
+    const json& params = c.at("parameters");
+    EXPECT_EQ(json::parse(params.at("class_names").at("string_value").get<std::string>()), json(class_names)) << p;
+    EXPECT_EQ(params.at("device").at("string_value"), "cpu") << p;
+    EXPECT_EQ(json::parse(params.at("preprocessing").at("string_value").get<std::string>()).at("height"), 28) << p;
+  }
   EXPECT_EQ(server.stop(), 0) << server.log();
 }
 

@@ -68,11 +68,12 @@ TEST_F(ServeRoutes, UnknownPathsAndMethodsAre404) {
 }
 
 TEST_F(ServeRoutes, ModelPathsWithAndWithoutAVersion) {
-  // An unknown model: 404 for metadata, config and infer, 400 for ready (KServe's answer).
+  // An unknown model: 404 for metadata, config, ready and infer.
   for (const std::string base : {"/v2/models/m", "/v2/models/m/versions/3"}) {
     EXPECT_EQ(call("GET", base).status, 404u) << base;
     EXPECT_EQ(call("GET", base + "/config").status, 404u) << base;
-    EXPECT_EQ(call("GET", base + "/ready").status, 400u) << base;
+    EXPECT_EQ(call("GET", base + "/ready").status, 404u) << base;
+    EXPECT_EQ(call("GET", base + "/ready").body, "{\"error\":\"unknown model 'm'\"}") << base;
     EXPECT_EQ(call("POST", base + "/infer").status, 404u) << base;
     EXPECT_EQ(call("POST", base + "/classify").status, 404u) << base;
   }

@@ -7,11 +7,13 @@
 #include <future>
 
 #include <google/protobuf/descriptor.h>
+#include <google/protobuf/util/json_util.h>
 #include <grpcpp/grpcpp.h>
 
 #include "apps/serve/endpoints.h"
 #include "apps/serve/grpc_endpoint.h"
 #include "apps/serve/kserve_json.h"
+#include "apps/serve/triton_config.h"
 #include "engine/core/error.h"
 #include "kserve_v2.grpc.pb.h"
 
@@ -65,10 +67,28 @@ class Service final : public inference::GRPCInferenceService::Service {
     for (const char* e : kServerExtensions) r->add_extensions(e);
     return Status::OK;
   }
+  // A model not in the repository is NOT_FOUND (as for ModelMetadata); a version not ready is
+  // ready: false.
   Status ModelReady(ServerContext*, const inference::ModelReadyRequest* q, inference::ModelReadyResponse* r) override {
+    if (!repository_.has_model(q->name())) return Status(StatusCode::NOT_FOUND, "unknown model '" + q->name() + "'");
     std::string why;
     const int64_t v = parse_version(q->version());
     r->set_ready(v >= 0 && repository_.find(q->name(), v, why) != nullptr);
+    return Status::OK;
+  }
+  // Triton's ModelConfig, from the text GET .../config returns (triton_config.h), parsed strictly:
+  // a field the message lacks is an INTERNAL error, never dropped.
+  Status ModelConfig(ServerContext*, const inference::ModelConfigRequest* q,
+                     inference::ModelConfigResponse* r) override {
+    std::string why;
+    const int64_t v = parse_version(q->version());
+    const auto served = v < 0 ? nullptr : repository_.find(q->name(), v, why);
+    if (!served) return Status(StatusCode::NOT_FOUND, v < 0 ? "bad version '" + q->version() + "'" : why);
+    google::protobuf::util::JsonParseOptions options;
+    options.ignore_unknown_fields = false;
+    const auto parsed = google::protobuf::util::JsonStringToMessage(triton_model_config_json(*served),
+                                                                    r->mutable_config(), options);
+    if (!parsed.ok()) return Status(StatusCode::INTERNAL, "model config: " + std::string(parsed.message()));
     return Status::OK;
   }
   Status ModelMetadata(ServerContext*, const inference::ModelMetadataRequest* q,
@@ -148,6 +168,9 @@ class Service final : public inference::GRPCInferenceService::Service {
     std::vector<std::string> encoded;  // BYTES: encoded images, decoded by the model's instance
     const auto count = static_cast<size_t>(input.defined() ? input.numel() : 0);
     const bool is_u8 = input.defined() && input.dtype() == DType::u8;
+    // Triton's rule: an input's data comes from raw_input_contents or from its contents, not both.
+    if (q.raw_input_contents_size() > 0 && in.has_contents())
+      throw RequestError(400, "input 'input': give its data in raw_input_contents or in contents, not both");
     if (!input.defined()) {
       const int64_t n = in.shape(0);
       if (q.raw_input_contents_size() > 0) {
