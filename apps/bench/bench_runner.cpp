@@ -266,6 +266,7 @@ nlohmann::json run_bench_case(Backend& backend, const BenchSuite& suite, const B
       };
     } else if (suite.cuda_graphs && backend.device().is_cuda()) {
       // GPU inference from one CUDA graph per batch size (recorded on the warm-up's first step).
+      rec["batch_norms_folded"] = model.fold_batch_norms(backend);  // as GraphedBatches serves it
       graphed = std::make_unique<GraphedForward>(backend, model);
       rec["path"] = "cuda graph";
       step = [&] {

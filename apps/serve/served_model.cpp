@@ -169,6 +169,8 @@ ServedVersion::ServedVersion(const ModelConfig& config, int64_t version, const s
       if (i == 0 && instance.graphed) {
         execution_ = std::string(to_string(plan_options_.precision)) + " recorded forwards (CUDA graphs) for batches";
         for (int64_t size : instance.graphed->sizes()) execution_ += (size == 1 ? " " : ", ") + std::to_string(size);
+        if (const int folded = instance.model->folded_batch_norms())
+          execution_ += "; " + std::to_string(folded) + " batch norms folded into their convolutions";
       }
     } catch (...) {
       stop();

@@ -210,9 +210,38 @@ void Model::to(Backend& backend, DType compute, Layout layout) {
   fuse_relus();
 }
 
+int Model::fold_batch_norms(Backend& backend) {
+  if (!fusion_) return 0;
+  std::vector<int> readers(nodes_.size(), 0);
+  for (const Node& node : nodes_)
+    for (int src : node.inputs)
+      if (src >= 0) ++readers[src];
+  int folded = 0;
+  for (Node& node : nodes_) {
+    if (!std::holds_alternative<BatchNormSpec>(node.layer->spec()) || node.inputs.size() != 1) continue;
+    const int src = node.inputs[0];
+    if (src < 0 || readers[src] != 1 || src == output_node_ || nodes_[src].folded ||
+        !std::holds_alternative<Conv2dSpec>(nodes_[src].layer->spec()))
+      continue;
+    if (!node.layer->fold_conv(backend, *nodes_[src].layer)) continue;
+    nodes_[src].folded = true;
+    ++folded;
+  }
+  if (folded) ++weights_version_;  // recordings of the unfolded forward are stale
+  return folded;
+}
+
+int Model::folded_batch_norms() const {
+  int n = 0;
+  for (const Node& node : nodes_) n += node.folded;
+  return n;
+}
+
 void Model::fuse_relus() {
   std::vector<int> readers(nodes_.size(), 0);
   for (Node& node : nodes_) {
+    node.layer->unfold_conv();  // fold_batch_norms is undone: to() moved the weights it folded
+    node.folded = false;
     node.fused = node.relu_after = node.runs_at_join = false;
     node.adds_from = -1;
     node.layer->fuse_relu(false);
@@ -306,7 +335,8 @@ Tensor Model::forward(Backend& backend, const Tensor& x, const StepInfo& step) {
       outputs[node.adds_from] = outputs[i];  // never read: its one reader is this add
     } else {
       inputs_of(node);
-      outputs[i] = node.fused ? inputs[0] : node.layer->forward(backend, inputs, step);
+      // A fused ReLU or a folded convolution hands its input through: the layer reading it does its work.
+      outputs[i] = node.fused || node.folded ? inputs[0] : node.layer->forward(backend, inputs, step);
     }
     if (observer_) observer_->after(worker, false);
     if (observer_ && worker != static_cast<int>(i)) {

@@ -139,6 +139,13 @@ class Model {
   int fused_relus() const;
   // Residual joins whose add a layer it reads does (Layer::adds_residual).
   int fused_adds() const;
+  // Inference: folds each batch norm into the convolution it alone reads (Layer::fold_conv), so
+  // a backend that fuses them runs convolution, bias, residual add and ReLU as one op; the model
+  // is on `backend` (to() first) and computes the same results either way. Returns how many were
+  // folded (none with fusion off, set_fusion). The model cannot train, and weights changed
+  // afterwards are not seen, until the next to(), which undoes it.
+  int fold_batch_norms(Backend& backend);
+  int folded_batch_norms() const;
   // Gradient sums at residual joins the last backward left to a convolution's own op
   // (Layer::backward_adding) instead of a separate add.
   int gradient_sums_in_op() const { return gradient_sums_in_op_; }
@@ -152,6 +159,7 @@ class Model {
     bool relu_after = false;  // a ReLU reading it was fused into it
     int adds_from = -1;       // an add whose work this input node's layer does (forward_adding)
     bool runs_at_join = false;  // that input node: its forward runs at the add
+    bool folded = false;      // a convolution the batch norm reading it runs (fold_batch_norms)
   };
   Model() = default;
   void fuse_relus();

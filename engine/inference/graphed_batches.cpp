@@ -14,6 +14,7 @@ GraphedBatches::GraphedBatches(Backend& backend, Model& model, int64_t max_batch
       sizes_(BatchedPlans::planned_sizes(max_batch)),
       uploader_(backend.make_batch_uploader()),
       forward_(backend, model) {
+  model.fold_batch_norms(backend);
   const Shape& in = model.input_shape();  // (C, H, W)
   for (int64_t size : sizes_)
     inputs_.push_back(backend.zeros({size, in[0], in[1], in[2]}, model.compute_dtype(), model.layout()));

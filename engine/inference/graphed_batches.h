@@ -1,8 +1,9 @@
 #pragma once
 // GraphedBatches: GPU inference for every batch a server instance or `convoy infer` forms, up
 // to max_batch, at the speed of the offline engine. The model is on the device in its inference
-// dtype and layout (Model::to: weights converted once, batch norm and ReLUs fused as in
-// training's evaluation pass); each batch size of BatchedPlans::planned_sizes (1, 2, 4, ... and
+// dtype and layout (Model::to: weights converted once), each batch norm folded into its
+// convolution (Model::fold_batch_norms: convolution, bias, residual add and ReLU in one cuDNN
+// kernel where cuDNN has one); each batch size of BatchedPlans::planned_sizes (1, 2, 4, ... and
 // max_batch) has its own recorded forward (a CUDA graph, all recorded up front); u8 images go up
 // from pinned staging on a copy stream (BatchUploader), are normalized into the recording's
 // input in one kernel, and the softmax runs on the device. A batch of another size runs as
@@ -23,7 +24,8 @@ namespace convoy {
 
 class GraphedBatches {
  public:
-  // `model` is already on `backend` (Model::to); both must outlive this object. `normalize`
+  // `model` is already on `backend` (Model::to), and is folded for inference here (no training
+  // until its next to()); both must outlive this object. `normalize`
   // turns u8 pixels into the model's input (the checkpoint's mean and std, no augmentation).
   GraphedBatches(Backend& backend, Model& model, int64_t max_batch, const NormalizeAugment& normalize);
   ~GraphedBatches();

@@ -3,8 +3,11 @@
 // With StepInfo::sync_bn, training uses the statistics of every rank's batch together
 // (PyTorch's SyncBatchNorm), built from the per-rank ops.
 #include <cmath>
+#include <variant>
+#include <vector>
 
 #include "engine/layers/registry.h"
+#include "engine/ops/conv2d.h"
 
 namespace convoy {
 
@@ -46,13 +49,46 @@ class BatchNorm2d final : public Layer {
   }
 
   Tensor forward(Backend& be, std::span<const Tensor> in, const StepInfo& step) override {
+    if (folded_.conv) return run_folded(be, in[0], nullptr, relu_, step);
     return run(be, in[0], nullptr, relu_, step);
   }
 
   bool adds_residual() const override { return true; }
   Tensor forward_adding(Backend& be, std::span<const Tensor> in, const Tensor& residual, bool relu,
                         const StepInfo& step) override {
+    if (folded_.conv) return run_folded(be, in[0], &residual, relu, step);
     return run(be, in[0], &residual, relu, step);
+  }
+
+  // bn(conv(x)) = conv(x, w * s) + (beta - mean * s + conv bias * s), s = gamma / sqrt(var + eps)
+  // per output channel; the scaled weights in the convolution's compute dtype and layout.
+  void unfold_conv() override { folded_ = Folded{}; }
+  bool fold_conv(Backend& be, Layer& conv) override {
+    folded_ = Folded{};
+    const LayerSpec spec = conv.spec();
+    const auto* c = std::get_if<Conv2dSpec>(&spec);
+    if (!c) return false;
+    const std::vector<Parameter*> params = conv.parameters();
+    const Parameter& weight = *params[0];
+    const int64_t k = c->out_channels;
+    const std::vector<float> gamma = gamma_.value.to_floats(), beta = beta_.value.to_floats(),
+                             mean = running_mean_.value.to_floats(), var = running_var_.value.to_floats();
+    std::vector<float> w = weight.value.to_floats();  // (K, C, R, S): each output channel's block in turn
+    std::vector<float> bias = c->bias ? params[1]->value.to_floats() : std::vector<float>(static_cast<size_t>(k), 0.f);
+    const size_t per_channel = w.size() / static_cast<size_t>(k);
+    std::vector<float> shift(static_cast<size_t>(k));
+    for (size_t o = 0; o < static_cast<size_t>(k); ++o) {
+      const double scale = gamma[o] / std::sqrt(static_cast<double>(var[o]) + eps_);
+      shift[o] = static_cast<float>(beta[o] + (bias[o] - mean[o]) * scale);
+      for (size_t j = 0; j < per_channel; ++j) w[o * per_channel + j] = static_cast<float>(w[o * per_channel + j] * scale);
+    }
+    const Tensor& compute = weight.weight();
+    folded_.weight = be.empty(compute.shape(), compute.dtype(), compute.layout());
+    be.ops().cast(be.upload(Tensor::from_floats(w, weight.value.shape())), folded_.weight);
+    folded_.bias = be.upload(Tensor::from_floats(shift, {k}));
+    folded_.params = c->params;
+    folded_.conv = &conv;
+    return true;
   }
 
   std::vector<Tensor> backward(Backend& be, std::span<const Tensor> in, const Tensor&,
@@ -83,7 +119,24 @@ class BatchNorm2d final : public Layer {
   BatchStatsSync* sync_ = nullptr;       // the last training forward's
   std::vector<double> mean_, invstd_;    // (C) its global statistics, when synchronized
 
+  // The convolution this batch norm took over (fold_conv), its folded weights and bias.
+  struct Folded {
+    Layer* conv = nullptr;
+    Conv2dParams params;
+    Tensor weight, bias;  // (K, C, R, S) in the convolution's compute dtype and layout; (K) f32
+  } folded_;
+
   static int64_t per_channel(const Tensor& x) { return x.numel() / x.dim(1); }
+
+  // x is the folded convolution's input: one fused op where the backend has it, else the
+  // convolution and this batch norm as they are (the same results, in two passes).
+  Tensor run_folded(Backend& be, const Tensor& x, const Tensor* residual, bool relu, const StepInfo& step) {
+    if (step.training) throw std::logic_error("batch norm " + name() + " is folded into its convolution: inference only");
+    Tensor y = be.empty(conv2d_output_shape(folded_.params, x.shape(), folded_.weight.shape()), x.dtype(), x.layout());
+    if (be.ops().conv2d_forward_fused(folded_.params, x, folded_.weight, folded_.bias, residual, relu, y)) return y;
+    const Tensor conv_out = folded_.conv->forward(be, std::span<const Tensor>(&x, 1), step);
+    return run(be, conv_out, residual, relu, step);
+  }
 
   // y = bn(x) (+ residual), then a ReLU where `relu`.
   Tensor run(Backend& be, const Tensor& x, const Tensor* residual, bool relu, const StepInfo& step) {

@@ -123,6 +123,15 @@ class Layer {
     throw std::logic_error("forward_adding on a layer that does not add a residual");
   }
 
+  // Inference only (Model::fold_batch_norms): a layer that can take over the work of the
+  // convolution whose output it alone reads (batch norm: the convolution's weights scaled per
+  // output channel, its shift as the convolution's bias, run as one op with the residual add and
+  // ReLU in the convolution's epilogue, Ops::conv2d_forward_fused) says so here; the
+  // convolution's node then hands its input through, and forward/forward_adding get that input.
+  // Such a layer cannot train until unfold_conv().
+  virtual bool fold_conv(Backend& /*backend*/, Layer& /*conv*/) { return false; }
+  virtual void unfold_conv() {}
+
   // Whether a training forward draws from StepInfo::seed (dropout): such a step is different
   // work every time, so it cannot be replayed from a recording (TrainStep).
   virtual bool draws_per_step() const { return false; }

@@ -52,6 +52,15 @@ class Ops {
   // x (N, C, H, W), w (K, C/groups, R, S), b (K) or undefined, y (N, K, P, Q).
   virtual void conv2d_forward(const Conv2dParams& p, const Tensor& x, const Tensor& w,
                               const Tensor& b, Tensor& y) = 0;
+  // Inference with batch norm folded into the convolution (Model::fold_batch_norms):
+  // y = conv(x, w) + b, + `residual` (y's shape, dtype and layout) where given, then a ReLU
+  // where `relu`, in one pass where the backend fuses them (cuDNN's graph API: the epilogue of
+  // the convolution's own kernel). b (K) f32. False, with nothing done, where this backend
+  // cannot for these shapes and dtypes: the caller then runs the ops one by one.
+  virtual bool conv2d_forward_fused(const Conv2dParams& /*p*/, const Tensor& /*x*/, const Tensor& /*w*/,
+                                    const Tensor& /*b*/, const Tensor* /*residual*/, bool /*relu*/, Tensor& /*y*/) {
+    return false;
+  }
   // dy (N, K, P, Q), w (K, C/groups, R, S) -> dx (N, C, H, W); with `accumulate`, dx += the
   // data gradient (a residual join's sum, done in cuDNN's epilogue with beta = 1).
   virtual void conv2d_backward_data(const Conv2dParams& p, const Tensor& dy, const Tensor& w,

@@ -100,6 +100,16 @@ void CpuOps::conv2d_forward(const Conv2dParams& p, const Tensor& x, const Tensor
       });
 }
 
+bool CpuOps::conv2d_forward_fused(const Conv2dParams& p, const Tensor& x, const Tensor& w, const Tensor& b,
+                                  const Tensor* residual, bool relu, Tensor& y) {
+  conv2d_forward(p, x, w, b, y);
+  if (residual)
+    add(y, *residual, y, relu);
+  else if (relu)
+    activation_forward(Activation::relu, 0.f, y, y);
+  return true;
+}
+
 void CpuOps::conv2d_backward_data(const Conv2dParams& p, const Tensor& dy, const Tensor& w,
                                   Tensor& dx, bool accumulate) {
   constexpr const char* op = "conv2d_backward_data";

@@ -35,6 +35,10 @@ class CpuOps final : public Ops {
 
   void conv2d_forward(const Conv2dParams& p, const Tensor& x, const Tensor& w, const Tensor& b,
                       Tensor& y) override;
+  // The convolution with its bias, then the add and ReLU in one pass over y (the CPU's inference
+  // plans fuse these their own way; this serves a folded model run layer by layer).
+  bool conv2d_forward_fused(const Conv2dParams& p, const Tensor& x, const Tensor& w, const Tensor& b,
+                            const Tensor* residual, bool relu, Tensor& y) override;
   void conv2d_backward_data(const Conv2dParams& p, const Tensor& dy, const Tensor& w,
                             Tensor& dx, bool accumulate = false) override;
   void conv2d_backward_weights(const Conv2dParams& p, const Tensor& x, const Tensor& dy,

@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <array>
+#include <iostream>
 #include <memory>
 #include <optional>
 #include <string>
@@ -363,6 +364,62 @@ void CudaOps::conv2d_forward(const Conv2dParams& p, const Tensor& x, const Tenso
     kernels::bias_add(dt_of(y.dtype()), y.raw(), dt_of(b.dtype()), b.raw(), v.outer, v.channels,
                       v.inner, ctx_.stream);
   }
+}
+
+bool CudaOps::conv2d_forward_fused(const Conv2dParams& p, const Tensor& x, const Tensor& w, const Tensor& b,
+                                   const Tensor* residual, bool relu, Tensor& y) {
+  check_conv2d_forward(p, x, w, b, y, device());
+  CONVOY_CHECK(b.defined() && b.dtype() == DType::f32, "conv2d_forward_fused: an f32 bias (K)");
+  CONVOY_CHECK(!residual || (residual->shape() == y.shape() && residual->dtype() == y.dtype() &&
+                             residual->layout() == y.layout()),
+               "conv2d_forward_fused: the residual must have the output's shape, dtype and layout");
+  // The graph API's convolutions only: reduced precision or TF32, ungrouped, no padded channels
+  // and no stem GEMM (those run their own way).
+  const bool exact = x.dtype() == DType::f32 && !ctx_.tf32;
+  if (!conv_graph_api_ || exact || p.groups != 1 || aligned_channels(p, x, w) ||
+      (stem_gemm_ && stem_gemm(p, x, w, y).has_value()))
+    return false;
+  const std::array<int64_t, 24> key = {
+      static_cast<int64_t>(x.dtype()), static_cast<int64_t>(x.layout()), static_cast<int64_t>(w.layout()),
+      static_cast<int64_t>(y.layout()), x.dim(0), x.dim(1), x.dim(2), x.dim(3), w.dim(0), w.dim(2), w.dim(3),
+      y.dim(2), y.dim(3), p.stride_h, p.stride_w, p.pad_h, p.pad_w, p.dilation_h, p.dilation_w,
+      residual != nullptr, relu, 0, 0, 0};
+  auto it = fused_conv_plans_.find(key);
+  if (it == fused_conv_plans_.end()) {
+    GraphConvSpec spec;
+    spec.dtype = x.dtype();
+    spec.x = {x.dim(0), x.dim(1), x.dim(2), x.dim(3)};
+    spec.w = {w.dim(0), w.dim(1), w.dim(2), w.dim(3)};
+    spec.y = {y.dim(0), y.dim(1), y.dim(2), y.dim(3)};
+    spec.x_layout = x.layout();
+    spec.w_layout = w.layout();
+    spec.y_layout = y.layout();
+    spec.pad = {p.pad_h, p.pad_w};
+    spec.stride = {p.stride_h, p.stride_w};
+    spec.dilation = {p.dilation_h, p.dilation_w};
+    spec.bias = true;
+    spec.residual = residual != nullptr;
+    spec.relu = relu;
+    size_t limit = size_t(1) << 30;
+    if (size_t free_b = 0, total_b = 0; cudaMemGetInfo(&free_b, &total_b) == cudaSuccess)
+      limit = std::min(limit, free_b / 2);
+    // The benchmark writes a stand-in: y may be a buffer whose values are still read (it is not,
+    // in a forward pass, but a recording's buffers are better left alone).
+    const Tensor stand_in(y.shape(), y.dtype(), ctx_.tensors, y.layout());
+    std::unique_ptr<GraphConvPlan> plan = GraphConvPlan::build(
+        ctx_.cudnn, spec, GraphConvChoice{ctx_.benchmark, ctx_.deterministic, limit}, x.raw(), w.raw(),
+        stand_in.raw(), [this](size_t bytes) { return conv_workspace_.get(bytes); }, b.raw(),
+        residual ? residual->raw() : nullptr);
+    if (!plan && ctx_.tunables.verbose)
+      std::cerr << "convoy: cuDNN has no fused convolution + bias" << (residual ? " + add" : "") << (relu ? " + relu" : "")
+                << " for x " << shape_str(x.shape()) << " w " << shape_str(w.shape()) << " without run-time compilation;"
+                << " the ops run one by one\n";
+    it = fused_conv_plans_.emplace(key, std::move(plan)).first;
+  }
+  if (!it->second) return false;
+  void* ws = conv_workspace_.get(it->second->workspace());
+  it->second->run(ctx_.cudnn, x.raw(), w.raw(), y.raw(), ws, b.raw(), residual ? residual->raw() : nullptr);
+  return true;
 }
 
 void CudaOps::conv2d_backward_data(const Conv2dParams& p, const Tensor& dy, const Tensor& w,

@@ -14,6 +14,7 @@ namespace convoy::cuda {
 
 // cuDNN descriptors and the algorithm chosen once for one convolution shape.
 struct ConvPlan;
+class GraphConvPlan;
 // Which of a convolution's three computations a plan is for (part of the plan's cache key).
 enum class ConvKind : int { forward = 0, backward_data = 1, backward_filter = 2 };
 
@@ -29,6 +30,8 @@ class CudaOps final : public Ops {
 
   void conv2d_forward(const Conv2dParams& p, const Tensor& x, const Tensor& w, const Tensor& b,
                       Tensor& y) override;
+  bool conv2d_forward_fused(const Conv2dParams& p, const Tensor& x, const Tensor& w, const Tensor& b,
+                            const Tensor* residual, bool relu, Tensor& y) override;
   void conv2d_backward_data(const Conv2dParams& p, const Tensor& dy, const Tensor& w,
                             Tensor& dx, bool accumulate = false) override;
   void conv2d_backward_weights(const Conv2dParams& p, const Tensor& x, const Tensor& dy,
@@ -112,6 +115,8 @@ class CudaOps final : public Ops {
   ScratchBuffer slots_;           // optimizer slot arrays
   std::vector<unsigned char> slots_host_;  // what slots_ holds
   std::map<std::array<int64_t, 24>, std::unique_ptr<ConvPlan>> conv_plans_;
+  // conv2d_forward_fused's plans by geometry and epilogue; null where cuDNN has none.
+  std::map<std::array<int64_t, 24>, std::unique_ptr<GraphConvPlan>> fused_conv_plans_;
   std::array<bool, 5> bn_kernels_only_{};  // per DType
   // Reduced-precision convolutions through cuDNN's graph API (GraphConvPlan) unless
   // CudaTunables::cudnn_graph is off (A/B and debugging: the legacy calls throughout).

@@ -32,13 +32,16 @@ class Desc {
   cudnnBackendDescriptor_t d_ = nullptr;
 };
 
-constexpr int64_t kX = 1, kW = 2, kY = 3;  // the tensors' unique ids in the graph
+// The tensors' unique ids in the graph; the epilogue's intermediates (virtual) count up from kNext.
+constexpr int64_t kX = 1, kW = 2, kY = 3, kBias = 4, kResidual = 5, kNext = 10;
 
-std::unique_ptr<Desc> tensor(int64_t uid, DType dtype, const std::array<int64_t, 4>& d, Layout layout) {
+// `is_virtual`: an intermediate of a fused graph, never in memory (f32).
+std::unique_ptr<Desc> tensor(int64_t uid, DType dtype, const std::array<int64_t, 4>& d, Layout layout,
+                             bool is_virtual = false) {
   const int64_t c = d[1], h = d[2], w = d[3];
   const std::array<int64_t, 4> strides = layout == Layout::nhwc ? std::array<int64_t, 4>{c * h * w, 1, w * c, c}
                                                                 : std::array<int64_t, 4>{c * h * w, h * w, w, 1};
-  const cudnnDataType_t type = cudnn_type(dtype);
+  const cudnnDataType_t type = is_virtual ? CUDNN_DATA_FLOAT : cudnn_type(dtype);
   const int64_t alignment = 16;
   auto t = std::make_unique<Desc>(CUDNN_BACKEND_TENSOR_DESCRIPTOR);
   t->set(CUDNN_ATTR_TENSOR_DATA_TYPE, CUDNN_TYPE_DATA_TYPE, 1, &type)
@@ -46,6 +49,10 @@ std::unique_ptr<Desc> tensor(int64_t uid, DType dtype, const std::array<int64_t,
       .set(CUDNN_ATTR_TENSOR_STRIDES, CUDNN_TYPE_INT64, 4, strides.data())
       .set(CUDNN_ATTR_TENSOR_UNIQUE_ID, CUDNN_TYPE_INT64, 1, &uid)
       .set(CUDNN_ATTR_TENSOR_BYTE_ALIGNMENT, CUDNN_TYPE_INT64, 1, &alignment);
+  if (is_virtual) {
+    const bool yes = true;
+    t->set(CUDNN_ATTR_TENSOR_IS_VIRTUAL, CUDNN_TYPE_BOOLEAN, 1, &yes);
+  }
   CONVOY_CUDNN_CHECK(t->finalize());
   return t;
 }
@@ -67,7 +74,7 @@ struct GraphConvPlan::Descriptors {
   // The variant pack of the last run: rebuilt only when a pointer changes (a replayed or
   // steady loop hands the same buffers every time).
   std::unique_ptr<Desc> pack;
-  std::array<const void*, 4> pack_ptrs{};
+  std::array<const void*, 6> pack_ptrs{};
 };
 
 GraphConvPlan::GraphConvPlan() : desc_(std::make_unique<Descriptors>()) {}
@@ -75,15 +82,20 @@ GraphConvPlan::~GraphConvPlan() = default;
 
 std::unique_ptr<GraphConvPlan> GraphConvPlan::build(cudnnHandle_t handle, const GraphConvSpec& spec,
                                                     const GraphConvChoice& choice, const void* x, const void* w,
-                                                    const void* y, const std::function<void*(size_t)>& workspace) {
+                                                    const void* y, const std::function<void*(size_t)>& workspace,
+                                                    const void* bias, const void* residual) {
   std::vector<std::unique_ptr<Desc>> kept;
   auto keep = [&](std::unique_ptr<Desc> d) -> Desc& {
     kept.push_back(std::move(d));
     return *kept.back();
   };
+  if (spec.fused() && spec.kind != ConvKind::forward) return nullptr;
   Desc& tx = keep(tensor(kX, spec.dtype, spec.x, spec.x_layout));
   Desc& tw = keep(tensor(kW, spec.dtype, spec.w, spec.w_layout));
   Desc& ty = keep(tensor(kY, spec.dtype, spec.y, spec.y_layout));
+  // With an epilogue the convolution writes a virtual f32 tensor the pointwise ops read.
+  int64_t next_uid = kNext;
+  Desc& conv_out = spec.fused() ? keep(tensor(next_uid++, spec.dtype, spec.y, spec.y_layout, true)) : ty;
 
   Desc& conv = keep(std::make_unique<Desc>(CUDNN_BACKEND_CONVOLUTION_DESCRIPTOR));
   const cudnnDataType_t compute = CUDNN_DATA_FLOAT;
@@ -105,7 +117,7 @@ std::unique_ptr<GraphConvPlan> GraphConvPlan::build(cudnnHandle_t handle, const 
       op = &keep(std::make_unique<Desc>(CUDNN_BACKEND_OPERATION_CONVOLUTION_FORWARD_DESCRIPTOR));
       op->set(CUDNN_ATTR_OPERATION_CONVOLUTION_FORWARD_X, tx)
           .set(CUDNN_ATTR_OPERATION_CONVOLUTION_FORWARD_W, tw)
-          .set(CUDNN_ATTR_OPERATION_CONVOLUTION_FORWARD_Y, ty)
+          .set(CUDNN_ATTR_OPERATION_CONVOLUTION_FORWARD_Y, conv_out)
           .set(CUDNN_ATTR_OPERATION_CONVOLUTION_FORWARD_CONV_DESC, conv)
           .set(CUDNN_ATTR_OPERATION_CONVOLUTION_FORWARD_ALPHA, CUDNN_TYPE_FLOAT, 1, &alpha)
           .set(CUDNN_ATTR_OPERATION_CONVOLUTION_FORWARD_BETA, CUDNN_TYPE_FLOAT, 1, &beta);
@@ -130,10 +142,37 @@ std::unique_ptr<GraphConvPlan> GraphConvPlan::build(cudnnHandle_t handle, const 
       break;
   }
   if (op->finalize() != CUDNN_STATUS_SUCCESS) return nullptr;
+  std::vector<cudnnBackendDescriptor_t> ops{op->get()};
+
+  // The epilogue: + bias, + residual, ReLU, each a pointwise op on the last one's output; the
+  // last writes y.
+  std::vector<std::pair<cudnnPointwiseMode_t, Desc*>> steps;  // mode, its second operand
+  if (spec.bias) {
+    const std::array<int64_t, 4> b{1, spec.y[1], 1, 1};
+    steps.push_back({CUDNN_POINTWISE_ADD, &keep(tensor(kBias, DType::f32, b, spec.y_layout))});
+  }
+  if (spec.residual) steps.push_back({CUDNN_POINTWISE_ADD, &keep(tensor(kResidual, spec.dtype, spec.y, spec.y_layout))});
+  if (spec.relu) steps.push_back({CUDNN_POINTWISE_RELU_FWD, nullptr});
+  Desc* in = &conv_out;
+  for (size_t i = 0; i < steps.size(); ++i) {
+    Desc& out = i + 1 == steps.size() ? ty : keep(tensor(next_uid++, spec.dtype, spec.y, spec.y_layout, true));
+    Desc& pw = keep(std::make_unique<Desc>(CUDNN_BACKEND_POINTWISE_DESCRIPTOR));
+    const cudnnDataType_t math = CUDNN_DATA_FLOAT;
+    pw.set(CUDNN_ATTR_POINTWISE_MODE, CUDNN_TYPE_POINTWISE_MODE, 1, &steps[i].first)
+        .set(CUDNN_ATTR_POINTWISE_MATH_PREC, CUDNN_TYPE_DATA_TYPE, 1, &math);
+    if (pw.finalize() != CUDNN_STATUS_SUCCESS) return nullptr;
+    Desc& node = keep(std::make_unique<Desc>(CUDNN_BACKEND_OPERATION_POINTWISE_DESCRIPTOR));
+    node.set(CUDNN_ATTR_OPERATION_POINTWISE_PW_DESCRIPTOR, pw)
+        .set(CUDNN_ATTR_OPERATION_POINTWISE_XDESC, *in)
+        .set(CUDNN_ATTR_OPERATION_POINTWISE_YDESC, out);
+    if (steps[i].second) node.set(CUDNN_ATTR_OPERATION_POINTWISE_BDESC, *steps[i].second);
+    if (node.finalize() != CUDNN_STATUS_SUCCESS) return nullptr;
+    ops.push_back(node.get());
+    in = &out;
+  }
 
   Desc& graph = keep(std::make_unique<Desc>(CUDNN_BACKEND_OPERATIONGRAPH_DESCRIPTOR));
-  cudnnBackendDescriptor_t ops[] = {op->get()};
-  graph.set(CUDNN_ATTR_OPERATIONGRAPH_OPS, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, ops)
+  graph.set(CUDNN_ATTR_OPERATIONGRAPH_OPS, CUDNN_TYPE_BACKEND_DESCRIPTOR, static_cast<int64_t>(ops.size()), ops.data())
       .set(CUDNN_ATTR_OPERATIONGRAPH_HANDLE, CUDNN_TYPE_HANDLE, 1, &handle);
   if (graph.finalize() != CUDNN_STATUS_SUCCESS) return nullptr;
 
@@ -214,9 +253,9 @@ std::unique_ptr<GraphConvPlan> GraphConvPlan::build(cudnnHandle_t handle, const 
       bool ok = true;
       float ms = 0;
       try {
-        out->run(handle, x, w, y, ws);
+        out->run(handle, x, w, y, ws, bias, residual);
         CONVOY_CUDA_CHECK(cudaEventRecord(start, stream));
-        for (int r = 0; r < 3; ++r) out->run(handle, x, w, y, ws);
+        for (int r = 0; r < 3; ++r) out->run(handle, x, w, y, ws, bias, residual);
         CONVOY_CUDA_CHECK(cudaEventRecord(stop, stream));
         CONVOY_CUDA_CHECK(cudaEventSynchronize(stop));
         CONVOY_CUDA_CHECK(cudaEventElapsedTime(&ms, start, stop));
@@ -240,15 +279,18 @@ std::unique_ptr<GraphConvPlan> GraphConvPlan::build(cudnnHandle_t handle, const 
   return out;
 }
 
-void GraphConvPlan::run(cudnnHandle_t handle, const void* x, const void* w, const void* y, void* workspace) {
+void GraphConvPlan::run(cudnnHandle_t handle, const void* x, const void* w, const void* y, void* workspace,
+                        const void* bias, const void* residual) {
   Descriptors& d = *desc_;
-  const std::array<const void*, 4> ptrs{x, w, y, workspace};
+  const std::array<const void*, 6> ptrs{x, w, y, workspace, bias, residual};
   if (!d.pack || d.pack_ptrs != ptrs) {
     auto pack = std::make_unique<Desc>(CUDNN_BACKEND_VARIANT_PACK_DESCRIPTOR);
-    const int64_t uids[] = {kX, kW, kY};
-    void* data[] = {const_cast<void*>(x), const_cast<void*>(w), const_cast<void*>(y)};
-    pack->set(CUDNN_ATTR_VARIANT_PACK_UNIQUE_IDS, CUDNN_TYPE_INT64, 3, uids)
-        .set(CUDNN_ATTR_VARIANT_PACK_DATA_POINTERS, CUDNN_TYPE_VOID_PTR, 3, data)
+    std::vector<int64_t> uids{kX, kW, kY};
+    std::vector<void*> data{const_cast<void*>(x), const_cast<void*>(w), const_cast<void*>(y)};
+    if (bias) uids.push_back(kBias), data.push_back(const_cast<void*>(bias));
+    if (residual) uids.push_back(kResidual), data.push_back(const_cast<void*>(residual));
+    pack->set(CUDNN_ATTR_VARIANT_PACK_UNIQUE_IDS, CUDNN_TYPE_INT64, static_cast<int64_t>(uids.size()), uids.data())
+        .set(CUDNN_ATTR_VARIANT_PACK_DATA_POINTERS, CUDNN_TYPE_VOID_PTR, static_cast<int64_t>(data.size()), data.data())
         .set(CUDNN_ATTR_VARIANT_PACK_WORKSPACE, CUDNN_TYPE_VOID_PTR, 1, &workspace);
     CONVOY_CUDNN_CHECK(pack->finalize());
     d.pack = std::move(pack);

@@ -27,6 +27,10 @@ struct GraphConvSpec {
   Layout x_layout = Layout::nchw, w_layout = Layout::nchw, y_layout = Layout::nchw;
   std::array<int64_t, 2> pad{}, stride{}, dilation{};
   bool accumulate = false;  // the written tensor += the result (beta = 1)
+  // Forward only, in the same kernel (inference with batch norm folded in): y = conv + bias
+  // (1, K, 1, 1) in f32, + residual (y's shape, dtype and layout), then a ReLU.
+  bool bias = false, residual = false, relu = false;
+  bool fused() const { return bias || residual || relu; }
 };
 
 // How to pick among the engine configurations cuDNN's heuristics list.
@@ -47,13 +51,16 @@ class GraphConvPlan {
   // time (NVRTC, seconds each) are left out. Benchmarking reads and writes the buffers x, w, y
   // (the written one may be a stand-in, where the tensor must keep its values); `workspace`
   // returns device scratch of at least the bytes asked.
+  // `bias` and `residual`: the epilogue's buffers where the spec has them.
   static std::unique_ptr<GraphConvPlan> build(cudnnHandle_t handle, const GraphConvSpec& spec,
                                               const GraphConvChoice& choice, const void* x, const void* w,
-                                              const void* y, const std::function<void*(size_t)>& workspace);
+                                              const void* y, const std::function<void*(size_t)>& workspace,
+                                              const void* bias = nullptr, const void* residual = nullptr);
 
   size_t workspace() const { return workspace_; }
   // Runs on the handle's stream; x, w, y as in GraphConvSpec (the written one among them too).
-  void run(cudnnHandle_t handle, const void* x, const void* w, const void* y, void* workspace);
+  void run(cudnnHandle_t handle, const void* x, const void* w, const void* y, void* workspace,
+           const void* bias = nullptr, const void* residual = nullptr);
 
  private:
   struct Descriptors;
