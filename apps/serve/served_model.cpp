@@ -232,6 +232,7 @@ bool ServedVersion::submit(InferJob job) {
       job.deadline = job.enqueued + std::chrono::microseconds(config_.default_timeout_us);
     queue_.push_back(std::move(job));
     metrics_.queue_size = static_cast<int64_t>(queue_.size());
+    queued_jobs_.store(queue_.size(), std::memory_order_relaxed);
   }
   wake_.notify_one();
   return true;
@@ -284,6 +285,7 @@ std::vector<InferJob> ServedVersion::next_batch(bool wait_for_work) {
       queue_.pop_front();
     }
     metrics_.queue_size = static_cast<int64_t>(queue_.size());
+    queued_jobs_.store(queue_.size(), std::memory_order_relaxed);
     more = !queue_.empty();
   }
   if (more) wake_.notify_one();  // another instance may take the rest
@@ -333,6 +335,13 @@ void ServedVersion::run_instance(Instance& instance) {
   // runs the last, which is answered after. On the CPU a batch is answered as soon as it ran.
   std::optional<Batch> running;
   for (;;) {
+    // An idle GPU instance looks for work for a while before it sleeps: a request that comes in
+    // meanwhile (the next one of a client that waited for its reply) starts without a thread
+    // wake-up, tens of microseconds of a batch-1 request's time. The CPU thread polls likewise.
+    if (!on_cpu_ && !running) {
+      const Clock::time_point give_up = Clock::now() + std::chrono::microseconds(500);
+      while (queued_jobs_.load(std::memory_order_relaxed) == 0 && Clock::now() < give_up) std::this_thread::yield();
+    }
     std::vector<InferJob> jobs = next_batch(/*wait_for_work=*/!running);
     if (jobs.empty() && !running) {
       std::unique_lock lock(mutex_);
