@@ -56,13 +56,15 @@ InferenceOptions plan_options(const ModelConfig& config, const std::string& what
 
 }  // namespace
 
-// An execution instance: a backend and a model of its own, so instances run side by side
-// without sharing the model's per-forward state. On the CPU, the model's inference plans for
-// the batches the batcher forms (as `convoy infer` runs it), where every layer has one; on a
-// GPU, one recorded forward per batch size (GraphedBatches), as `convoy bench` runs it.
+// An execution instance: a backend (its own stream) of its own. On the CPU, a model of its own
+// and its inference plans for the batches the batcher forms (as `convoy infer` runs it), where
+// every layer has one; on a GPU, one recorded forward per batch size (GraphedBatches), as
+// `convoy bench` runs it, of the one model all the version's instances share: the weights are
+// on the device once, each instance replays its own recordings on its own stream, and only the
+// recording (a forward through the shared model) is done one instance at a time.
 struct ServedVersion::Instance {
   std::unique_ptr<Backend> backend;
-  std::unique_ptr<Model> model;
+  std::shared_ptr<Model> model;
   std::unique_ptr<BatchedPlans> plans;      // built by the instance's own thread where planned_
   std::unique_ptr<GraphedBatches> graphed;  // on a GPU
   std::shared_ptr<BatchDecoder> decoder;     // nvJPEG on a GPU where it starts; else the CPU decodes
@@ -124,12 +126,19 @@ ServedVersion::ServedVersion(const ModelConfig& config, int64_t version, const s
   for (int64_t i = 0; i < config_.instance_count; ++i) {
     auto instance = std::make_unique<Instance>();
     instance->backend = i == 0 ? std::move(first) : select_backend(config_.device, options, std::cerr);
-    instance->model = std::make_unique<Model>(
+    instance->normalize = make_normalize(ckpt.info.mean, ckpt.info.std);
+    if (i > 0 && !on_cpu_) {  // the first instance's model, weights and all (same GPU: device pointers hold)
+      if (instance->backend->device() != instances_.front()->backend->device())
+        throw InputError("model '" + config_.name + "': its instances must share one GPU");
+      instance->model = instances_.front()->model;
+      instances_.push_back(std::move(instance));
+      continue;
+    }
+    instance->model = std::make_shared<Model>(
         Model::from_yaml(ckpt.info.model_yaml, checkpoint + " (model_yaml)", 0));
     instance->model->load_state(ckpt.tensors, checkpoint);
     instance->model->set_fusion(engine.fusion);
     instance->model->to(*instance->backend, DType::f32);
-    instance->normalize = make_normalize(ckpt.info.mean, ckpt.info.std);
     if (i == 0) {  // every instance is the same model on the same kind of device
       on_cpu_ = instance->backend->device().is_cpu();
       planned_ = on_cpu_ && InferencePlan::unsupported_reason(*instance->model).empty();
@@ -217,6 +226,14 @@ void ServedVersion::stop() {
     t.join();
   }
   metrics_.memory_bytes = 0;
+}
+
+size_t ServedVersion::model_copies() const {
+  std::vector<const Model*> seen;
+  for (const auto& instance : instances_)
+    if (instance->model && std::find(seen.begin(), seen.end(), instance->model.get()) == seen.end())
+      seen.push_back(instance->model.get());
+  return seen.size();
 }
 
 size_t ServedVersion::queued() const {
@@ -315,8 +332,11 @@ void ServedVersion::run_instance(Instance& instance) {
         instance.plans = std::make_unique<BatchedPlans>(*instance.model, config_.max_batch_size, plan_options_);
       });
     if (!on_cpu_) {
-      instance.graphed = std::make_unique<GraphedBatches>(*instance.backend, *instance.model, config_.max_batch_size,
-                                                          instance.normalize);
+      {
+        std::lock_guard forwards(model_forwards_);  // records through the shared model
+        instance.graphed = std::make_unique<GraphedBatches>(*instance.backend, *instance.model,
+                                                            config_.max_batch_size, instance.normalize);
+      }
       // Made now, not for the first encoded images: starting nvJPEG takes about half a second.
       if (nvjpeg_unavailable_reason().empty()) {
         try {
@@ -450,6 +470,8 @@ ServedVersion::Batch ServedVersion::start(Instance& instance, std::vector<InferJ
                                                           : decode(instance, b.jobs, b.first_row);
       if (!batch.defined()) return;  // every image was unreadable
       if (instance.graphed) {
+        // A replay touches no model state; the lock covers a recording made again (a stale one).
+        std::lock_guard forwards(model_forwards_);
         b.queued = instance.graphed->submit(batch);
         return;
       }

@@ -52,7 +52,8 @@ struct InferJob {
 };
 
 // Bytes a version needs: every instance's parameters and buffers, plus the activations of a
-// forward pass at max_batch_size (every layer's output kept: an upper bound). On the CPU, once
+// forward pass at max_batch_size (every layer's output kept: an upper bound; on a GPU the
+// instances share one copy of the weights, so counting them per instance is one too). On the CPU, once
 // the instances' inference plans are built, their measured bytes (arenas and reordered weights)
 // take the activations' place.
 struct MemoryEstimate {
@@ -91,6 +92,8 @@ class ServedVersion {
   // ("int8 inference plans ..." in reduced precision), or "layer by layer".
   const std::string& execution() const { return execution_; }
   size_t queued() const;
+  // Distinct copies of the model the instances hold: one on a GPU (shared), one each on the CPU.
+  size_t model_copies() const;
 
  private:
   struct Instance;
@@ -139,6 +142,7 @@ class ServedVersion {
   std::condition_variable wake_;
   std::deque<InferJob> queue_;
   std::atomic<size_t> queued_jobs_{0};  // queue_.size(), read without the lock (GPU instances poll it)
+  std::mutex model_forwards_;  // GPU: one instance at a time queues work through the shared model
   bool stopping_ = false;
   std::vector<std::unique_ptr<Instance>> instances_;
   std::vector<std::thread> threads_;

@@ -8,7 +8,7 @@
 # Env: SERVE_DEVICE (cpu), SERVE_MODEL (models/lenet5.yaml), SERVE_BATCH (16), SERVE_SINGLE_EXTRA
 # (more config.yaml lines for the batch-1 model, e.g. $'threads: 1\n'), SERVE_PRECISION (fp32; bf16, or
 # int8 from a `convoy quantize` of the checkpoint: the CPU plans' precision, offline and served),
-# SERVE_RUNS (model:connections in turn; default single:1 m:1 m:16 m:256 single:1), SERVE_DATA (the
+# SERVE_INSTANCES (the batched model's instance_count, default 1), SERVE_RUNS (model:connections in turn; default single:1 m:1 m:16 m:256 single:1), SERVE_DATA (the
 # Fashion-MNIST folder the checkpoint is trained on; default the Debian package's), SERVE_IMAGES (images
 # per request, default 1), SERVE_PROTOCOL (http: wrk, Triton's binary tensor format; grpc: h2load from
 # nghttp2-client sending ModelInfer with raw_input_contents; failures counted from the server's metrics),
@@ -57,6 +57,7 @@ printf 'max_batch_size: 1\ndevice: %s\nprecision: %s\n%s' "$device" "$precision"
   >"$work/repo/single/config.yaml"
 cat >"$work/repo/m/config.yaml" <<YAML
 max_batch_size: $batch
+instance_count: ${SERVE_INSTANCES:-1}
 device: $device
 precision: $precision
 dynamic_batching: {max_queue_delay_microseconds: 1000, preferred_batch_size: [$batch], max_queue_size: 1024}

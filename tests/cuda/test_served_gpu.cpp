@@ -120,9 +120,14 @@ TEST_F(ServedGpu, BatchedRequestsAgreeWithTheCpuInEachPrecision) {
     ServedVersion v(config, 1, checkpoint, 0, metrics, EngineOptions{});
     const std::string expect = precision ? to_string(*precision) : "bf16";
     EXPECT_EQ(v.execution().rfind(expect + " recorded forwards", 0), 0u) << v.execution();
+    EXPECT_EQ(v.model_copies(), 1u) << "the two instances share one copy of the weights";
     const std::vector<float> got = serve_all(v, images);
     ASSERT_EQ(got.size(), want.size());
     EXPECT_LE(relative_difference(got, want), tol) << v.execution();
+    // Again, many at once: both instances busy, each with batches in flight.
+    const Tensor more = random_images(64, 11);
+    const std::vector<float> got_more = serve_all(v, more);
+    EXPECT_LE(relative_difference(got_more, cpu_probabilities(more)), tol) << v.execution();
     v.stop();
   }
 }
