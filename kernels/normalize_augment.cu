@@ -35,7 +35,8 @@ __global__ void normalize_augment_kernel(NormalizeAugmentArgs a, const uint8_t* 
     if (sh >= 0 && sh < a.h && sw >= 0 && sw < a.w) {
       // The flip comes first: the cropped image reads the flipped one.
       if (a.horizontal_flip && ((r >> 32) & 1)) sw = a.w - 1 - sw;
-      v = static_cast<float>(images[((n * a.c + c) * a.h + sh) * a.w + sw]);
+      v = static_cast<float>(a.nhwc_in ? images[((n * a.h + sh) * a.w + sw) * a.c + c]
+                                       : images[((n * a.c + c) * a.h + sh) * a.w + sw]);
     }
     // The CPU's arithmetic, operation by operation (no FMA contraction): equal bit for bit.
     const float inv_std = __fdiv_rn(1.f, a.std[c]);

@@ -16,8 +16,9 @@ struct NormalizeAugmentArgs {
   uint64_t seed;
   int64_t n, c, h, w;
   bool nhwc_out;
+  bool nhwc_in;  // the images' memory order (a client's channels-last pixels)
 };
-// images u8 (n, c, h, w) nchw -> y (n, c, h, w) in out_dt (floating), nchw or nhwc.
+// images u8 (n, c, h, w) nchw or nhwc -> y (n, c, h, w) in out_dt (floating), nchw or nhwc.
 void normalize_augment(const NormalizeAugmentArgs& a, const uint8_t* images, Dt out_dt, void* y,
                        cudaStream_t stream);
 

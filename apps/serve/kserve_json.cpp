@@ -57,13 +57,18 @@ Tensor make_input_tensor(const std::string& name, const std::string& datatype, c
           std::to_string(spec.max_batch_size));
     return {};
   }
-  const Shape& want = spec.input;
-  if (shape.size() != 4 || shape[1] != want[0] || shape[2] != want[1] || shape[3] != want[2] || shape[0] < 1 ||
-      shape[0] > spec.max_batch_size)
-    bad("input 'input': shape " + shape_str(shape) + ", expected [n, " + std::to_string(want[0]) + ", " +
-        std::to_string(want[1]) + ", " + std::to_string(want[2]) + "] with 1 <= n <= " +
-        std::to_string(spec.max_batch_size));
-  return Tensor::empty(shape, datatype == "UINT8" ? DType::u8 : DType::f32);
+  const Shape& want = spec.input;  // (C, H, W)
+  const bool batch_ok = shape.size() == 4 && shape[0] >= 1 && shape[0] <= spec.max_batch_size;
+  if (batch_ok && shape[1] == want[0] && shape[2] == want[1] && shape[3] == want[2])
+    return Tensor::empty(shape, datatype == "UINT8" ? DType::u8 : DType::f32);
+  // UINT8 pixels may also come channels-last, [n, H, W, C] as images are stored: the bytes are
+  // kept as sent, tagged nhwc, and the normalization reads them so (on the GPU, in one kernel).
+  if (batch_ok && datatype == "UINT8" && shape[1] == want[1] && shape[2] == want[2] && shape[3] == want[0])
+    return Tensor::empty({shape[0], want[0], want[1], want[2]}, DType::u8).with_layout(Layout::nhwc);
+  bad("input 'input': shape " + shape_str(shape) + ", expected [n, " + std::to_string(want[0]) + ", " +
+      std::to_string(want[1]) + ", " + std::to_string(want[2]) + "] (or UINT8 [n, " + std::to_string(want[1]) + ", " +
+      std::to_string(want[2]) + ", " + std::to_string(want[0]) + "], channels-last) with 1 <= n <= " +
+      std::to_string(spec.max_batch_size));
 }
 
 std::vector<std::string> split_bytes_elements(std::string_view data, int64_t n) {

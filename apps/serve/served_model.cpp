@@ -397,9 +397,10 @@ Tensor ServedVersion::assemble(Instance& instance, std::vector<InferJob>& jobs, 
   const DType dtype = jobs.front().input.dtype();
   if (jobs.size() == 1 && !instance.graphed) return jobs.front().input;
   // On a GPU the batch is assembled in pinned staging, which uploads without a bounce.
-  Tensor host = instance.graphed && dtype == DType::u8
-                    ? instance.graphed->staging(n)
-                    : Tensor::empty({n, input_shape_[0], input_shape_[1], input_shape_[2]}, dtype);
+  Tensor host = (instance.graphed && dtype == DType::u8
+                     ? instance.graphed->staging(n)
+                     : Tensor::empty({n, input_shape_[0], input_shape_[1], input_shape_[2]}, dtype))
+                    .with_layout(jobs.front().input.layout());  // the jobs' bytes as sent, one after another
   auto* dst = static_cast<char*>(host.raw());
   for (const InferJob& j : jobs) {
     std::memcpy(dst, j.input.raw(), j.input.nbytes());

@@ -34,7 +34,8 @@ struct InferResult {
 };
 
 // One request's samples, queued for a batch. `input` is (n, C, H, W) on the CPU: u8 pixels
-// (normalized with the checkpoint's mean and std) or f32 values fed to the model as they are; or
+// (normalized with the checkpoint's mean and std; nhwc where the client sent them channels-last)
+// or f32 values fed to the model as they are; or
 // `encoded` holds the request's encoded images, which the instance decodes and preprocesses with
 // the checkpoint's preprocessing (nvJPEG on a GPU, libjpeg-turbo/libpng on the CPU), never an I/O
 // thread.
@@ -47,8 +48,10 @@ struct InferJob {
   std::function<void(InferResult)> done;
 
   int64_t rows() const { return input.defined() ? input.dim(0) : static_cast<int64_t>(encoded.size()); }
-  // Jobs batch together only with jobs of the same kind: u8, f32 or encoded.
-  int kind() const { return input.defined() ? static_cast<int>(input.dtype()) : -1; }
+  // Jobs batch together only with jobs of the same kind: u8 (channels first or last), f32 or encoded.
+  int kind() const {
+    return input.defined() ? 2 * static_cast<int>(input.dtype()) + (input.layout() == Layout::nhwc) : -1;
+  }
 };
 
 // Bytes a version needs: every instance's parameters and buffers, plus the activations of a

@@ -53,7 +53,8 @@ GraphedBatches::Pending GraphedBatches::submit(const Tensor& images) {
     // (size, C, H, W): a padded pass's last rows hold an earlier batch's. The next batch writes
     // it only after this one's forward has read it: both are queued on the one stream.
     Tensor& x = inputs_[k];
-    const Tensor part = uploader_->upload(images.slice_rows(row, row + rows));
+    // The ring's buffer holds the bytes as sent: channels-last pixels keep their layout tag.
+    const Tensor part = uploader_->upload(images.slice_rows(row, row + rows)).with_layout(images.layout());
     Tensor rows_of_x = x.slice_rows(0, rows);
     if (part.dtype() == DType::u8)
       backend_.ops().normalize_augment(part, normalize_, 0, rows_of_x);

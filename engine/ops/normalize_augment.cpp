@@ -20,8 +20,8 @@ NormalizeAugment make_normalize(const std::vector<double>& mean, const std::vect
 void check_normalize_augment(const Tensor& images, const NormalizeAugment& a, const Tensor& y, Device device) {
   const OpCheck c("normalize_augment", device);
   c.here(images, "images").floating(y, "y");
-  c.that(images.dtype() == DType::u8 && images.ndim() == 4 && images.layout() == Layout::nchw,
-         [&] { return "images must be (N, C, H, W) U8 nchw, got " + describe(images); });
+  c.that(images.dtype() == DType::u8 && images.ndim() == 4,
+         [&] { return "images must be (N, C, H, W) U8, nchw or nhwc, got " + describe(images); });
   c.that(y.shape() == images.shape(),
          [&] { return "y " + describe(y) + " must have the images' shape " + shape_str(images.shape()); });
   c.that(images.dim(1) <= 4, [&] { return "at most 4 channels, got " + describe(images); });

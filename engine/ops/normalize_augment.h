@@ -18,7 +18,8 @@ struct NormalizeAugment {
 // Normalization applied to every batch fed to the model; one mean and std serve every channel.
 NormalizeAugment make_normalize(const std::vector<double>& mean, const std::vector<double>& std);
 
-// images (N, C, H, W) u8 nchw with C <= 4, y the same shape in a floating dtype.
+// images (N, C, H, W) u8 with C <= 4, nchw or nhwc (a client's channels-last pixels), y the same
+// shape in a floating dtype.
 void check_normalize_augment(const Tensor& images, const NormalizeAugment& a, const Tensor& y, Device device);
 
 }  // namespace convoy

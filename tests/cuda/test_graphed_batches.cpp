@@ -143,4 +143,24 @@ TEST_F(GraphedBatchesTest, BatchesQueuedWhileOthersRunAnswerAsEachAlone) {
   EXPECT_EQ(logits, alone[0]);
 }
 
+TEST_F(GraphedBatchesTest, ChannelsLastPixelsGiveWhatChannelsFirstGive) {
+  // A client's [n, H, W, C] u8 pixels (tagged nhwc) are normalized on the GPU as they are.
+  auto gpu = make_cuda_backend(0, BackendOptions{});
+  Model m = resnet20();
+  m.to(*gpu, DType::bf16, gpu->preferred_layout(DType::bf16));
+  GraphedBatches batches(*gpu, m, 4, NormalizeAugment{});
+  const int64_t n = 3;
+  const Tensor nchw = random_images(n, 21);
+  Tensor nhwc = batches.staging(n).with_layout(Layout::nhwc);
+  for (int64_t s = 0; s < n; ++s)
+    for (int64_t c = 0; c < 3; ++c)
+      for (int64_t y = 0; y < 32; ++y)
+        for (int64_t x = 0; x < 32; ++x)
+          nhwc.data<uint8_t>()[((s * 32 + y) * 32 + x) * 3 + c] = nchw.data<uint8_t>()[((s * 3 + c) * 32 + y) * 32 + x];
+  std::vector<float> want, want_probs, got, got_probs;
+  batches.run(nchw, want, want_probs);
+  batches.run(nhwc, got, got_probs);
+  EXPECT_EQ(got, want);
+}
+
 }  // namespace

@@ -115,6 +115,12 @@ TEST_F(ServeE2E, InferJsonAndBinaryTensorsMatchTheEngine) {
   expect_close(output_data(u8_reply, "probabilities"), ref.probabilities(pixels, n), 1e-5, "probabilities");
   expect_close(output_data(u8_reply, "logits"), ref.logits(x, n), 1e-4, "logits of u8");
 
+  // The same pixels channels-last, UINT8 [n, H, W, C] as images are stored: the same answer.
+  const json nhwc_request = {{"inputs", {{{"name", "input"}, {"shape", {n, 28, 28, 1}}, {"datatype", "UINT8"}, {"data", pixels}}}}};
+  const auto nhwc = post_json(server, "/v2/models/fm/infer", nhwc_request);
+  ASSERT_EQ(nhwc.status, 200) << nhwc.body;
+  EXPECT_EQ(output_data(json::parse(nhwc.body), "probabilities"), output_data(u8_reply, "probabilities"));
+
   // FP32 model input as nested JSON arrays, only the logits asked for.
   json nested = json::array();
   for (int64_t b = 0; b < n; ++b) {

@@ -20,6 +20,7 @@ void CudaOps::normalize_augment(const Tensor& images, const NormalizeAugment& a,
   k.seed = seed;
   k.n = images.dim(0); k.c = images.dim(1); k.h = images.dim(2); k.w = images.dim(3);
   k.nhwc_out = y.layout() == Layout::nhwc;
+  k.nhwc_in = images.layout() == Layout::nhwc;
   kernels::normalize_augment(k, images.data<uint8_t>(), dt_of(y.dtype()), y.raw(), ctx_.stream);
 }
 
