@@ -10,6 +10,7 @@
 #include "apps/serve/endpoints.h"
 #include "apps/serve/kserve_json.h"
 #include "apps/serve/triton_config.h"
+#include "apps/serve/triton_stats.h"
 #include "datasets/preprocess.h"
 #include "engine/core/error.h"
 
@@ -211,6 +212,11 @@ void Router::serve(Operation operation, const RouteMatch& m, const HttpRequest& 
       const int64_t top_k = parse_positive(k);
       if (top_k == 0) return reply(error_reply(400, "top_k must be a positive integer, got '" + k + "'"));
       return classify(m.model, m.version, request, top_k, reply);
+    }
+    case Operation::model_statistics: {  // an empty model (GET /v2/models/stats): every model
+      HttpReply r;
+      r.body = model_statistics_json(repository_, metrics_, m.model, m.version);
+      return reply(std::move(r));
     }
   }
 }

@@ -14,6 +14,7 @@
 #include "apps/serve/grpc_endpoint.h"
 #include "apps/serve/kserve_json.h"
 #include "apps/serve/triton_config.h"
+#include "apps/serve/triton_stats.h"
 #include "engine/core/error.h"
 #include "kserve_v2.grpc.pb.h"
 
@@ -133,6 +134,25 @@ class Service final : public inference::GRPCInferenceService::Service {
   Status RepositoryModelUnload(ServerContext*, const inference::RepositoryModelUnloadRequest* q,
                                inference::RepositoryModelUnloadResponse*) override {
     return load_or_unload_call(Operation::model_unload, q->model_name());
+  }
+
+  // Triton's statistics, from the text GET .../stats returns (triton_stats.h), parsed strictly.
+  Status ModelStatistics(ServerContext*, const inference::ModelStatisticsRequest* q,
+                         inference::ModelStatisticsResponse* r) override {
+    const int64_t v = parse_version(q->version());
+    if (v < 0) return Status(StatusCode::INVALID_ARGUMENT, "bad version '" + q->version() + "'");
+    if (q->name().empty() && v != 0)
+      return Status(StatusCode::INVALID_ARGUMENT, "a version (" + q->version() + ") without a model name");
+    try {
+      google::protobuf::util::JsonParseOptions options;
+      options.ignore_unknown_fields = false;
+      const auto parsed = google::protobuf::util::JsonStringToMessage(
+          model_statistics_json(repository_, metrics_, q->name(), v), r, options);
+      if (!parsed.ok()) return Status(StatusCode::INTERNAL, "model statistics: " + std::string(parsed.message()));
+    } catch (const RequestError& e) {
+      return Status(code_of(e.status()), e.what());
+    }
+    return Status::OK;
   }
 
   Status ModelInfer(ServerContext*, const inference::ModelInferRequest* q, inference::ModelInferResponse* r) override {
