@@ -253,8 +253,8 @@ void Router::infer(const std::string& model, int64_t version, const HttpRequest&
   const int64_t classes = served->classes(), v = served->version();
   Tensor input = parsed->input;
   run_job(served, metrics_, std::move(input), std::move(parsed->encoded), parsed->timeout_us,
-          [parsed, model, v, classes](InferResult& r) {
-            InferReplyBody body = make_infer_reply(*parsed, model, v, r.logits, r.probabilities, classes);
+          [parsed, model, v, classes, names = served->class_names()](InferResult& r) {
+            InferReplyBody body = make_infer_reply(*parsed, model, v, r.logits, r.probabilities, classes, names);
             HttpReply out;
             out.body = std::move(body.body);
             out.inference_header_length = body.header_length;
