@@ -63,7 +63,8 @@ inline constexpr Endpoint kEndpoints[] = {
 
 // The server metadata (GET /v2, ServerMetadata); its version is CONVOY_VERSION.
 inline constexpr const char* kServerName = "convoy";
-inline constexpr const char* kServerExtensions[] = {"binary_tensor_data", "model_repository", "classification"};
+inline constexpr const char* kServerExtensions[] = {"binary_tensor_data", "model_repository", "classification",
+                                                   "statistics"};
 
 // A version or count as written in a request: digits only, at most 18 of them; else nullopt.
 std::optional<int64_t> parse_count(std::string_view text);
