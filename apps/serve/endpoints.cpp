@@ -41,11 +41,7 @@ bool submit_request(const std::shared_ptr<ServedVersion>& served, MetricsRegistr
   job.enqueued = Clock::now();
   if (timeout_us > 0) job.deadline = job.enqueued + std::chrono::microseconds(timeout_us);
   job.done = [&m, start = job.enqueued, done = std::move(done)](InferResult result) {
-    if (result.status == InferResult::Status::ok) {
-      m.request_success++;
-      m.request_duration_us +=
-          static_cast<uint64_t>(std::chrono::duration_cast<std::chrono::microseconds>(Clock::now() - start).count());
-    }
+    m.record_completion(result.status == InferResult::Status::ok, ns_of(Clock::now() - start));
     done(std::move(result));
   };
   if (served->submit(std::move(job))) return true;

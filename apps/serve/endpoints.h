@@ -30,6 +30,7 @@ enum class Operation {
   model_ready,
   model_infer,
   model_classify,
+  model_statistics,
 };
 
 struct Endpoint {
@@ -50,16 +51,20 @@ inline constexpr Endpoint kEndpoints[] = {
     {Operation::repository_index, "POST", "/v2/repository/index", "RepositoryIndex"},
     {Operation::model_load, "POST", "/v2/repository/models/{model}/load", "RepositoryModelLoad"},
     {Operation::model_unload, "POST", "/v2/repository/models/{model}/unload", "RepositoryModelUnload"},
+    // Every model's statistics; before the metadata's row, whose {model} would take "stats".
+    {Operation::model_statistics, "GET", "/v2/models/stats", ""},
     {Operation::model_metadata, "GET", "/v2/models/{model}[/versions/{version}]", "ModelMetadata"},
     {Operation::model_config, "GET", "/v2/models/{model}[/versions/{version}]/config", "ModelConfig"},
     {Operation::model_ready, "GET", "/v2/models/{model}[/versions/{version}]/ready", "ModelReady"},
     {Operation::model_infer, "POST", "/v2/models/{model}[/versions/{version}]/infer", "ModelInfer"},
     {Operation::model_classify, "POST", "/v2/models/{model}[/versions/{version}]/classify", ""},
+    {Operation::model_statistics, "GET", "/v2/models/{model}[/versions/{version}]/stats", "ModelStatistics"},
 };
 
 // The server metadata (GET /v2, ServerMetadata); its version is CONVOY_VERSION.
 inline constexpr const char* kServerName = "convoy";
-inline constexpr const char* kServerExtensions[] = {"binary_tensor_data", "model_repository", "classification"};
+inline constexpr const char* kServerExtensions[] = {"binary_tensor_data", "model_repository", "classification",
+                                                   "statistics"};
 
 // A version or count as written in a request: digits only, at most 18 of them; else nullopt.
 std::optional<int64_t> parse_count(std::string_view text);

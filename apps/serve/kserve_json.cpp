@@ -193,31 +193,91 @@ InferRequest parse_infer_request(std::string_view body, std::optional<size_t> he
       const std::string n = oname->get<std::string>();
       if (n != kLogitsName && n != kProbabilitiesName)
         bad("unknown output '" + n + "'; the model's outputs are '" + kLogitsName + "' and '" + kProbabilitiesName + "'");
-      bool as_binary = binary_output_default;
+      RequestedOutput out{n, binary_output_default, 0};
       const json* op = find_member(o, "parameters");
-      if (op && op->is_object())
+      if (op && op->is_object()) {
         if (const json* b = find_member(*op, "binary_data")) {
           if (!b->is_boolean()) bad("outputs: parameters.binary_data must be true or false");
-          as_binary = b->get<bool>();
+          out.binary = b->get<bool>();
         }
-      req.outputs.emplace_back(n, as_binary);
+        if (const json* c = find_member(*op, "classification")) {
+          if (!c->is_number_integer())
+            bad("output '" + n + "': parameters.classification must be an integer, the number of classes to return");
+          out.classification = check_classification(n, c->get<int64_t>(), spec.classes);
+        }
+      }
+      req.outputs.push_back(std::move(out));
     }
   }
   if (req.outputs.empty())
-    req.outputs = {{kLogitsName, binary_output_default}, {kProbabilitiesName, binary_output_default}};
+    req.outputs = {{kLogitsName, binary_output_default, 0}, {kProbabilitiesName, binary_output_default, 0}};
   return req;
+}
+
+int64_t check_classification(const std::string& output, int64_t k, int64_t classes) {
+  if (k < 1 || k > classes)
+    bad("output '" + output + "': classification " + std::to_string(k) + " is not a number of classes from 1 to " +
+        std::to_string(classes));
+  return k;
+}
+
+std::vector<std::string> top_k_classes(const std::vector<float>& values, int64_t classes, int64_t k,
+                                       const std::vector<std::string>& labels) {
+  std::vector<std::string> out;
+  if (classes <= 0) return out;
+  const auto c = static_cast<size_t>(classes);
+  const size_t rows = values.size() / c;
+  const auto top = static_cast<size_t>(std::clamp<int64_t>(k, 0, classes));
+  std::vector<size_t> order(c);
+  for (size_t r = 0; r < rows; ++r) {
+    const float* row = values.data() + r * c;
+    for (size_t i = 0; i < c; ++i) order[i] = i;
+    std::partial_sort(order.begin(), order.begin() + static_cast<long>(top), order.end(),
+                      [row](size_t a, size_t b) { return row[a] > row[b] || (row[a] == row[b] && a < b); });
+    for (size_t i = 0; i < top; ++i) {
+      std::string s = std::to_string(row[order[i]]) + ":" + std::to_string(order[i]);
+      if (order[i] < labels.size() && !labels[order[i]].empty()) s += ":" + labels[order[i]];
+      out.push_back(std::move(s));
+    }
+  }
+  return out;
+}
+
+std::string serialize_bytes_elements(const std::vector<std::string>& elements) {
+  std::string out;
+  for (const std::string& e : elements) {
+    const auto n = static_cast<uint32_t>(e.size());
+    const char length[4] = {static_cast<char>(n & 0xff), static_cast<char>((n >> 8) & 0xff),
+                            static_cast<char>((n >> 16) & 0xff), static_cast<char>((n >> 24) & 0xff)};
+    out.append(length, 4);
+    out += e;
+  }
+  return out;
 }
 
 InferReplyBody make_infer_reply(const InferRequest& request, const std::string& model, int64_t version,
                                 const std::vector<float>& logits, const std::vector<float>& probabilities,
-                                int64_t classes) {
+                                int64_t classes, const std::vector<std::string>& class_names) {
   json doc = {{"model_name", model}, {"model_version", std::to_string(version)}};
   if (!request.id.empty()) doc["id"] = request.id;
   const auto n = static_cast<int64_t>(logits.size()) / std::max<int64_t>(classes, 1);  // rows answered
   json outputs = json::array();
   std::string binary;
-  for (const auto& [name, as_binary] : request.outputs) {
+  for (const auto& [name, as_binary, k] : request.outputs) {
     const std::vector<float>& values = name == kLogitsName ? logits : probabilities;
+    if (k > 0) {
+      std::vector<std::string> top = top_k_classes(values, classes, k, class_names);
+      json out = {{"name", name}, {"datatype", "BYTES"}, {"shape", {n, k}}};
+      if (as_binary) {
+        const std::string bytes = serialize_bytes_elements(top);
+        out["parameters"] = {{"binary_data_size", bytes.size()}};
+        binary += bytes;
+      } else {
+        out["data"] = std::move(top);
+      }
+      outputs.push_back(std::move(out));
+      continue;
+    }
     json out = {{"name", name}, {"datatype", "FP32"}, {"shape", {n, classes}}};
     if (as_binary) {
       const size_t bytes = values.size() * sizeof(float);

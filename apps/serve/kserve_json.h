@@ -35,6 +35,14 @@ struct TensorSpec {
   int64_t classes = 0;
 };
 
+// An output to return: as JSON data or binary, and as its tensor, or (classification k > 0) as
+// Triton's classification extension gives it: BYTES (n, k), each row's k highest values.
+struct RequestedOutput {
+  std::string name;
+  bool binary = false;
+  int64_t classification = 0;
+};
+
 struct InferRequest {
   std::string id;
   Tensor input;             // (n, C, H, W) on the CPU, u8 or f32; undefined for encoded images
@@ -42,9 +50,21 @@ struct InferRequest {
   // decoded and preprocessed by the server with the checkpoint's preprocessing.
   std::vector<std::string> encoded;
   int64_t timeout_us = 0;   // parameters.timeout; 0 = the model's default
-  // The outputs to return, in order, and whether each goes as binary data.
-  std::vector<std::pair<std::string, bool>> outputs;
+  std::vector<RequestedOutput> outputs;  // in order
 };
+
+// A requested output's "classification" parameter, `k`: RequestError(400) naming it unless
+// 1 <= k <= classes (Triton's document sets no bound; its server would cut k to `classes`).
+int64_t check_classification(const std::string& output, int64_t k, int64_t classes);
+
+// Triton's classification of each row of `values` (rows, classes): its `k` highest values, highest
+// first (the lower index first among equals), each as "value:index:label" (value as std::to_string
+// writes a float, as Triton does; ":label" only where `labels` has a non-empty one). rows * k strings.
+std::vector<std::string> top_k_classes(const std::vector<float>& values, int64_t classes, int64_t k,
+                                       const std::vector<std::string>& labels);
+
+// BYTES elements in Triton's serialization: each a 4-byte little-endian length and its bytes.
+std::string serialize_bytes_elements(const std::vector<std::string>& elements);
 
 // The (n, C, H, W) tensor for an input named `name` of `datatype` and `shape`, uninitialized;
 // RequestError(400) when the name, datatype or shape is not the model's. For BYTES (shape [n] or
@@ -66,9 +86,10 @@ struct InferReplyBody {
   std::string body;
   std::optional<size_t> header_length;  // set when binary outputs follow the JSON
 };
-// The response: outputs (n, classes) FP32 as JSON data or binary per request.
+// The response: outputs (n, classes) FP32, or BYTES (n, k) classifications labelled with
+// `class_names`, as JSON data or binary per request.
 InferReplyBody make_infer_reply(const InferRequest& request, const std::string& model, int64_t version,
                                 const std::vector<float>& logits, const std::vector<float>& probabilities,
-                                int64_t classes);
+                                int64_t classes, const std::vector<std::string>& class_names);
 
 }  // namespace convoy::serve

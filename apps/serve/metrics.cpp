@@ -1,9 +1,44 @@
 #include "apps/serve/metrics.h"
 
+#include <algorithm>
 #include <sstream>
 #include <vector>
 
 namespace convoy::serve {
+
+void ModelMetrics::record_request(uint64_t queue_ns, uint64_t input_ns, uint64_t infer_ns, uint64_t output_ns) {
+  queue.add(queue_ns);
+  compute_input.add(input_ns);
+  compute_infer.add(infer_ns);
+  compute_output.add(output_ns);
+}
+
+void ModelMetrics::record_batch(int64_t batch_size, uint64_t input_ns, uint64_t infer_ns, uint64_t output_ns) {
+  std::lock_guard lock(batches_mutex_);
+  BatchStat& b = batches_[batch_size];
+  b.count++;
+  b.compute_input_ns += input_ns;
+  b.compute_infer_ns += infer_ns;
+  b.compute_output_ns += output_ns;
+}
+
+void ModelMetrics::record_completion(bool success, uint64_t duration_ns) {
+  // The failure's count is taken where it fails (the queue, the batcher, the decoder, the model).
+  if (success) {
+    request_success++;
+    request_duration_ns += duration_ns;
+  } else {
+    failure_duration_ns += duration_ns;
+  }
+  const auto now = std::chrono::duration_cast<std::chrono::milliseconds>(
+      std::chrono::system_clock::now().time_since_epoch());
+  last_inference_ms = static_cast<uint64_t>(now.count());
+}
+
+std::map<int64_t, BatchStat> ModelMetrics::batches() const {
+  std::lock_guard lock(batches_mutex_);
+  return batches_;
+}
 
 ModelMetrics& MetricsRegistry::get(const std::string& model, int64_t version) {
   std::lock_guard lock(mutex_);
@@ -29,11 +64,15 @@ std::string MetricsRegistry::prometheus_text() const {
       {"nv_inference_exec_count", "counter", "Number of model executions performed",
        [](const ModelMetrics& m) -> uint64_t { return m.exec_count; }},
       {"nv_inference_request_duration_us", "counter", "Cumulative inference request duration in microseconds",
-       [](const ModelMetrics& m) -> uint64_t { return m.request_duration_us; }},
+       [](const ModelMetrics& m) -> uint64_t { return m.request_duration_ns / 1000; }},
       {"nv_inference_queue_duration_us", "counter", "Cumulative inference queuing duration in microseconds",
-       [](const ModelMetrics& m) -> uint64_t { return m.queue_duration_us; }},
+       [](const ModelMetrics& m) -> uint64_t { return m.queue.ns / 1000; }},
+      {"nv_inference_compute_input_duration_us", "counter", "Cumulative compute input duration in microseconds",
+       [](const ModelMetrics& m) -> uint64_t { return m.compute_input.ns / 1000; }},
       {"nv_inference_compute_infer_duration_us", "counter", "Cumulative compute inference duration in microseconds",
-       [](const ModelMetrics& m) -> uint64_t { return m.compute_duration_us; }},
+       [](const ModelMetrics& m) -> uint64_t { return m.compute_infer.ns / 1000; }},
+      {"nv_inference_compute_output_duration_us", "counter", "Cumulative inference compute output duration in microseconds",
+       [](const ModelMetrics& m) -> uint64_t { return m.compute_output.ns / 1000; }},
       {"nv_inference_pending_request_count", "gauge", "Instantaneous number of pending requests awaiting execution",
        [](const ModelMetrics& m) -> uint64_t { return static_cast<uint64_t>(std::max<int64_t>(0, m.queue_size)); }},
       {"convoy_model_memory_bytes", "gauge", "Estimated memory of the loaded model version (weights and activations)",

@@ -1,6 +1,8 @@
 #pragma once
-// Per model and version counters in Triton's metric names, rendered in Prometheus's text format.
+// Per model and version counters, kept once for two readers: Prometheus's text format in Triton's
+// metric names (GET /metrics) and Triton's statistics extension (triton_stats.h).
 #include <atomic>
+#include <chrono>
 #include <cstdint>
 #include <map>
 #include <memory>
@@ -10,16 +12,57 @@
 
 namespace convoy::serve {
 
+// Nanoseconds of a steady_clock interval; 0 for a negative one.
+inline uint64_t ns_of(std::chrono::steady_clock::duration d) {
+  const auto ns = std::chrono::duration_cast<std::chrono::nanoseconds>(d).count();
+  return ns > 0 ? static_cast<uint64_t>(ns) : 0;
+}
+
+// A count and its total time: Triton's StatisticDuration.
+struct DurationStat {
+  std::atomic<uint64_t> count{0};
+  std::atomic<uint64_t> ns{0};
+  void add(uint64_t duration_ns) {
+    count++;
+    ns += duration_ns;
+  }
+};
+
+// The model executions of one batch size (Triton's InferBatchStatistics); one count each, kept
+// apart so that a reader never sees a batch half counted.
+struct BatchStat {
+  uint64_t count = 0;
+  uint64_t compute_input_ns = 0, compute_infer_ns = 0, compute_output_ns = 0;
+};
+
+// The phases of a batch: compute_input assembles (or decodes) the batch on the host, compute_infer
+// runs the model and brings its outputs to the host (on a GPU the upload is part of the recorded
+// forward), compute_output copies each request's rows out of the batch's outputs.
 struct ModelMetrics {
   std::atomic<uint64_t> request_success{0};  // nv_inference_request_success
   std::atomic<uint64_t> request_failure{0};  // nv_inference_request_failure
   std::atomic<uint64_t> inference_count{0};  // nv_inference_count: samples inferred
   std::atomic<uint64_t> exec_count{0};       // nv_inference_exec_count: batches run
-  std::atomic<uint64_t> request_duration_us{0};  // receipt to response, successful requests
-  std::atomic<uint64_t> queue_duration_us{0};    // queued, waiting for an instance
-  std::atomic<uint64_t> compute_duration_us{0};  // in the model (per request, the batch's time)
+  std::atomic<uint64_t> request_duration_ns{0};  // receipt to response, successful requests
+  std::atomic<uint64_t> failure_duration_ns{0};  // receipt to response, failed requests
+  // Per request that reached a batch: its time queued, and its batch's phases.
+  DurationStat queue, compute_input, compute_infer, compute_output;
+  std::atomic<uint64_t> last_inference_ms{0};  // when a request last completed, ms since the epoch
   std::atomic<int64_t> queue_size{0};            // gauge
   std::atomic<uint64_t> memory_bytes{0};         // gauge: the load's memory estimate
+
+  // A request taken into a batch: its queueing and its batch's phases.
+  void record_request(uint64_t queue_ns, uint64_t input_ns, uint64_t infer_ns, uint64_t output_ns);
+  // A model execution of `batch_size` samples that succeeded.
+  void record_batch(int64_t batch_size, uint64_t input_ns, uint64_t infer_ns, uint64_t output_ns);
+  // A request answered (successfully or not) `duration_ns` after its receipt, now.
+  void record_completion(bool success, uint64_t duration_ns);
+  // The batch sizes run, ascending.
+  std::map<int64_t, BatchStat> batches() const;
+
+ private:
+  mutable std::mutex batches_mutex_;
+  std::map<int64_t, BatchStat> batches_;
 };
 
 // The metrics of every (model, version) ever served; entries live as long as the registry, so

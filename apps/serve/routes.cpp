@@ -10,6 +10,7 @@
 #include "apps/serve/endpoints.h"
 #include "apps/serve/kserve_json.h"
 #include "apps/serve/triton_config.h"
+#include "apps/serve/triton_stats.h"
 #include "datasets/preprocess.h"
 #include "engine/core/error.h"
 
@@ -212,6 +213,11 @@ void Router::serve(Operation operation, const RouteMatch& m, const HttpRequest& 
       if (top_k == 0) return reply(error_reply(400, "top_k must be a positive integer, got '" + k + "'"));
       return classify(m.model, m.version, request, top_k, reply);
     }
+    case Operation::model_statistics: {  // an empty model (GET /v2/models/stats): every model
+      HttpReply r;
+      r.body = model_statistics_json(repository_, metrics_, m.model, m.version);
+      return reply(std::move(r));
+    }
   }
 }
 
@@ -247,8 +253,8 @@ void Router::infer(const std::string& model, int64_t version, const HttpRequest&
   const int64_t classes = served->classes(), v = served->version();
   Tensor input = parsed->input;
   run_job(served, metrics_, std::move(input), std::move(parsed->encoded), parsed->timeout_us,
-          [parsed, model, v, classes](InferResult& r) {
-            InferReplyBody body = make_infer_reply(*parsed, model, v, r.logits, r.probabilities, classes);
+          [parsed, model, v, classes, names = served->class_names()](InferResult& r) {
+            InferReplyBody body = make_infer_reply(*parsed, model, v, r.logits, r.probabilities, classes, names);
             HttpReply out;
             out.body = std::move(body.body);
             out.inference_header_length = body.header_length;

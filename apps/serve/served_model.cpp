@@ -77,6 +77,7 @@ struct ServedVersion::Batch {
   std::vector<InferJob> jobs;
   std::vector<int64_t> first_row;  // by job: where its rows start in the batch; -1: answered already
   Clock::time_point start;
+  Clock::time_point inputs_ready;  // assembled or decoded on the host (the statistics' compute_input)
   std::optional<GraphedBatches::Pending> queued;  // on a GPU: the forward still running
   std::vector<float> logits, probs;                // (rows, classes), once it ran
   std::string error;                               // why it failed, if it did
@@ -464,11 +465,12 @@ Tensor ServedVersion::decode(Instance& instance, std::vector<InferJob>& jobs, st
 ServedVersion::Batch ServedVersion::start(Instance& instance, std::vector<InferJob> jobs) {
   Batch b;
   b.jobs = std::move(jobs);
-  b.start = Clock::now();
+  b.start = b.inputs_ready = Clock::now();
   try {
     on_device([&] {
       const Tensor batch = b.jobs.front().input.defined() ? assemble(instance, b.jobs, b.first_row)
                                                           : decode(instance, b.jobs, b.first_row);
+      b.inputs_ready = Clock::now();
       if (!batch.defined()) return;  // every image was unreadable
       if (instance.graphed) {
         // A replay touches no model state; the lock covers a recording made again (a stale one).
@@ -509,25 +511,36 @@ void ServedVersion::answer(Instance& instance, Batch& b) {
     b.queued.reset();
   }
   const Clock::time_point end = Clock::now();
-  metrics_.exec_count++;
-  const auto compute_us = static_cast<uint64_t>(us_between(b.start, end));
+  // Each job's rows out of the batch's outputs first, then the statistics (metrics.h), then the
+  // answers: a client that has its answer sees its batch counted. An execution counts when it ran
+  // (Triton's execution_count): not a failed one, nor a batch of images none of which decoded.
+  std::vector<InferResult> results(b.jobs.size());
+  int64_t rows = 0;
+  for (size_t i = 0; i < b.jobs.size() && b.error.empty(); ++i) {
+    if (!b.jobs[i].done) continue;  // answered by decode(); else assemble() or decode() gave it its first row
+    const int64_t m = b.jobs[i].rows();
+    const auto begin = static_cast<long>(b.first_row[i] * classes_), stop = static_cast<long>((b.first_row[i] + m) * classes_);
+    results[i].logits.assign(b.logits.begin() + begin, b.logits.begin() + stop);
+    results[i].probabilities.assign(b.probs.begin() + begin, b.probs.begin() + stop);
+    rows += m;
+  }
+  const uint64_t input_ns = ns_of(b.inputs_ready - b.start), infer_ns = ns_of(end - b.inputs_ready),
+                 output_ns = ns_of(Clock::now() - end);
+  if (rows > 0) {
+    metrics_.exec_count++;
+    metrics_.record_batch(rows, input_ns, infer_ns, output_ns);
+  }
   for (size_t i = 0; i < b.jobs.size(); ++i) {
     InferJob& j = b.jobs[i];
-    if (!j.done) continue;  // answered by decode()
-    metrics_.queue_duration_us += static_cast<uint64_t>(us_between(j.enqueued, b.start));
-    metrics_.compute_duration_us += compute_us;
-    if (!b.error.empty()) {  // else assemble() or decode() gave every job its first row
+    if (!j.done) continue;
+    metrics_.record_request(ns_of(b.start - j.enqueued), input_ns, infer_ns, output_ns);
+    if (!b.error.empty()) {
       metrics_.request_failure++;
       j.done({InferResult::Status::failed, b.error, {}, {}});
       continue;
     }
-    const int64_t m = j.rows();
-    metrics_.inference_count += static_cast<uint64_t>(m);
-    InferResult r;
-    const auto begin = static_cast<long>(b.first_row[i] * classes_), stop = static_cast<long>((b.first_row[i] + m) * classes_);
-    r.logits.assign(b.logits.begin() + begin, b.logits.begin() + stop);
-    r.probabilities.assign(b.probs.begin() + begin, b.probs.begin() + stop);
-    j.done(std::move(r));
+    metrics_.inference_count += static_cast<uint64_t>(j.rows());
+    j.done(std::move(results[i]));
   }
 }
 

@@ -19,7 +19,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     if (r.input.dim(0) < 1 || r.input.dim(0) > 2 || r.outputs.empty()) std::abort();
     // The reply for it: every output of the request, JSON or binary.
     const std::vector<float> values(static_cast<size_t>(r.input.dim(0) * 3), 0.5f);
-    (void)convoy::serve::make_infer_reply(r, "m", 1, values, values, 3);
+    (void)convoy::serve::make_infer_reply(r, "m", 1, values, values, 3, {"a", "b", "c"});
   } catch (const convoy::serve::RequestError& e) {
     if (e.status() < 400 || e.status() >= 500) std::abort();
   } catch (const std::exception& e) {

@@ -14,6 +14,7 @@
 #include "apps/serve/grpc_endpoint.h"
 #include "apps/serve/kserve_json.h"
 #include "apps/serve/triton_config.h"
+#include "apps/serve/triton_stats.h"
 #include "engine/core/error.h"
 #include "kserve_v2.grpc.pb.h"
 
@@ -135,6 +136,25 @@ class Service final : public inference::GRPCInferenceService::Service {
     return load_or_unload_call(Operation::model_unload, q->model_name());
   }
 
+  // Triton's statistics, from the text GET .../stats returns (triton_stats.h), parsed strictly.
+  Status ModelStatistics(ServerContext*, const inference::ModelStatisticsRequest* q,
+                         inference::ModelStatisticsResponse* r) override {
+    const int64_t v = parse_version(q->version());
+    if (v < 0) return Status(StatusCode::INVALID_ARGUMENT, "bad version '" + q->version() + "'");
+    if (q->name().empty() && v != 0)
+      return Status(StatusCode::INVALID_ARGUMENT, "a version (" + q->version() + ") without a model name");
+    try {
+      google::protobuf::util::JsonParseOptions options;
+      options.ignore_unknown_fields = false;
+      const auto parsed = google::protobuf::util::JsonStringToMessage(
+          model_statistics_json(repository_, metrics_, q->name(), v), r, options);
+      if (!parsed.ok()) return Status(StatusCode::INTERNAL, "model statistics: " + std::string(parsed.message()));
+    } catch (const RequestError& e) {
+      return Status(code_of(e.status()), e.what());
+    }
+    return Status::OK;
+  }
+
   Status ModelInfer(ServerContext*, const inference::ModelInferRequest* q, inference::ModelInferResponse* r) override {
     try {
       return infer(*q, *r);
@@ -210,13 +230,20 @@ class Service final : public inference::GRPCInferenceService::Service {
       for (size_t i = 0; i < count; ++i)
         if (!std::isfinite(f[i])) throw RequestError(400, "input 'input': FP32 data must be finite");
     }
-    std::vector<std::string> outputs;
+    std::vector<std::pair<std::string, int64_t>> outputs;  // name, classification (0: the tensor)
     for (const auto& o : q.outputs()) {
       if (o.name() != kLogitsName && o.name() != kProbabilitiesName)
         throw RequestError(400, "unknown output '" + o.name() + "'");
-      outputs.push_back(o.name());
+      int64_t k = 0;
+      if (auto it = o.parameters().find("classification"); it != o.parameters().end()) {
+        if (it->second.parameter_choice_case() != inference::InferParameter::kInt64Param)
+          throw RequestError(400, "output '" + o.name() + "': parameters[\"classification\"] must be an int64_param, "
+                                  "the number of classes to return");
+        k = check_classification(o.name(), it->second.int64_param(), served->classes());
+      }
+      outputs.emplace_back(o.name(), k);
     }
-    if (outputs.empty()) outputs = {kLogitsName, kProbabilitiesName};
+    if (outputs.empty()) outputs = {{kLogitsName, 0}, {kProbabilitiesName, 0}};
     int64_t timeout_us = 0;
     if (auto it = q.parameters().find("timeout"); it != q.parameters().end()) timeout_us = it->second.int64_param();
 
@@ -235,12 +262,19 @@ class Service final : public inference::GRPCInferenceService::Service {
     r.set_model_name(served->config().name);
     r.set_model_version(std::to_string(served->version()));
     r.set_id(q.id());
-    for (const std::string& name : outputs) {
+    for (const auto& [name, k] : outputs) {
       const std::vector<float>& values = name == kLogitsName ? result.logits : result.probabilities;
       auto* out = r.add_outputs();
       out->set_name(name);
-      out->set_datatype("FP32");
       out->add_shape(n);
+      if (k > 0) {  // Triton's classification: BYTES (n, k), serialized in raw_output_contents as every output is
+        out->set_datatype("BYTES");
+        out->add_shape(k);
+        r.add_raw_output_contents(
+            serialize_bytes_elements(top_k_classes(values, served->classes(), k, served->class_names())));
+        continue;
+      }
+      out->set_datatype("FP32");
       out->add_shape(served->classes());
       r.add_raw_output_contents(reinterpret_cast<const char*>(values.data()), values.size() * sizeof(float));
     }
