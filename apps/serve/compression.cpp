@@ -124,6 +124,7 @@ InflateResult inflate_body(std::string_view body, ContentCoding coding, uint64_t
     }
     return out;
   }
+  if (body.empty()) return {};  // no body (a GET, say) with the header set: nothing to inflate
   if (coding == ContentCoding::gzip) return inflate_with(body, kGzipWindow, max_bytes);
   // "deflate" is the zlib format (RFC 9110), but some clients send raw deflate: a zlib stream
   // starts with a header whose 16-bit value is a multiple of 31 and names method 8.

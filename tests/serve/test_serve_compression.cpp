@@ -74,6 +74,7 @@ TEST(ServeCompression, InflatingStopsAtTheBound) {
     EXPECT_TRUE(bounded.body.empty());
     EXPECT_EQ(convoy::serve::inflate_body(packed.substr(0, packed.size() / 2), c, zeros.size()).status,
               InflateResult::Status::corrupt);
+    EXPECT_EQ(convoy::serve::inflate_body("", c, 10).status, InflateResult::Status::ok);
   }
 }
 
