@@ -34,6 +34,7 @@ struct ServeArgs {
   bool allow_grpc = true;
   int64_t http_threads = 0;
   int64_t drain_secs = 30;
+  int64_t max_input_bytes = int64_t{64} << 20;
   bool log_requests = false;
 };
 
@@ -86,6 +87,7 @@ int run_serve(const ServeArgs& args, const EngineOptions& engine) {
   options.metrics_port = args.allow_metrics ? args.metrics_port : -1;
   options.threads = static_cast<int>(args.http_threads);
   options.drain = std::chrono::seconds(args.drain_secs);
+  options.max_body_bytes = static_cast<uint64_t>(args.max_input_bytes);
   options.log_requests = args.log_requests;
   // Listening first: a port in use fails at once, before any model is loaded.
   serve::HttpServer server(router, options, ready);
@@ -144,6 +146,10 @@ void add_serve_command(CLI::App& app, Action& chosen) {
       ->capture_default_str();
   cmd->add_option("--exit-timeout-secs", args->drain_secs, "after SIGTERM: how long requests in flight may take")
       ->check(CLI::Range(0, 3600))
+      ->capture_default_str();
+  // Triton's option: it bounds a request body both as sent and once a gzip/deflate body is inflated.
+  cmd->add_option("--http-max-input-size", args->max_input_bytes, "largest HTTP request body in bytes, after decompression")
+      ->check(CLI::Range(int64_t{1}, int64_t{2147483647}))
       ->capture_default_str();
   cmd->add_flag("--log-requests", args->log_requests, "one JSON line per request on stdout");
   cmd->callback([args, &chosen] { chosen = [args](const EngineOptions& engine) { return run_serve(*args, engine); }; });

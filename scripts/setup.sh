@@ -18,7 +18,7 @@ packages=(
   python3-grpcio python3-grpc-tools      # convoy serve's tests: a gRPC client generated from the .proto
   wrk                    # convoy serve's load test (tests/serve, benchmarks/serve/load_test.sh)
   nghttp2-client         # h2load: benchmarks/serve/load_test.sh SERVE_PROTOCOL=grpc (a gRPC load that is not Python)
-  zlib1g-dev             # gzip IDX files
+  zlib1g-dev             # gzip IDX files; convoy serve's gzip/deflate HTTP bodies
   libgtest-dev libgmock-dev libbenchmark-dev
   clang libfuzzer-14-dev # scripts/fuzz.sh: the libFuzzer targets (tests/fuzz/) need clang's libFuzzer
   dataset-fashion-mnist  # the real Fashion-MNIST

@@ -11,6 +11,7 @@
 #include <boost/beast/http.hpp>
 #include <nlohmann/json.hpp>
 
+#include "apps/serve/compression.h"
 #include "engine/core/error.h"
 #include "engine/core/usable_cpus.h"
 
@@ -63,6 +64,7 @@ class Session : public std::enable_shared_from_this<Session> {
       return close();
     if (ec) {  // a malformed request or one over the body limit: say why, then close
       keep_alive_ = false;
+      reply_coding_ = ContentCoding::identity;
       started_ = std::chrono::steady_clock::now();
       shared_.in_flight++;
       const unsigned status = ec == http::error::body_limit ? 413 : 400;
@@ -74,10 +76,31 @@ class Session : public std::enable_shared_from_this<Session> {
     target_ = std::string(req.target());
     started_ = std::chrono::steady_clock::now();
     shared_.in_flight++;
+    const auto accept = req[http::field::accept_encoding];
+    reply_coding_ = accepted_coding(std::string_view(accept.data(), accept.size()));
     HttpRequest request;
     request.method = method_;
     request.target = target_;
-    request.body = std::move(req.body());
+    // A compressed body is inflated here, so everything after (the binary tensor extension's
+    // Inference-Header-Content-Length included) sees the body as sent before compression.
+    const auto encoding_header = req[http::field::content_encoding];
+    const std::string_view encoding(encoding_header.data(), encoding_header.size());
+    const std::optional<ContentCoding> coding = content_coding(encoding);
+    if (!coding)
+      return write(error_reply(415, "Content-Encoding '" + std::string(encoding) + "' is not supported (gzip, deflate)"));
+    if (*coding == ContentCoding::identity) {
+      request.body = std::move(req.body());
+    } else {
+      InflateResult inflated = inflate_body(req.body(), *coding, shared_.options.max_body_bytes);
+      if (inflated.status == InflateResult::Status::too_large)
+        return write(error_reply(413, std::string("Content-Encoding ") + coding_name(*coding) + ": " + inflated.error +
+                                          " (--http-max-input-size)"));
+      if (inflated.status == InflateResult::Status::corrupt)
+        return write(error_reply(400, std::string("Content-Encoding ") + coding_name(*coding) +
+                                          ": the body is not valid " + coding_name(*coding) + " data (" +
+                                          inflated.error + ")"));
+      request.body = std::move(inflated.body);
+    }
     if (auto it = req.find("Inference-Header-Content-Length"); it != req.end()) {
       const std::string v(it->value());
       if (v.empty() || v.size() > 15 || !std::all_of(v.begin(), v.end(), ::isdigit))
@@ -109,7 +132,13 @@ class Session : public std::enable_shared_from_this<Session> {
     res->set(http::field::content_type, r.content_type);
     if (r.inference_header_length) res->set("Inference-Header-Content-Length", std::to_string(*r.inference_header_length));
     res->keep_alive(keep_alive_ && !shared_.stopping);
-    res->body() = std::move(r.body);
+    res->set(http::field::vary, "Accept-Encoding");
+    if (reply_coding_ != ContentCoding::identity) {
+      res->set(http::field::content_encoding, coding_name(reply_coding_));
+      res->body() = deflate_body(r.body, reply_coding_);
+    } else {
+      res->body() = std::move(r.body);
+    }
     res->prepare_payload();
     stream_.expires_after(kIdleTimeout);
     http::async_write(stream_, *res, [self = shared_from_this(), res](beast::error_code ec, size_t) {
@@ -141,6 +170,7 @@ class Session : public std::enable_shared_from_this<Session> {
   Shared& shared_;
   bool metrics_port_;
   bool keep_alive_ = false;
+  ContentCoding reply_coding_ = ContentCoding::identity;  // what the request's Accept-Encoding asked for
   std::string method_, target_;
   std::chrono::steady_clock::time_point started_;
 };

@@ -11,6 +11,7 @@
 #include <grpcpp/grpcpp.h>
 
 #include "apps/serve/endpoints.h"
+#include "apps/serve/grpc/health_service.h"
 #include "apps/serve/grpc_endpoint.h"
 #include "apps/serve/kserve_json.h"
 #include "apps/serve/triton_config.h"
@@ -289,23 +290,26 @@ class Service final : public inference::GRPCInferenceService::Service {
 class GrpcServer final : public GrpcEndpoint {
  public:
   GrpcServer(ModelRepository& repository, MetricsRegistry& metrics, const std::atomic<bool>& ready)
-      : service_(repository, metrics, ready) {}
+      : service_(repository, metrics, ready), health_(repository, ready) {}
   bool start(const std::string& host, int port) {
     grpc::ServerBuilder builder;
     builder.AddListeningPort(host + ":" + std::to_string(port), grpc::InsecureServerCredentials(), &port_);
     builder.RegisterService(&service_);
+    builder.RegisterService(&health_);  // grpc.health.v1.Health (health_service.h)
     builder.SetMaxReceiveMessageSize(64 << 20);
     server_ = builder.BuildAndStart();
     return server_ != nullptr && port_ > 0;
   }
   int port() const override { return port_; }
   void shutdown() override {
+    health_.shutdown();  // Watch streams end now rather than at the deadline below
     if (server_) server_->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(30));
   }
   ~GrpcServer() override { shutdown(); }
 
  private:
   Service service_;
+  HealthService health_;
   std::unique_ptr<grpc::Server> server_;
   int port_ = 0;
 };
