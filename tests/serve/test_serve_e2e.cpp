@@ -317,6 +317,8 @@ TEST_F(ServeE2E, BadRequestsGet4xxWithAMessageAndTheServerKeepsServing) {
     return json{{"inputs", {{{"name", "input"}, {"shape", shape}, {"datatype", dtype}, {"data", data}}}}};
   };
   const std::vector<int> one(784, 1);
+  std::vector<double> overflowing(784, 0.5);
+  overflowing[7] = 1e39;  // a finite double, +inf as a float
   struct Case {
     std::string body;
     int status;
@@ -331,6 +333,7 @@ TEST_F(ServeE2E, BadRequestsGet4xxWithAMessageAndTheServerKeepsServing) {
       {input({1, 1, 28, 28}, "UINT8", std::vector<int>(783, 1)).dump(), 400, "783 data elements"},
       {input({1, 1, 28, 28}, "UINT8", std::vector<int>(784, 300)).dump(), 400, "0 to 255"},
       {input({1, 1, 28, 28}, "FP32", json::array({"x"})).dump(), 400, "expected numbers"},
+      {input({1, 1, 28, 28}, "FP32", overflowing).dump(), 400, "input 'input': FP32 data must be finite"},
       {json{{"inputs", {{{"name", "image"}, {"shape", {1, 1, 28, 28}}, {"datatype", "UINT8"}, {"data", one}}}}}.dump(), 400,
        "unknown input 'image'"},
       {json{{"inputs", input({1, 1, 28, 28}, "UINT8", one)["inputs"]}, {"outputs", {{{"name", "scores"}}}}}.dump(), 400,
