@@ -39,7 +39,7 @@ bool submit_request(const std::shared_ptr<ServedVersion>& served, MetricsRegistr
   job.input = std::move(input);
   job.encoded = std::move(encoded);
   job.enqueued = Clock::now();
-  if (timeout_us > 0) job.deadline = job.enqueued + std::chrono::microseconds(timeout_us);
+  job.deadline = deadline_after(job.enqueued, timeout_us);
   job.done = [&m, start = job.enqueued, done = std::move(done)](InferResult result) {
     m.record_completion(result.status == InferResult::Status::ok, ns_of(Clock::now() - start));
     done(std::move(result));

@@ -88,7 +88,7 @@ inline constexpr const char* kExplicitControlOnly =
 bool load_or_unload(ModelRepository& repository, Operation operation, const std::string& model);
 
 // Queues `input` (n, C, H, W), or the `encoded` images where `input` is undefined, on `served`
-// with a deadline of timeout_us from now (0 or less: none). `done` gets the result on an instance thread, a success already counted in `metrics`
+// with a deadline of timeout_us from now (0 or less: none; cut to kMaxTimeoutUs, one hour). `done` gets the result on an instance thread, a success already counted in `metrics`
 // with its duration. False when the queue is full: the request is counted as failed and `done`
 // never runs.
 bool submit_request(const std::shared_ptr<ServedVersion>& served, MetricsRegistry& metrics, Tensor input,

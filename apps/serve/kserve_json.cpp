@@ -6,6 +6,8 @@
 
 #include <nlohmann/json.hpp>
 
+#include "apps/serve/model_config.h"
+
 namespace convoy::serve {
 
 using json = nlohmann::json;
@@ -108,8 +110,11 @@ InferRequest parse_infer_request(std::string_view body, std::optional<size_t> he
   if (const json* params = find_member(doc, "parameters")) {
     if (!params->is_object()) bad("'parameters' must be an object");
     if (const json* t = find_member(*params, "timeout")) {
-      if (!t->is_number_integer() || t->get<int64_t>() < 0) bad("parameters.timeout must be microseconds >= 0");
-      req.timeout_us = t->get<int64_t>();
+      if (!t->is_number_integer()) bad("parameters.timeout must be an integer number of microseconds >= 0");
+      // Above 2^63 - 1 nlohmann holds it unsigned; get<int64_t> would wrap it negative.
+      req.timeout_us = t->is_number_unsigned() && t->get<uint64_t>() > static_cast<uint64_t>(kMaxTimeoutUs)
+                           ? kMaxTimeoutUs
+                           : check_timeout(t->get<int64_t>());
     }
     if (const json* b = find_member(*params, "binary_data_output")) {
       if (!b->is_boolean()) bad("parameters.binary_data_output must be true or false");
@@ -212,6 +217,11 @@ InferRequest parse_infer_request(std::string_view body, std::optional<size_t> he
   if (req.outputs.empty())
     req.outputs = {{kLogitsName, binary_output_default, 0}, {kProbabilitiesName, binary_output_default, 0}};
   return req;
+}
+
+int64_t check_timeout(int64_t timeout_us) {
+  if (timeout_us < 0) bad("parameters.timeout " + std::to_string(timeout_us) + " must be microseconds >= 0");
+  return timeout_us < kMaxTimeoutUs ? timeout_us : kMaxTimeoutUs;
 }
 
 int64_t check_classification(const std::string& output, int64_t k, int64_t classes) {

@@ -53,6 +53,10 @@ struct InferRequest {
   std::vector<RequestedOutput> outputs;  // in order
 };
 
+// A request's parameters.timeout, in microseconds (HTTP and gRPC alike): RequestError(400)
+// when negative; values above kMaxTimeoutUs (one hour) are cut to it.
+int64_t check_timeout(int64_t timeout_us);
+
 // A requested output's "classification" parameter, `k`: RequestError(400) naming it unless
 // 1 <= k <= classes (Triton's document sets no bound; its server would cut k to `classes`).
 int64_t check_classification(const std::string& output, int64_t k, int64_t classes);

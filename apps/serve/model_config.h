@@ -10,6 +10,11 @@
 
 namespace convoy::serve {
 
+// The longest request timeout honoured, in microseconds: one hour. A request's
+// parameters.timeout or a model's default_timeout_microseconds above it is cut to it, so that
+// no value (up to 2^63 - 1) overflows when added to the clock.
+inline constexpr int64_t kMaxTimeoutUs = int64_t{3600} * 1000 * 1000;
+
 // Which of the version folders REPO/<model>/<N>/ are served (Triton's version_policy).
 struct VersionPolicy {
   enum class Kind { latest, all, specific };

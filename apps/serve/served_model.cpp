@@ -247,7 +247,7 @@ bool ServedVersion::submit(InferJob job) {
     std::lock_guard lock(mutex_);
     if (stopping_ || static_cast<int64_t>(queue_.size()) >= config_.max_queue_size) return false;
     if (config_.default_timeout_us > 0 && job.deadline == Clock::time_point::max())
-      job.deadline = job.enqueued + std::chrono::microseconds(config_.default_timeout_us);
+      job.deadline = deadline_after(job.enqueued, config_.default_timeout_us);
     queue_.push_back(std::move(job));
     metrics_.queue_size = static_cast<int64_t>(queue_.size());
     queued_jobs_.store(queue_.size(), std::memory_order_relaxed);

@@ -24,6 +24,13 @@ namespace convoy::serve {
 
 using Clock = std::chrono::steady_clock;
 
+// `from` plus `timeout_us`, cut to kMaxTimeoutUs; Clock::time_point::max() (no deadline) for 0
+// or less.
+inline Clock::time_point deadline_after(Clock::time_point from, int64_t timeout_us) {
+  if (timeout_us <= 0) return Clock::time_point::max();
+  return from + std::chrono::microseconds(timeout_us < kMaxTimeoutUs ? timeout_us : kMaxTimeoutUs);
+}
+
 // What a request gets back: the outputs for its samples, or why not.
 struct InferResult {
   enum class Status { ok, invalid, unavailable, timeout, failed };  // invalid: the request's own data (a bad image)

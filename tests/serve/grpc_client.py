@@ -70,6 +70,12 @@ def main():
     short = request(True)
     short.raw_input_contents[0] = pixels[:100]
     out["short_raw"] = code_of(short)
+    # parameters["timeout"], microseconds: negative is refused, as over HTTP; 2^63 - 1 is cut to
+    # the one-hour maximum rather than overflowing the clock into an instant DEADLINE_EXCEEDED.
+    for name, timeout in (("timeout_negative", -1), ("timeout_max", 2**63 - 1)):
+        req = request(True)
+        req.parameters["timeout"].int64_param = timeout
+        out[name] = code_of(req)
     print(json.dumps(out))
 
 

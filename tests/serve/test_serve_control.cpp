@@ -264,6 +264,10 @@ TEST_F(ServeControlE2E, GrpcClientGetsTheSameAnswersAsHttp) {
   EXPECT_NE(got.at("raw_and_contents").get<std::string>().find("not both"), std::string::npos) << got.dump();
   EXPECT_EQ(got.at("unknown_model_ready"), "NOT_FOUND") << got.dump();
   EXPECT_EQ(http("GET", server.url("/v2/models/nope/ready"), "", dir_.path()).status, 404);
+  // parameters["timeout"] as over HTTP: negative refused, 2^63 - 1 served (cut to one hour).
+  EXPECT_EQ(got.at("timeout_negative").get<std::string>().rfind("INVALID_ARGUMENT", 0), 0u) << got.dump();
+  EXPECT_NE(got.at("timeout_negative").get<std::string>().find("timeout"), std::string::npos) << got.dump();
+  EXPECT_EQ(got.at("timeout_max"), "OK") << got.dump();
   EXPECT_EQ(server.stop(), 0) << server.log();
 }
 

@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <cmath>
 #include <fstream>
+#include <limits>
 #include <utility>
 #include <random>
 
@@ -317,6 +318,11 @@ TEST_F(ServeE2E, BadRequestsGet4xxWithAMessageAndTheServerKeepsServing) {
     return json{{"inputs", {{{"name", "input"}, {"shape", shape}, {"datatype", dtype}, {"data", data}}}}};
   };
   const std::vector<int> one(784, 1);
+  auto with_timeout = [&](const json& timeout) {
+    json j = input({1, 1, 28, 28}, "UINT8", one);
+    j["parameters"] = {{"timeout", timeout}};
+    return j;
+  };
   std::vector<double> overflowing(784, 0.5);
   overflowing[7] = 1e39;  // a finite double, +inf as a float
   struct Case {
@@ -334,6 +340,8 @@ TEST_F(ServeE2E, BadRequestsGet4xxWithAMessageAndTheServerKeepsServing) {
       {input({1, 1, 28, 28}, "UINT8", std::vector<int>(784, 300)).dump(), 400, "0 to 255"},
       {input({1, 1, 28, 28}, "FP32", json::array({"x"})).dump(), 400, "expected numbers"},
       {input({1, 1, 28, 28}, "FP32", overflowing).dump(), 400, "input 'input': FP32 data must be finite"},
+      {with_timeout(-1).dump(), 400, "parameters.timeout"},
+      {with_timeout(1.5).dump(), 400, "parameters.timeout"},
       {json{{"inputs", {{{"name", "image"}, {"shape", {1, 1, 28, 28}}, {"datatype", "UINT8"}, {"data", one}}}}}.dump(), 400,
        "unknown input 'image'"},
       {json{{"inputs", input({1, 1, 28, 28}, "UINT8", one)["inputs"]}, {"outputs", {{{"name", "scores"}}}}}.dump(), 400,
@@ -363,6 +371,12 @@ TEST_F(ServeE2E, BadRequestsGet4xxWithAMessageAndTheServerKeepsServing) {
   // A body over the 64 MiB limit is refused, not read.
   const auto huge = http("POST", server.url("/v2/models/fm/infer"), "-H 'Content-Length: 100000000' -d x", dir_.path());
   EXPECT_TRUE(huge.status == 413 || huge.status == 0) << huge.status << " " << huge.body;
+  // The largest timeouts are cut to one hour, not added to the clock (which overflowed to an
+  // instant 504): 2^63 - 1, and 2^64 - 1 (which JSON holds unsigned).
+  for (const json& t : {json(std::numeric_limits<int64_t>::max()), json(std::numeric_limits<uint64_t>::max())}) {
+    const auto r = post_json(server, "/v2/models/fm/infer", with_timeout(t));
+    EXPECT_EQ(r.status, 200) << t.dump() << " -> " << r.body;
+  }
   // Still serving, and the request log has one JSON line per request.
   EXPECT_EQ(post_json(server, "/v2/models/fm/infer", input({1, 1, 28, 28}, "UINT8", one)).status, 200);
   EXPECT_EQ(server.stop(), 0) << server.log();

@@ -8,6 +8,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cstring>
+#include <limits>
 #include <numeric>
 #include <random>
 
@@ -15,6 +16,7 @@
 
 #include "apps/serve/kserve_json.h"
 #include "apps/serve/routes.h"
+#include "apps/serve/served_model.h"
 #include "engine/bundle/run_checkpoint.h"
 #include "tests/serve/serve_fixture.h"
 
@@ -60,6 +62,20 @@ const json* find_output(const json& reply, const std::string& name) {
   for (const json& o : reply.at("outputs"))
     if (o.at("name") == name) return &o;
   return nullptr;
+}
+
+// parameters.timeout (HTTP and gRPC alike): negative refused; any int64 gives a deadline without
+// overflowing the clock, at most one hour away.
+TEST(ServeRequestRanges, TimeoutsAreCheckedAndCutToAnHour) {
+  EXPECT_THROW(check_timeout(-1), RequestError);
+  EXPECT_EQ(check_timeout(0), 0);
+  EXPECT_EQ(check_timeout(5), 5);
+  EXPECT_EQ(check_timeout(std::numeric_limits<int64_t>::max()), kMaxTimeoutUs);
+  const Clock::time_point now = Clock::now();
+  EXPECT_EQ(deadline_after(now, 0), Clock::time_point::max());
+  EXPECT_EQ(deadline_after(now, -3), Clock::time_point::max());
+  EXPECT_EQ(deadline_after(now, 7), now + std::chrono::microseconds(7));
+  EXPECT_EQ(deadline_after(now, std::numeric_limits<int64_t>::max()), now + std::chrono::hours(1));
 }
 
 TEST(ServeExtensions, TopKClassesAreTritonsValueIndexLabelStrings) {

@@ -246,7 +246,11 @@ class Service final : public inference::GRPCInferenceService::Service {
     }
     if (outputs.empty()) outputs = {{kLogitsName, 0}, {kProbabilitiesName, 0}};
     int64_t timeout_us = 0;
-    if (auto it = q.parameters().find("timeout"); it != q.parameters().end()) timeout_us = it->second.int64_param();
+    if (auto it = q.parameters().find("timeout"); it != q.parameters().end()) {
+      if (it->second.parameter_choice_case() != inference::InferParameter::kInt64Param)
+        throw RequestError(400, "parameters[\"timeout\"] must be an int64_param, microseconds >= 0");
+      timeout_us = check_timeout(it->second.int64_param());
+    }
 
     std::promise<InferResult> promise;
     std::future<InferResult> future = promise.get_future();
