@@ -238,7 +238,8 @@ void add_infer_command(CLI::App& app, Action& chosen) {
   cmd->add_option("--data-path", args->data_path, "directory of the dataset files (default: the Debian package's)");
   cmd->add_option("--predictions", args->predictions, "with --data: write each sample's top-1 class, one per line");
   cmd->add_option("--device", args->device, "auto, cpu, cuda or cuda:N")->capture_default_str();
-  cmd->add_option("--top-k,-k", args->top_k, "classes to print per image")->capture_default_str();
+  cmd->add_option("--top-k,-k", args->top_k, "classes to print per image (1 or more; more than the classes prints them all)")
+      ->capture_default_str()->check(CLI::PositiveNumber);
   cmd->add_option("--batch-size", args->batch_size, "images per forward pass")->capture_default_str()->check(CLI::Range(1, 1 << 16));
   cmd->add_option("--workers", args->workers, "image decoding threads")->capture_default_str()->check(CLI::Range(1, 256));
   cmd->add_option("--threads", args->threads, "CPU threads (0 = all cores; a tiny pass takes one)")

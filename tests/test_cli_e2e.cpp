@@ -215,6 +215,8 @@ TEST(Cli, UsageErrorsExitWith2) {
       {"train --config " + kConfig + " --bogus", "--bogus"},  // an unknown flag
       {"train --set epochs=1", "--config is required"},        // a missing required option
       {"", "A subcommand is required"},
+      {"infer --model m.safetensors --top-k 0 x.png", "--top-k"},  // out of range: k >= 1
+      {"infer --model m.safetensors -k -3 x.png", "--top-k"},
   };
   for (const auto& [args, message] : cases) {
     const Result r = run(args);
