@@ -16,8 +16,13 @@ namespace convoy::cli {
 namespace {
 
 // SIGTERM (docker stop, Kubernetes preemption) and SIGINT ask the trainer to checkpoint and
-// stop: a StopSignalWatcher's thread sets this flag.
+// stop: a StopSignalWatcher's thread sets this flag, and stop_signal to the first such signal.
 std::atomic<bool> stop_requested{false};
+std::atomic<int> stop_signal{0};
+
+// The exit status of a run stopped by a signal: the shell's 128 + the signal (130 for Ctrl-C,
+// 143 for SIGTERM); 0 when no signal asked for the stop.
+int stopped_status() { return stop_requested.load() ? 128 + stop_signal.load() : 0; }
 
 struct TrainArgs {
   std::string config;
@@ -62,7 +67,11 @@ int run_train(const TrainArgs& args, const EngineOptions& engine) {
   }
   // Before the first thread of the run starts (see stop_signals.h for why not a handler).
   BlockedStopSignals blocked;
-  StopSignalWatcher watcher([](int) { stop_requested.store(true); });
+  StopSignalWatcher watcher([](int signal) {
+    int none = 0;
+    stop_signal.compare_exchange_strong(none, signal);  // the first signal names the stop
+    stop_requested.store(true);
+  });
   TrainOptions options;
   options.resume = args.resume;
   options.max_steps = args.max_steps;
@@ -76,7 +85,7 @@ int run_train(const TrainArgs& args, const EngineOptions& engine) {
     // One log for the job (rank 0's); the others speak up only when they fail.
     try {
       const TrainResult r = train(config, options, std::cout);
-      return r.interrupted && stop_requested.load() ? 128 + SIGTERM : 0;
+      return r.interrupted ? stopped_status() : 0;
     } catch (const Error&) {
       std::cerr << "convoy: rank " << world.rank << " of " << world.world_size << " failed:" << std::endl;
       throw;
@@ -86,7 +95,7 @@ int run_train(const TrainArgs& args, const EngineOptions& engine) {
   std::cout << std::fixed << std::setprecision(2);
   if (r.interrupted) {
     std::cout << "interrupted after " << r.steps << " steps; resume with --resume" << std::endl;
-    return stop_requested.load() ? 128 + SIGTERM : 0;
+    return stopped_status();
   }
   std::cout << "done: " << r.epochs_done << " epochs on " << r.device << " in " << std::setprecision(1)
             << r.train_seconds << " s of training";

@@ -50,6 +50,7 @@ class CliE2E : public ::testing::Test {
            " --set dataset.train_limit=" + std::to_string(train) + " --set dataset.test_limit=1000" +
            " --set epochs=" + std::to_string(epochs) + " --set batch_size=64 --set device=cpu";
   }
+  void expect_signal_stops_with_a_checkpoint(int sig, const std::string& name);
   fs::path dir_;
 };
 
@@ -156,33 +157,42 @@ TEST_F(CliE2E, ResumeGivesTheSameWeightsAsAnUninterruptedRun) {
   EXPECT_EQ(tb.metadata.at("step"), "20");
 }
 
-TEST_F(CliE2E, SigtermWritesACheckpointAndResumeFinishes) {
-  const std::string args = small_run("term", 60000, 3);
+// A run stopped by `sig` mid-training: it writes a checkpoint, no temporary file, and exits
+// with the shell's status for that signal (128 + signal).
+void CliE2E::expect_signal_stops_with_a_checkpoint(int sig, const std::string& name) {
+  const std::string args = small_run(name, 60000, 3);
   const pid_t pid = fork();
   ASSERT_GE(pid, 0);
   if (pid == 0) {
+    // As from a terminal, whatever the test runner ignores (a shell's background job ignores SIGINT).
+    ::signal(sig, SIG_DFL);
     // The output is kept: a rare failure under load must be readable.
-    const std::string cmd = std::string(CONVOY_BINARY) + " " + args + " >" + (dir_ / "term.log").string() + " 2>&1";
+    const std::string cmd = std::string(CONVOY_BINARY) + " " + args + " >" + (dir_ / (name + ".log")).string() + " 2>&1";
     execl("/bin/sh", "sh", "-c", ("exec " + cmd).c_str(), static_cast<char*>(nullptr));
     _exit(127);
   }
   std::this_thread::sleep_for(std::chrono::seconds(4));
-  kill(pid, SIGTERM);
+  kill(pid, sig);
   int status = 0;
   waitpid(pid, &status, 0);
   const auto output = [&] {
-    std::ifstream log(dir_ / "term.log");
+    std::ifstream log(dir_ / (name + ".log"));
     return std::string(std::istreambuf_iterator<char>(log), {});
   };
   ASSERT_TRUE(WIFEXITED(status)) << output();
-  EXPECT_EQ(WEXITSTATUS(status), 128 + SIGTERM) << output();
-  ASSERT_TRUE(fs::exists(dir_ / "term/last.safetensors")) << output();
-  const auto ckpt = convoy::read_safetensors(dir_ / "term/last.safetensors");
+  EXPECT_EQ(WEXITSTATUS(status), 128 + sig) << output();
+  ASSERT_TRUE(fs::exists(dir_ / name / "last.safetensors")) << output();
+  const auto ckpt = convoy::read_safetensors(dir_ / name / "last.safetensors");
   EXPECT_GT(std::stoll(ckpt.metadata.at("step")), 0);
   // No temporary file is left behind.
-  for (const auto& entry : fs::directory_iterator(dir_ / "term"))
+  for (const auto& entry : fs::directory_iterator(dir_ / name))
     EXPECT_EQ(entry.path().string().find(".tmp"), std::string::npos) << entry.path();
 }
+
+TEST_F(CliE2E, SigtermWritesACheckpointAndExits143) { expect_signal_stops_with_a_checkpoint(SIGTERM, "term"); }
+
+// Ctrl-C stops the same way, with the shell's 130 (128 + SIGINT), not SIGTERM's 143.
+TEST_F(CliE2E, CtrlCWritesACheckpointAndExits130) { expect_signal_stops_with_a_checkpoint(SIGINT, "int"); }
 
 // How OpenMP's threads wait (cli/main.cpp): passively for training and the other commands,
 // a bounded spin for the latency-first ones (infer, bench; serve shorter), and what the environment
