@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <limits>
 
 #include <nlohmann/json.hpp>
 
@@ -31,7 +32,7 @@ void flatten(const json& data, std::vector<T>& out, size_t limit, int depth, boo
     const double x = v.get<double>();
     if (is_u8) {
       if (!v.is_number_integer() || x < 0 || x > 255) bad("input 'input': UINT8 data must be integers 0 to 255");
-    } else if (!std::isfinite(static_cast<float>(x))) {  // after the conversion: 1e39 is finite, as a float inf
+    } else if (!(std::fabs(x) <= std::numeric_limits<float>::max())) {  // as a float: 1e39 would be inf (and nan fails too)
       bad("input 'input': FP32 data must be finite (" + v.dump() + " is not a finite float)");
     }
     out.push_back(static_cast<T>(x));
