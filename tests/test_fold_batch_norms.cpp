@@ -11,32 +11,17 @@
 
 #include "engine/backends/backend.h"
 #include "engine/graph/model.h"
+#include "tests/batch_norm_stats.h"
 #include "tests/model_step.h"
 
 namespace convoy {
 namespace {
 
+using testing::randomize_batch_norms;
 using testing::relative_difference;
 
 const std::string kModels = std::string(CONVOY_SOURCE_DIR) + "/models/";
 
-// Statistics and affine parameters far from the identity, which a wrong fold would pass.
-void randomize_batch_norms(Model& model, uint64_t seed) {
-  std::mt19937_64 rng(seed);
-  std::uniform_real_distribution<float> u(0.0f, 1.0f);
-  for (const Model::GraphNode& n : model.graph_nodes()) {
-    if (!std::holds_alternative<BatchNormSpec>(n.layer->spec())) continue;
-    const auto ps = n.layer->parameters();
-    const auto bs = n.layer->buffers();
-    for (int64_t i = 0; i < ps[0]->value.numel(); ++i) {
-      ps[0]->value.data<float>()[i] = 0.5f + u(rng);          // gamma
-      ps[1]->value.data<float>()[i] = 0.4f * (u(rng) - 0.5f);  // beta
-      bs[0]->value.data<float>()[i] = 0.4f * (u(rng) - 0.5f);  // running mean
-      bs[1]->value.data<float>()[i] = 0.5f + 1.5f * u(rng);    // running var
-    }
-  }
-  model.mark_weights_changed();
-}
 
 Tensor random_input(const Shape& shape, uint32_t seed) {
   std::vector<float> v(static_cast<size_t>(shape_numel(shape)));

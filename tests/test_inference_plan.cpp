@@ -20,6 +20,7 @@
 #include "engine/inference/batched_plans.h"
 #include "engine/inference/inference_plan.h"
 #include "engine/inference/plan_cache.h"
+#include "tests/batch_norm_stats.h"
 #include "tests/reference/reference_ops.h"
 
 namespace convoy {
@@ -27,25 +28,7 @@ namespace {
 
 const std::string kModels = std::string(CONVOY_SOURCE_DIR) + "/models/";
 
-// Batch-norm statistics and affine parameters far from the identity (fresh ones are mean 0,
-// var 1, gamma 1, beta 0, which a wrong fold would pass), small enough to keep deep nets finite.
-void randomize_batchnorm(Model& model, uint64_t seed) {
-  std::mt19937_64 rng(seed);
-  std::uniform_real_distribution<float> u(0.0f, 1.0f);
-  for (const Model::GraphNode& n : model.graph_nodes()) {
-    if (!std::holds_alternative<BatchNormSpec>(n.layer->spec())) continue;
-    const auto ps = n.layer->parameters();
-    const auto bs = n.layer->buffers();
-    const int64_t c = ps[0]->value.numel();
-    for (int64_t i = 0; i < c; ++i) {
-      ps[0]->value.data<float>()[i] = 0.5f + u(rng);          // gamma
-      ps[1]->value.data<float>()[i] = 0.4f * (u(rng) - 0.5f);  // beta
-      bs[0]->value.data<float>()[i] = 0.4f * (u(rng) - 0.5f);  // running mean
-      bs[1]->value.data<float>()[i] = 0.5f + 1.5f * u(rng);    // running var
-    }
-  }
-  model.mark_weights_changed();
-}
+using testing::randomize_batch_norms;
 
 InferenceOptions options(int threads, int64_t flops_per_thread = 0) {
   InferenceOptions o;
@@ -138,7 +121,7 @@ class InferencePlanModels : public ::testing::TestWithParam<PlanCase> {};
 TEST_P(InferencePlanModels, AgreesWithTheLayerByLayerForward) {
   const PlanCase c = GetParam();
   Model model = Model::from_file(kModels + c.file, 7);
-  randomize_batchnorm(model, 11);
+  randomize_batch_norms(model, 11);
   const std::unique_ptr<Backend> cpu = make_cpu_backend({});
   model.to(*cpu, DType::f32);
   const Tensor x = random_input(model, c.batch, 3);
@@ -291,7 +274,7 @@ TEST(InferencePlan, RereadsWeightsThatChanged) {
   const Tensor before = plan.run(x).clone();  // a copy: run() reuses its output
   // A checkpoint's weights, as convoy infer loads them: load_state counts as a change.
   Model other = Model::from_file(kModels + "lenet5.yaml", 3);
-  randomize_batchnorm(other, 9);
+  randomize_batch_norms(other, 9);
   model.load_state(other.state(), "other");
   const Tensor after = plan.run(x);
   EXPECT_GT(scaled_error(after, before), 1e-3);
@@ -307,7 +290,7 @@ TEST(InferencePlan, RereadsWeightsThatChanged) {
 
 TEST(InferencePlan, ThreadCountsAndBatchSizes) {
   Model model = Model::from_file(kModels + "fmnet.yaml", 4);
-  randomize_batchnorm(model, 5);
+  randomize_batch_norms(model, 5);
   const std::unique_ptr<Backend> cpu = make_cpu_backend({});
   for (int threads : {1, 2}) {
     InferencePlans plans(options(threads));
@@ -366,7 +349,7 @@ TEST(BatchedPlans, PassesCoverEveryBatchWithLittlePadding) {
 
 TEST(BatchedPlans, AgreeWithTheLayersAtEveryBatchSizeAndShareWeights) {
   Model model = Model::from_file(kModels + "resnet20.yaml", 6);
-  randomize_batchnorm(model, 7);
+  randomize_batch_norms(model, 7);
   const std::unique_ptr<Backend> cpu = make_cpu_backend({});
   BatchedPlans plans(model, 6, options(2));
   EXPECT_EQ(plans.sizes(), (std::vector<int64_t>{1, 2, 4, 6}));
@@ -392,7 +375,7 @@ TEST(BatchedPlans, AgreeWithTheLayersAtEveryBatchSizeAndShareWeights) {
   EXPECT_GE(plans.bytes(), largest_arena + largest_weights);
   // A change of weights reaches every size through the shared copies.
   Model other = Model::from_file(kModels + "resnet20.yaml", 8);
-  randomize_batchnorm(other, 9);
+  randomize_batch_norms(other, 9);
   model.load_state(other.state(), "other");
   for (int64_t n : {1, 3, 6}) {
     const Tensor x = random_input(model, n, static_cast<uint64_t>(20 + n));

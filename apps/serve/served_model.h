@@ -1,7 +1,6 @@
 #pragma once
 // One served version of a model: its checkpoint loaded once per execution instance, the
 // preprocessing and class names it carries, and the dynamic batcher that feeds the instances.
-#include <atomic>
 #include <chrono>
 #include <condition_variable>
 #include <cstdint>
@@ -151,7 +150,6 @@ class ServedVersion {
   mutable std::mutex mutex_;
   std::condition_variable wake_;
   std::deque<InferJob> queue_;
-  std::atomic<size_t> queued_jobs_{0};  // queue_.size(), read without the lock (GPU instances poll it)
   std::mutex model_forwards_;  // GPU: one instance at a time queues work through the shared model
   bool stopping_ = false;
   std::vector<std::unique_ptr<Instance>> instances_;

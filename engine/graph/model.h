@@ -163,6 +163,8 @@ class Model {
   };
   Model() = default;
   void fuse_relus();
+  // How many nodes read each node's output (the model's input, -1, not counted).
+  std::vector<int> reader_counts() const;
   // The gradient sum of `node`'s input, for node's layer to add into (Layer::backward_adding);
   // null where it is not to (not such a layer, no sum yet, a sum someone else holds).
   Tensor* gradient_sum_to_add_into(const Node& node, std::vector<Tensor>& grads) const;

@@ -12,6 +12,7 @@
 #include "engine/backends/backend.h"
 #include "engine/graph/model.h"
 #include "engine/ops/conv2d.h"
+#include "tests/batch_norm_stats.h"
 #include "tests/model_step.h"
 
 namespace convoy {
@@ -97,21 +98,7 @@ TEST_F(CudaFold, FusedConvolutionBiasAddReluAgreesWithTheCpu) {
 TEST_F(CudaFold, FoldedResnetAgreesWithItsUnfoldedForward) {
   auto gpu = make_cuda_backend(0, BackendOptions{});
   Model model = Model::from_file(std::string(CONVOY_SOURCE_DIR) + "/models/resnet20.yaml", 4);
-  {  // batch-norm statistics far from the identity
-    std::mt19937_64 rng(6);
-    std::uniform_real_distribution<float> u(0.f, 1.f);
-    for (const Model::GraphNode& n : model.graph_nodes()) {
-      if (!std::holds_alternative<BatchNormSpec>(n.layer->spec())) continue;
-      const auto ps = n.layer->parameters();
-      const auto bs = n.layer->buffers();
-      for (int64_t i = 0; i < ps[0]->value.numel(); ++i) {
-        ps[0]->value.data<float>()[i] = 0.5f + u(rng);
-        ps[1]->value.data<float>()[i] = 0.4f * (u(rng) - 0.5f);
-        bs[0]->value.data<float>()[i] = 0.4f * (u(rng) - 0.5f);
-        bs[1]->value.data<float>()[i] = 0.5f + 1.5f * u(rng);
-      }
-    }
-  }
+  testing::randomize_batch_norms(model, 6);
   model.to(*gpu, DType::bf16, Layout::nhwc);
   const std::vector<float> v = bf16_values(16 * 3 * 32 * 32, 8, 1.f);
   const Tensor x = on_gpu_bf16(*gpu, v, {16, 3, 32, 32});

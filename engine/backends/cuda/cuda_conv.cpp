@@ -152,6 +152,31 @@ bool choose_algorithm(cudnnHandle_t hd, ConvPlan& plan, const ConvBuffers& buffe
   return true;
 }
 
+// The graph API's description of a convolution of x, w and y (as the op checked them).
+GraphConvSpec graph_conv_spec(ConvKind kind, const Conv2dParams& p, const Tensor& x, const Tensor& w, const Tensor& y) {
+  GraphConvSpec spec;
+  spec.kind = kind;
+  spec.dtype = x.dtype();
+  spec.x = {x.dim(0), x.dim(1), x.dim(2), x.dim(3)};
+  spec.w = {w.dim(0), w.dim(1), w.dim(2), w.dim(3)};
+  spec.y = {y.dim(0), y.dim(1), y.dim(2), y.dim(3)};
+  spec.x_layout = x.layout();
+  spec.w_layout = w.layout();
+  spec.y_layout = y.layout();
+  spec.pad = {p.pad_h, p.pad_w};
+  spec.stride = {p.stride_h, p.stride_w};
+  spec.dilation = {p.dilation_h, p.dilation_w};
+  return spec;
+}
+
+// The most workspace a convolution's plan may ask for: 1 GiB, or half the GPU's free memory.
+size_t workspace_limit() {
+  size_t limit = size_t(1) << 30;
+  if (size_t free_b = 0, total_b = 0; cudaMemGetInfo(&free_b, &total_b) == cudaSuccess)
+    limit = std::min(limit, free_b / 2);
+  return limit;
+}
+
 }  // namespace
 
 ConvPlan& CudaOps::conv_plan(ConvKind kind, const Conv2dParams& p, const Tensor& x, const Tensor& w,
@@ -188,11 +213,7 @@ ConvPlan& CudaOps::conv_plan(ConvKind kind, const Conv2dParams& p, const Tensor&
   plan->exact = dtype == DType::f32 && !ctx_.tf32;
   CONVOY_CUDNN_CHECK(cudnnSetConvolutionMathType(plan->conv.d, plan->exact ? CUDNN_FMA_MATH : CUDNN_TENSOR_OP_MATH));
 
-  size_t limit = size_t(1) << 30;
-  {
-    size_t free_b = 0, total_b = 0;
-    if (cudaMemGetInfo(&free_b, &total_b) == cudaSuccess) limit = std::min(limit, free_b / 2);
-  }
+  const size_t limit = workspace_limit();
   const bool det = ctx_.deterministic, bench = ctx_.benchmark;
   ConvBuffers buffers{x.raw(), w.raw(), y.raw()};
   Tensor stand_in;  // what the benchmark writes instead of a tensor that must keep its values
@@ -205,18 +226,7 @@ ConvPlan& CudaOps::conv_plan(ConvKind kind, const Conv2dParams& p, const Tensor&
   // Exact f32 stays on the legacy calls: their algorithm list is what the exactness rules above
   // (transform_based) are written for; grouped convolutions too.
   if (conv_graph_api_ && !plan->exact && g == 1) {
-    GraphConvSpec spec;
-    spec.kind = kind;
-    spec.dtype = dtype;
-    spec.x = {n, c, h, wd};
-    spec.w = {k, cg, r, s};
-    spec.y = {n, k, pp, qq};
-    spec.x_layout = x.layout();
-    spec.w_layout = w.layout();
-    spec.y_layout = y.layout();
-    spec.pad = {p.pad_h, p.pad_w};
-    spec.stride = {p.stride_h, p.stride_w};
-    spec.dilation = {p.dilation_h, p.dilation_w};
+    GraphConvSpec spec = graph_conv_spec(kind, p, x, w, y);
     spec.accumulate = accumulate;
     plan->graph = GraphConvPlan::build(ctx_.cudnn, spec, GraphConvChoice{bench, det, limit}, buffers.x, buffers.w,
                                        buffers.y, [this](size_t bytes) { return conv_workspace_.get(bytes); });
@@ -386,28 +396,15 @@ bool CudaOps::conv2d_forward_fused(const Conv2dParams& p, const Tensor& x, const
       residual != nullptr, relu, 0, 0, 0};
   auto it = fused_conv_plans_.find(key);
   if (it == fused_conv_plans_.end()) {
-    GraphConvSpec spec;
-    spec.dtype = x.dtype();
-    spec.x = {x.dim(0), x.dim(1), x.dim(2), x.dim(3)};
-    spec.w = {w.dim(0), w.dim(1), w.dim(2), w.dim(3)};
-    spec.y = {y.dim(0), y.dim(1), y.dim(2), y.dim(3)};
-    spec.x_layout = x.layout();
-    spec.w_layout = w.layout();
-    spec.y_layout = y.layout();
-    spec.pad = {p.pad_h, p.pad_w};
-    spec.stride = {p.stride_h, p.stride_w};
-    spec.dilation = {p.dilation_h, p.dilation_w};
+    GraphConvSpec spec = graph_conv_spec(ConvKind::forward, p, x, w, y);
     spec.bias = true;
     spec.residual = residual != nullptr;
     spec.relu = relu;
-    size_t limit = size_t(1) << 30;
-    if (size_t free_b = 0, total_b = 0; cudaMemGetInfo(&free_b, &total_b) == cudaSuccess)
-      limit = std::min(limit, free_b / 2);
     // The benchmark writes a stand-in: y may be a buffer whose values are still read (it is not,
     // in a forward pass, but a recording's buffers are better left alone).
     const Tensor stand_in(y.shape(), y.dtype(), ctx_.tensors, y.layout());
     std::unique_ptr<GraphConvPlan> plan = GraphConvPlan::build(
-        ctx_.cudnn, spec, GraphConvChoice{ctx_.benchmark, ctx_.deterministic, limit}, x.raw(), w.raw(),
+        ctx_.cudnn, spec, GraphConvChoice{ctx_.benchmark, ctx_.deterministic, workspace_limit()}, x.raw(), w.raw(),
         stand_in.raw(), [this](size_t bytes) { return conv_workspace_.get(bytes); }, b.raw(),
         residual ? residual->raw() : nullptr);
     if (!plan && ctx_.tunables.verbose)
