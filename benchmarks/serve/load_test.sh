@@ -13,7 +13,7 @@
 # per request, default 1), SERVE_PROTOCOL (http: wrk, Triton's binary tensor format; grpc: h2load from
 # nghttp2-client sending ModelInfer with raw_input_contents; failures counted from the server's metrics),
 # SERVE_INPUT (u8: decoded pixels, UINT8 [n, C, H, W]; jpeg: a BYTES input of n encoded 500x375 JPEGs,
-# decoded and preprocessed by the server, over HTTP).
+# decoded and preprocessed by the server, over HTTP), SERVE_FLAGS (more `convoy serve` options).
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 build=${1:-build-cpu}
@@ -101,7 +101,7 @@ open(work + "/body.bin", "wb").write(header + data)
 open(work + "/header_length", "w").write(str(len(header)))
 PY
 "$convoy" serve --model-repository "$work/repo" --host 127.0.0.1 --http-port 0 --metrics-port 0 --grpc-port 0 \
-  2>"$work/serve.err" &
+  ${SERVE_FLAGS:-} 2>"$work/serve.err" &
 server=$!
 for _ in $(seq 300); do grep -q "HTTP on" "$work/serve.err" && break; sleep 0.1; done
 port=$(sed -n 's/.*HTTP on 127.0.0.1:\([0-9]*\).*/\1/p' "$work/serve.err")
