@@ -291,6 +291,8 @@ class Service final : public inference::GRPCInferenceService::Service {
   const std::atomic<bool>& ready_;
 };
 
+constexpr int kMaxIdleGrpcThreads = 1024;
+
 class GrpcServer final : public GrpcEndpoint {
  public:
   GrpcServer(ModelRepository& repository, MetricsRegistry& metrics, const std::atomic<bool>& ready)
@@ -301,6 +303,12 @@ class GrpcServer final : public GrpcEndpoint {
     builder.RegisterService(&service_);
     builder.RegisterService(&health_);  // grpc.health.v1.Health (health_service.h)
     builder.SetMaxReceiveMessageSize(64 << 20);
+    // A ModelInfer call holds one of the synchronous server's threads until its batch ran, and a
+    // thread that finishes while more than MAX_POLLERS threads wait for calls exits: with
+    // gRPC's default of 2, a batch of 64 answered at once ended 62 threads that the next 62
+    // calls made again (557 threads made for 692 calls at 256 connections). Threads that stay
+    // cost a sleeping stack each.
+    builder.SetSyncServerOption(grpc::ServerBuilder::SyncServerOption::MAX_POLLERS, kMaxIdleGrpcThreads);
     server_ = builder.BuildAndStart();
     return server_ != nullptr && port_ > 0;
   }
