@@ -128,6 +128,7 @@ for run in ${SERVE_RUNS:-single:1 m:1 m:16 m:256 single:1}; do
   if [ "$protocol" = grpc ]; then
     python3 benchmarks/serve/grpc_request.py "$name" "$images" $(python3 -c "import re,sys; print(*re.search(r'^input:\s*\[([^\]]*)\]', open(sys.argv[1]).read(), re.M).group(1).split(','))" "$model") "$work/grpc.bin"
     before=$(failures)
+    rm -f "$work/h2load.log"  # h2load appends to its log: each row counts its own requests only
     h2load -D "$seconds" -c "$c" -t "$threads" -m 1 -H 'content-type: application/grpc' -H 'te: trailers' \
       -d "$work/grpc.bin" --log-file="$work/h2load.log" "http://127.0.0.1:$grpc_port/inference.GRPCInferenceService/ModelInfer" \
       >"$work/h2load.out" 2>&1 || { cat "$work/h2load.out" >&2; exit 1; }
