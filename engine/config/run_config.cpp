@@ -249,6 +249,7 @@ RunConfig parse_run_config(const std::string& yaml_text, const std::string& sour
   c.log_every = out.get_int("log_every", c.log_every);
   check_positive(out, "log_every", static_cast<double>(c.log_every));
   c.log_every = get_int_in(out, "log_every", c.log_every, 1, int64_t{1} << 40);
+  c.tensorboard = out.get_bool("tensorboard", c.tensorboard);
   out.finish();
   top.finish();
 

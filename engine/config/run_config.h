@@ -90,6 +90,7 @@ struct RunConfig {
   int64_t threads = 0;             // CPU threads; 0 = all cores
   std::string output_dir = "runs"; // the run writes to <output_dir>/<name>/
   int64_t log_every = 50;          // steps between plain progress lines (not a terminal)
+  bool tensorboard = false;        // output.tensorboard: event files in the run directory
   std::string resolved_yaml;       // the final config with overrides, for checkpoints
   // Data-parallel runs (several ranks): `distributed:` in the file.
   double distributed_timeout_seconds = 300;  // a collective not done by then stops the job

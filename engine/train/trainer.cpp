@@ -70,6 +70,7 @@ TrainResult TrainingRun::run_epochs() {
          << pos_.step << ")" << std::endl;
   }
   std::ofstream metrics = open_metrics();
+  open_tensorboard();
 
   result_.run_dir = run_dir_.string();
   result_.device = backend_->device().str();
@@ -184,6 +185,7 @@ bool TrainingRun::train_epoch(DataLoader& loader, EpochTally& tally) {
       read_pending(tally);
       tally.loader_images_per_second = loader.images_per_second();
       show_progress(tally);
+      tensorboard_steps(tally);
     }
   }
   read_pending(tally);
@@ -304,6 +306,7 @@ void TrainingRun::end_epoch(const EpochTally& tally, std::ostream& metrics) {
   if (is_best) save(best_path_, /*with_optimizer=*/false, info);
   save(last_path_, /*with_optimizer=*/true, info);
   report_epoch(tally, eval, epoch_seconds, is_best, metrics);
+  tensorboard_epoch(tally, eval, epoch_seconds);
 }
 
 void TrainingRun::report_epoch(const EpochTally& tally, const EvalResult& eval, double epoch_seconds, bool is_best,

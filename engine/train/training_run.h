@@ -24,6 +24,7 @@
 #include "engine/train/progress.h"
 #include "engine/train/run_directory.h"
 #include "engine/train/run_setup.h"
+#include "engine/train/tensorboard.h"
 #include "engine/train/train_step.h"
 #include "engine/train/trainer.h"
 
@@ -164,6 +165,13 @@ class TrainingRun {
   void end_epoch(const EpochTally& tally, std::ostream& metrics);
   void report_epoch(const EpochTally& tally, const EvalResult& eval, double epoch_seconds, bool is_best,
                     std::ostream& metrics) const;
+  // output.tensorboard (training_run_tensorboard.cpp): the run's config, the scalars of each
+  // progress point (the steps since the last one) and of each epoch.
+  void open_tensorboard();
+  void tensorboard_steps(const EpochTally& tally);
+  void tensorboard_epoch(const EpochTally& tally, const EvalResult& eval, double epoch_seconds);
+  template <typename Write>
+  void to_tensorboard(Write&& write);
   TrainResult stop_with_checkpoint();
   TrainResult result_so_far(bool interrupted);
   RunCheckpointInfo checkpoint_info(const Position& pos, double test_accuracy) const;
@@ -195,6 +203,12 @@ class TrainingRun {
   Clock::time_point run_start_;
   double eval_seconds_ = 0;  // left out of the training time
   DataLoader* test_loader_ = nullptr;  // run()'s, while it runs
+  std::unique_ptr<TensorBoardWriter> tensorboard_;  // rank 0's, with output.tensorboard
+  struct Logged {  // the epoch's tally at the last TensorBoard point
+    int64_t epoch = -1, steps = 0, images = 0, correct = 0;
+    double loss_sum = 0;
+    Clock::time_point at;
+  } logged_;
 };
 
 }  // namespace convoy::training
