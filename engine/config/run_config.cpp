@@ -100,6 +100,7 @@ RunConfig parse_run_config(const std::string& yaml_text, const std::string& sour
   c.dataset.kind = data.get_choice("kind", c.dataset.kind, dataset_kind_names());
   if (data.has("path")) c.dataset.path = resolve_path(base_dir, data.get_string("path"));
   c.dataset.train_split = data.get_string("train_split", c.dataset.train_split);
+  c.dataset.test_split_given = data.has("test_split");
   c.dataset.test_split = data.get_string("test_split", c.dataset.test_split);
   c.dataset.train_limit = data.get_int("train_limit", 0);
   c.dataset.test_limit = data.get_int("test_limit", 0);

@@ -18,6 +18,7 @@ struct DatasetConfig {
   std::string path;  // empty: the kind's default location (Fashion-MNIST's Debian package)
   std::string train_split = "train";
   std::string test_split = "test";
+  bool test_split_given = false;  // else an image folder with val/ and no test/ evaluates on val
   int64_t train_limit = 0;  // first N samples only; 0 = all
   int64_t test_limit = 0;
   std::vector<int64_t> synthetic_shape = {3, 224, 224};  // synthetic: (C, H, W), classes, size

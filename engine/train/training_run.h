@@ -126,7 +126,7 @@ class TrainingRun {
                                        : make_communicator(*backend_, options.world, communicator_options(config))),
         comm_(options.communicator ? options.communicator : own_comm_.get()),
         train_data_(load_split(config, options.engine, config.dataset.train_split, config.dataset.train_limit)),
-        test_data_(load_split(config, options.engine, config.dataset.test_split, config.dataset.test_limit)),
+        test_data_(load_split(config, options.engine, test_split_of(config, log), config.dataset.test_limit)),
         model_(build_model(config, options.engine, *train_data_, *backend_, log)), dtype_(model_.compute_dtype()),
         preprocess_(preprocess_of(config, model_)),
         normalize_(make_normalize(config.dataset.mean, config.dataset.std)),
