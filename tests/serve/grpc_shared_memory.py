@@ -12,7 +12,7 @@ import struct
 import sys
 import urllib.request
 
-from grpc_stubs import generate
+from grpc_stubs import code_of, generate
 
 
 def main():
@@ -26,13 +26,6 @@ def main():
     stub = rpc.GRPCInferenceServiceStub(grpc.insecure_channel("127.0.0.1:" + grpc_port))
     size = os.path.getsize("/dev/shm/" + key.lstrip("/"))
     out = {}
-
-    def code_of(call, req):
-        try:
-            call(req, timeout=30)
-            return "OK"
-        except grpc.RpcError as e:
-            return e.code().name + ": " + e.details()
 
     def shm(params, region, offset, byte_size):
         params["shared_memory_region"].string_param = region
