@@ -8,6 +8,7 @@
 #include <nlohmann/json.hpp>
 
 #include "apps/serve/model_config.h"
+#include "apps/serve/shared_memory.h"
 
 namespace convoy::serve {
 
@@ -44,10 +45,43 @@ const json* find_member(const json& object, const char* key) {
   return it == object.end() ? nullptr : &*it;
 }
 
+void check_finite(const Tensor& input) {
+  const float* f = input.data<float>();
+  for (int64_t i = 0; i < input.numel(); ++i)
+    if (!std::isfinite(f[i])) bad("input 'input': FP32 data must be finite");
+}
+
+// The slice of shared memory a tensor's `params` name (Triton's shared-memory extensions), if they
+// name one, looked up in `shm`.
+std::shared_ptr<const SharedMemorySlice> shared_memory_slice(const json* params, const std::string& what,
+                                                             const SharedMemoryRegistry* shm) {
+  if (!params || !params->is_object()) return nullptr;
+  SharedMemoryParams p;
+  if (const json* r = find_member(*params, "shared_memory_region")) {
+    if (!r->is_string()) bad(what + ": parameters.shared_memory_region must be a string");
+    p.region = r->get<std::string>();
+  }
+  for (auto [key, field] : {std::pair{"shared_memory_byte_size", &p.byte_size}, {"shared_memory_offset", &p.offset}})
+    if (const json* v = find_member(*params, key)) {
+      if (!v->is_number_integer()) bad(what + ": parameters." + key + " must be an integer");
+      constexpr int64_t most = std::numeric_limits<int64_t>::max();  // larger: past any region all the same
+      *field = v->is_number_unsigned() && v->get<uint64_t>() > static_cast<uint64_t>(most) ? most : v->get<int64_t>();
+    }
+  if (!p.any()) return nullptr;
+  if (!shm) bad(what + ": shared memory is not served here");
+  return std::make_shared<const SharedMemorySlice>(shm->slice(what, p));
+}
+
+// Writes an output's bytes to its shared memory; the parameters its reply carries instead of data.
+json shared_memory_reply(const SharedMemorySlice& shm, const std::string& what, const void* data, size_t bytes) {
+  shm.write(what, data, bytes);
+  return {{"shared_memory_region", shm.region}, {"shared_memory_byte_size", bytes}};
+}
+
 }  // namespace
 
 Tensor make_input_tensor(const std::string& name, const std::string& datatype, const Shape& shape,
-                         const TensorSpec& spec) {
+                         const TensorSpec& spec, const std::shared_ptr<Allocator>& allocator) {
   if (name != kInputName)
     bad("unknown input " + (name.empty() ? std::string("(no name)") : "'" + name + "'") + "; the model's input is '" +
         kInputName + "'");
@@ -63,11 +97,11 @@ Tensor make_input_tensor(const std::string& name, const std::string& datatype, c
   const Shape& want = spec.input;  // (C, H, W)
   const bool batch_ok = shape.size() == 4 && shape[0] >= 1 && shape[0] <= spec.max_batch_size;
   if (batch_ok && shape[1] == want[0] && shape[2] == want[1] && shape[3] == want[2])
-    return Tensor::empty(shape, datatype == "UINT8" ? DType::u8 : DType::f32);
+    return Tensor(shape, datatype == "UINT8" ? DType::u8 : DType::f32, allocator);
   // UINT8 pixels may also come channels-last, [n, H, W, C] as images are stored: the bytes are
   // kept as sent, tagged nhwc, and the normalization reads them so (on the GPU, in one kernel).
   if (batch_ok && datatype == "UINT8" && shape[1] == want[1] && shape[2] == want[2] && shape[3] == want[0])
-    return Tensor::empty({shape[0], want[0], want[1], want[2]}, DType::u8).with_layout(Layout::nhwc);
+    return Tensor({shape[0], want[0], want[1], want[2]}, DType::u8, allocator, Layout::nhwc);
   bad("input 'input': shape " + shape_str(shape) + ", expected [n, " + std::to_string(want[0]) + ", " +
       std::to_string(want[1]) + ", " + std::to_string(want[2]) + "] (or UINT8 [n, " + std::to_string(want[1]) + ", " +
       std::to_string(want[2]) + ", " + std::to_string(want[0]) + "], channels-last) with 1 <= n <= " +
@@ -93,7 +127,8 @@ std::vector<std::string> split_bytes_elements(std::string_view data, int64_t n) 
   return out;
 }
 
-InferRequest parse_infer_request(std::string_view body, std::optional<size_t> header_length, const TensorSpec& spec) {
+InferRequest parse_infer_request(std::string_view body, std::optional<size_t> header_length, const TensorSpec& spec,
+                                 const SharedMemoryRegistry* shm) {
   if (header_length && *header_length > body.size())
     bad("Inference-Header-Content-Length " + std::to_string(*header_length) + " is more than the body's " +
         std::to_string(body.size()) + " bytes");
@@ -138,13 +173,20 @@ InferRequest parse_infer_request(std::string_view body, std::optional<size_t> he
     if (!d.is_number_integer()) bad("input 'input': shape holds a non-integer");
     shape.push_back(d.get<int64_t>());
   }
-  req.input = make_input_tensor(name && name->is_string() ? name->get<std::string>() : "", dt, shape, spec);
+  const json* params = find_member(in, "parameters");
+  const auto in_shm = shared_memory_slice(params, "input 'input'", shm);
+  req.input = make_input_tensor(name && name->is_string() ? name->get<std::string>() : "", dt, shape, spec,
+                                in_shm ? in_shm->allocator("input 'input'") : cpu_allocator());
   const bool is_u8 = dt == "UINT8";
   const auto count = static_cast<size_t>(shape_numel(shape));
   const size_t bytes = req.input.defined() ? req.input.nbytes() : 0;
-  const json* params = find_member(in, "parameters");
   const json* binary_size = params && params->is_object() ? find_member(*params, "binary_data_size") : nullptr;
-  if (dt == "BYTES") {
+  if (in_shm) {  // read where it is: the batch is assembled straight from the region
+    if (binary_size || find_member(in, "data"))
+      bad("input 'input': give its data in shared memory or in the request, not both");
+    if (dt == "BYTES") req.encoded = split_bytes_elements(in_shm->read(), shape[0]);
+    if (!is_u8 && req.input.defined() && req.input.device().is_cpu()) check_finite(req.input);
+  } else if (dt == "BYTES") {
     if (!binary_size || !binary_size->is_number_unsigned() || !header_length)
       bad("input 'input': send BYTES (encoded images) as binary data: parameters.binary_data_size and the "
           "Inference-Header-Content-Length header");
@@ -166,11 +208,7 @@ InferRequest parse_infer_request(std::string_view body, std::optional<size_t> he
           " bytes");
     std::memcpy(req.input.raw(), binary.data(), bytes);
     binary.remove_prefix(bytes);
-    if (!is_u8) {
-      const float* f = req.input.data<float>();
-      for (size_t i = 0; i < count; ++i)
-        if (!std::isfinite(f[i])) bad("input 'input': FP32 data must be finite");
-    }
+    if (!is_u8) check_finite(req.input);
   } else {
     const json* data = find_member(in, "data");
     if (!data || !data->is_array()) bad("input 'input': 'data' missing (or give binary_data_size)");
@@ -199,8 +237,9 @@ InferRequest parse_infer_request(std::string_view body, std::optional<size_t> he
       const std::string n = oname->get<std::string>();
       if (n != kLogitsName && n != kProbabilitiesName)
         bad("unknown output '" + n + "'; the model's outputs are '" + kLogitsName + "' and '" + kProbabilitiesName + "'");
-      RequestedOutput out{n, binary_output_default, 0};
+      RequestedOutput out{n, binary_output_default, 0, nullptr};
       const json* op = find_member(o, "parameters");
+      out.shm = shared_memory_slice(op, "output '" + n + "'", shm);
       if (op && op->is_object()) {
         if (const json* b = find_member(*op, "binary_data")) {
           if (!b->is_boolean()) bad("outputs: parameters.binary_data must be true or false");
@@ -212,11 +251,13 @@ InferRequest parse_infer_request(std::string_view body, std::optional<size_t> he
           out.classification = check_classification(n, c->get<int64_t>(), spec.classes);
         }
       }
+      if (out.shm && out.classification == 0)  // FP32 (rows, classes): refused now if it cannot fit
+        out.shm->check_fits("output '" + n + "'", static_cast<uint64_t>(shape[0] * spec.classes) * sizeof(float));
       req.outputs.push_back(std::move(out));
     }
   }
   if (req.outputs.empty())
-    req.outputs = {{kLogitsName, binary_output_default, 0}, {kProbabilitiesName, binary_output_default, 0}};
+    req.outputs = {{kLogitsName, binary_output_default, 0, nullptr}, {kProbabilitiesName, binary_output_default, 0, nullptr}};
   return req;
 }
 
@@ -274,12 +315,15 @@ InferReplyBody make_infer_reply(const InferRequest& request, const std::string& 
   const auto n = static_cast<int64_t>(logits.size()) / std::max<int64_t>(classes, 1);  // rows answered
   json outputs = json::array();
   std::string binary;
-  for (const auto& [name, as_binary, k] : request.outputs) {
+  for (const auto& [name, as_binary, k, shm] : request.outputs) {
     const std::vector<float>& values = name == kLogitsName ? logits : probabilities;
     if (k > 0) {
       std::vector<std::string> top = top_k_classes(values, classes, k, class_names);
       json out = {{"name", name}, {"datatype", "BYTES"}, {"shape", {n, k}}};
-      if (as_binary) {
+      if (shm) {
+        const std::string bytes = serialize_bytes_elements(top);
+        out["parameters"] = shared_memory_reply(*shm, "output '" + name + "'", bytes.data(), bytes.size());
+      } else if (as_binary) {
         const std::string bytes = serialize_bytes_elements(top);
         out["parameters"] = {{"binary_data_size", bytes.size()}};
         binary += bytes;
@@ -290,7 +334,9 @@ InferReplyBody make_infer_reply(const InferRequest& request, const std::string& 
       continue;
     }
     json out = {{"name", name}, {"datatype", "FP32"}, {"shape", {n, classes}}};
-    if (as_binary) {
+    if (shm) {
+      out["parameters"] = shared_memory_reply(*shm, "output '" + name + "'", values.data(), values.size() * sizeof(float));
+    } else if (as_binary) {
       const size_t bytes = values.size() * sizeof(float);
       out["parameters"] = {{"binary_data_size", bytes}};
       binary.append(reinterpret_cast<const char*>(values.data()), bytes);

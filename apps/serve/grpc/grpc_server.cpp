@@ -12,6 +12,7 @@
 
 #include "apps/serve/endpoints.h"
 #include "apps/serve/grpc/health_service.h"
+#include "apps/serve/grpc/shared_memory_rpc.h"
 #include "apps/serve/grpc_endpoint.h"
 #include "apps/serve/kserve_json.h"
 #include "apps/serve/triton_config.h"
@@ -51,8 +52,9 @@ int64_t parse_version(const std::string& text) {
 
 class Service final : public inference::GRPCInferenceService::Service {
  public:
-  Service(ModelRepository& repository, MetricsRegistry& metrics, const std::atomic<bool>& ready)
-      : repository_(repository), metrics_(metrics), ready_(ready) {}
+  Service(ModelRepository& repository, MetricsRegistry& metrics, const std::atomic<bool>& ready,
+          SharedMemoryRegistry& shm)
+      : repository_(repository), metrics_(metrics), ready_(ready), shm_(shm) {}
 
   Status ServerLive(ServerContext*, const inference::ServerLiveRequest*, inference::ServerLiveResponse* r) override {
     r->set_live(true);
@@ -66,7 +68,7 @@ class Service final : public inference::GRPCInferenceService::Service {
                         inference::ServerMetadataResponse* r) override {
     r->set_name(kServerName);
     r->set_version(CONVOY_VERSION);
-    for (const char* e : kServerExtensions) r->add_extensions(e);
+    for (const std::string& e : server_extensions()) r->add_extensions(e);
     return Status::OK;
   }
   // A model not in the repository is NOT_FOUND (as for ModelMetadata); a version not ready is
@@ -156,6 +158,32 @@ class Service final : public inference::GRPCInferenceService::Service {
     return Status::OK;
   }
 
+  // Triton's shared-memory extensions (shared_memory_rpc.h).
+  Status SystemSharedMemoryStatus(ServerContext*, const inference::SystemSharedMemoryStatusRequest* q,
+                                  inference::SystemSharedMemoryStatusResponse* r) override {
+    return system_shm_status(shm_, *q, *r);
+  }
+  Status SystemSharedMemoryRegister(ServerContext*, const inference::SystemSharedMemoryRegisterRequest* q,
+                                    inference::SystemSharedMemoryRegisterResponse*) override {
+    return system_shm_register(shm_, *q);
+  }
+  Status SystemSharedMemoryUnregister(ServerContext*, const inference::SystemSharedMemoryUnregisterRequest* q,
+                                      inference::SystemSharedMemoryUnregisterResponse*) override {
+    return system_shm_unregister(shm_, *q);
+  }
+  Status CudaSharedMemoryStatus(ServerContext*, const inference::CudaSharedMemoryStatusRequest* q,
+                                inference::CudaSharedMemoryStatusResponse* r) override {
+    return cuda_shm_status(shm_, *q, *r);
+  }
+  Status CudaSharedMemoryRegister(ServerContext*, const inference::CudaSharedMemoryRegisterRequest* q,
+                                  inference::CudaSharedMemoryRegisterResponse*) override {
+    return cuda_shm_register(shm_, *q);
+  }
+  Status CudaSharedMemoryUnregister(ServerContext*, const inference::CudaSharedMemoryUnregisterRequest* q,
+                                    inference::CudaSharedMemoryUnregisterResponse*) override {
+    return cuda_shm_unregister(shm_, *q);
+  }
+
   Status ModelInfer(ServerContext*, const inference::ModelInferRequest* q, inference::ModelInferResponse* r) override {
     try {
       return infer(*q, *r);
@@ -185,14 +213,20 @@ class Service final : public inference::GRPCInferenceService::Service {
     if (q.inputs_size() != 1) throw RequestError(400, "give one input, '" + std::string(kInputName) + "'");
     const auto& in = q.inputs(0);
     const TensorSpec spec{served->input_shape(), served->config().max_batch_size, served->classes()};
-    Tensor input = make_input_tensor(in.name(), in.datatype(), Shape(in.shape().begin(), in.shape().end()), spec);
+    const auto in_shm = shared_memory_slice(shm_, in.parameters(), "input 'input'");  // read in place
+    Tensor input = make_input_tensor(in.name(), in.datatype(), Shape(in.shape().begin(), in.shape().end()), spec,
+                                     in_shm ? in_shm->allocator("input 'input'") : cpu_allocator());
     std::vector<std::string> encoded;  // BYTES: encoded images, decoded by the model's instance
     const auto count = static_cast<size_t>(input.defined() ? input.numel() : 0);
     const bool is_u8 = input.defined() && input.dtype() == DType::u8;
     // Triton's rule: an input's data comes from raw_input_contents or from its contents, not both.
     if (q.raw_input_contents_size() > 0 && in.has_contents())
       throw RequestError(400, "input 'input': give its data in raw_input_contents or in contents, not both");
-    if (!input.defined()) {
+    if (in_shm) {
+      if (q.raw_input_contents_size() > 0 || in.has_contents())
+        throw RequestError(400, "input 'input': give its data in shared memory or in the request, not both");
+      if (!input.defined()) encoded = split_bytes_elements(in_shm->read(), in.shape(0));
+    } else if (!input.defined()) {
       const int64_t n = in.shape(0);
       if (q.raw_input_contents_size() > 0) {
         if (q.raw_input_contents_size() != 1) throw RequestError(400, "raw_input_contents: one entry per input (1)");
@@ -226,12 +260,13 @@ class Service final : public inference::GRPCInferenceService::Service {
         throw RequestError(400, "input 'input': " + std::to_string(v.size()) + " fp32_contents for " + std::to_string(count) + " elements");
       std::memcpy(input.raw(), v.data(), count * sizeof(float));
     }
-    if (input.defined() && !is_u8) {
+    if (input.defined() && !is_u8 && input.device().is_cpu()) {
       const float* f = input.data<float>();
       for (size_t i = 0; i < count; ++i)
         if (!std::isfinite(f[i])) throw RequestError(400, "input 'input': FP32 data must be finite");
     }
-    std::vector<std::pair<std::string, int64_t>> outputs;  // name, classification (0: the tensor)
+    std::vector<RequestedOutput> outputs;  // classification 0: the tensor
+    const int64_t rows = input.defined() ? input.dim(0) : static_cast<int64_t>(encoded.size());
     for (const auto& o : q.outputs()) {
       if (o.name() != kLogitsName && o.name() != kProbabilitiesName)
         throw RequestError(400, "unknown output '" + o.name() + "'");
@@ -242,9 +277,12 @@ class Service final : public inference::GRPCInferenceService::Service {
                                   "the number of classes to return");
         k = check_classification(o.name(), it->second.int64_param(), served->classes());
       }
-      outputs.emplace_back(o.name(), k);
+      auto out_shm = shared_memory_slice(shm_, o.parameters(), "output '" + o.name() + "'");
+      if (out_shm && k == 0)  // FP32 (rows, classes): refused now if it cannot fit
+        out_shm->check_fits("output '" + o.name() + "'", static_cast<uint64_t>(rows * served->classes()) * sizeof(float));
+      outputs.push_back({o.name(), true, k, std::move(out_shm)});
     }
-    if (outputs.empty()) outputs = {{kLogitsName, 0}, {kProbabilitiesName, 0}};
+    if (outputs.empty()) outputs = {{kLogitsName, true, 0, nullptr}, {kProbabilitiesName, true, 0, nullptr}};
     int64_t timeout_us = 0;
     if (auto it = q.parameters().find("timeout"); it != q.parameters().end()) {
       if (it->second.parameter_choice_case() != inference::InferParameter::kInt64Param)
@@ -254,7 +292,7 @@ class Service final : public inference::GRPCInferenceService::Service {
 
     std::promise<InferResult> promise;
     std::future<InferResult> future = promise.get_future();
-    const int64_t n = input.defined() ? input.dim(0) : static_cast<int64_t>(encoded.size());
+    const int64_t n = rows;
     if (!submit_request(served, metrics_, std::move(input), std::move(encoded), timeout_us,
                         [&promise](InferResult result) { promise.set_value(std::move(result)); }))
       return Status(StatusCode::UNAVAILABLE, "model '" + served->config().name + "': the queue is full");
@@ -267,21 +305,27 @@ class Service final : public inference::GRPCInferenceService::Service {
     r.set_model_name(served->config().name);
     r.set_model_version(std::to_string(served->version()));
     r.set_id(q.id());
-    for (const auto& [name, k] : outputs) {
+    // An output in shared memory is written there, and keeps its place in raw_output_contents empty.
+    for (const auto& [name, binary, k, out_shm] : outputs) {
       const std::vector<float>& values = name == kLogitsName ? result.logits : result.probabilities;
       auto* out = r.add_outputs();
       out->set_name(name);
       out->add_shape(n);
+      std::string bytes;
       if (k > 0) {  // Triton's classification: BYTES (n, k), serialized in raw_output_contents as every output is
         out->set_datatype("BYTES");
         out->add_shape(k);
-        r.add_raw_output_contents(
-            serialize_bytes_elements(top_k_classes(values, served->classes(), k, served->class_names())));
-        continue;
+        bytes = serialize_bytes_elements(top_k_classes(values, served->classes(), k, served->class_names()));
+      } else {
+        out->set_datatype("FP32");
+        out->add_shape(served->classes());
+        bytes.assign(reinterpret_cast<const char*>(values.data()), values.size() * sizeof(float));
       }
-      out->set_datatype("FP32");
-      out->add_shape(served->classes());
-      r.add_raw_output_contents(reinterpret_cast<const char*>(values.data()), values.size() * sizeof(float));
+      if (out_shm) {
+        write_shared_memory_output(*out_shm, "output '" + name + "'", bytes.data(), bytes.size(), *out);
+        bytes.clear();
+      }
+      r.add_raw_output_contents(std::move(bytes));
     }
     return Status::OK;
   }
@@ -289,14 +333,16 @@ class Service final : public inference::GRPCInferenceService::Service {
   ModelRepository& repository_;
   MetricsRegistry& metrics_;
   const std::atomic<bool>& ready_;
+  SharedMemoryRegistry& shm_;
 };
 
 constexpr int kMaxIdleGrpcThreads = 1024;
 
 class GrpcServer final : public GrpcEndpoint {
  public:
-  GrpcServer(ModelRepository& repository, MetricsRegistry& metrics, const std::atomic<bool>& ready)
-      : service_(repository, metrics, ready), health_(repository, ready) {}
+  GrpcServer(ModelRepository& repository, MetricsRegistry& metrics, const std::atomic<bool>& ready,
+             SharedMemoryRegistry& shm)
+      : service_(repository, metrics, ready, shm), health_(repository, ready) {}
   bool start(const std::string& host, int port) {
     grpc::ServerBuilder builder;
     builder.AddListeningPort(host + ":" + std::to_string(port), grpc::InsecureServerCredentials(), &port_);
@@ -338,9 +384,9 @@ std::vector<std::string> grpc_service_methods() {
 }
 
 std::unique_ptr<GrpcEndpoint> start_grpc_endpoint(ModelRepository& repository, MetricsRegistry& metrics,
-                                                  const std::atomic<bool>& ready, const std::string& host, int port,
-                                                  std::string& why) {
-  auto endpoint = std::make_unique<GrpcServer>(repository, metrics, ready);
+                                                  const std::atomic<bool>& ready, SharedMemoryRegistry& shm,
+                                                  const std::string& host, int port, std::string& why) {
+  auto endpoint = std::make_unique<GrpcServer>(repository, metrics, ready, shm);
   if (!endpoint->start(host, port)) {
     why = "cannot listen for gRPC on " + host + ":" + std::to_string(port);
     return nullptr;
