@@ -166,11 +166,13 @@ TEST(ReliabilityRun, StaleTemporariesAreRemovedAtTheNextStart) {
   fs::create_directories(run);
   std::ofstream(run / "last.safetensors.tmp.99999") << "torn";
   std::ofstream(run / "best.safetensors.tmp.12") << "torn";
+  std::ofstream(run / "metrics.csv.tmp.12.3") << "torn";  // a second writer's name in one process
   std::ofstream(run / "notes.tmp.txt") << "mine";
   const CommandResult r = convoy_run("train --config " + config.string());
   ASSERT_EQ(r.status, 0) << r.output;
   EXPECT_FALSE(fs::exists(run / "last.safetensors.tmp.99999"));
   EXPECT_FALSE(fs::exists(run / "best.safetensors.tmp.12"));
+  EXPECT_FALSE(fs::exists(run / "metrics.csv.tmp.12.3"));
   EXPECT_TRUE(fs::exists(run / "notes.tmp.txt"));
   EXPECT_NE(r.output.find("removed " + (run / "last.safetensors.tmp.99999").string()), std::string::npos) << r.output;
 }
