@@ -2,6 +2,8 @@
 // and the metrics file (the epoch loop is in trainer.cpp).
 #include "engine/train/training_run.h"
 
+#include "engine/core/file_io.h"
+
 namespace convoy::training {
 
 void TrainingRun::resume() {
@@ -46,6 +48,8 @@ void TrainingRun::read_checkpoint() {
 std::ofstream TrainingRun::open_metrics() const {
   if (!lead()) return std::ofstream();  // not open: the rows it is given go nowhere
   const fs::path path = run_dir_ / "metrics.csv";
+  // Appended to row by row, so not an OutputFile; but never a device, FIFO or directory.
+  check_output_target(path, "the metrics file");
   std::error_code ec;
   bool fresh = !fs::exists(path, ec) || pos_.step == 0;
   if (!fresh) {
