@@ -8,6 +8,7 @@
 #include "engine/checkpoint/safetensors.h"
 #include "engine/config/run_config.h"
 #include "engine/core/error.h"
+#include "engine/inference/quantize.h"
 
 namespace convoy {
 
@@ -291,8 +292,13 @@ RunCheckpoint read_run_checkpoint(const std::filesystem::path& path, CheckpointU
                            "', expected one of " + precision_list(kAllPrecisions));
         ckpt.info.precision = *p;
       }
-      if (meta.has(kInt8ActivationMax))
+      if (meta.has(kInt8ActivationMax)) {
         ckpt.info.int8_activation_max = meta.json<std::map<std::string, double>>(kInt8ActivationMax);
+        // At load: a degenerate range runs without an error, at chance accuracy. Which layers'
+        // ranges may be 0 (fused into the next) takes the model: activation_max_by_node checks that.
+        for (const auto& [name, range] : ckpt.info.int8_activation_max)
+          check_activation_range(name, range, name == kQuantInputName, path.string());
+      }
       break;
   }
   return ckpt;
