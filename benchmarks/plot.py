@@ -10,7 +10,7 @@ Writes into DIR (default: beside the JSON):
   throughput.png  images/s of every measured case, Convoy and the peers (log scale).
 Prints one line per chart written or skipped. Exit status 3 when matplotlib cannot be
 imported (python3-matplotlib on Debian), 2 on a bad file or a chart it cannot write, else 0.
-Each chart is written atomically (save_chart).
+Each chart is written atomically (write_png_atomically).
 """
 import argparse
 import json
@@ -18,7 +18,7 @@ import os
 import sys
 
 
-def save_chart(fig, path):
+def write_png_atomically(fig, path):
     """Writes the PNG as convoy writes every output (engine/core/file_io.h, OutputFile): into a
     temporary file beside the target, fsynced and renamed over it, so that a full disk leaves the
     old chart whole and no partial file; a target that is not a regular file (a directory, a
@@ -54,6 +54,19 @@ def save_chart(fig, path):
         os.fsync(dir_fd)
     finally:
         os.close(dir_fd)
+
+
+def save_chart(plt, fig, path, what):
+    """Writes and closes the chart; prints the line that says so. False when it cannot be written."""
+    try:
+        write_png_atomically(fig, path)
+    except OSError as e:
+        print(f"cannot write {path}: {e}")
+        return False
+    finally:
+        plt.close(fig)
+    print(f"chart: {path} ({what})")
+    return True
 
 
 def main():
@@ -115,15 +128,8 @@ def main():
         ax.set_title(f"Convoy: GPU over CPU\n{subtitle}", fontsize=9)
         ax.legend(fontsize=8, loc="upper left", bbox_to_anchor=(1.01, 1))
         fig.tight_layout()
-        path = os.path.join(out_dir, "speedup.png")
-        try:
-            save_chart(fig, path)
-        except OSError as e:
-            print(f"cannot write {path}: {e}")
+        if not save_chart(plt, fig, os.path.join(out_dir, "speedup.png"), "GPU over CPU speedup"):
             return 2
-        finally:
-            plt.close(fig)
-        print(f"chart: {path} (GPU over CPU speedup)")
     else:
         print("speedup chart skipped: no pair of measured GPU and CPU fp32 cases "
               "(no usable GPU here, or one device only)")
@@ -142,15 +148,8 @@ def main():
         ax.set_xlabel("images/s")
         ax.set_title(f"Throughput\n{subtitle}", fontsize=9)
         fig.tight_layout()
-        path = os.path.join(out_dir, "throughput.png")
-        try:
-            save_chart(fig, path)
-        except OSError as e:
-            print(f"cannot write {path}: {e}")
+        if not save_chart(plt, fig, os.path.join(out_dir, "throughput.png"), "images/s of every measured case"):
             return 2
-        finally:
-            plt.close(fig)
-        print(f"chart: {path} (images/s of every measured case)")
     return 0
 
 
