@@ -126,17 +126,23 @@ TEST_F(OutputFilesCli, ExportOntoADirectoryOrAFifoIsRefused) {
 }
 
 // metrics.csv is appended to row by row, not replaced; still never a FIFO (the run would block
-// on it, as it did) nor a device.
-TEST_F(OutputFilesCli, TrainingRefusesAMetricsFileThatIsAFifo) {
+// on it, as it did) nor a device. A checkpoint's target in the way fails before any training.
+TEST_F(OutputFilesCli, TrainingRefusesAMetricsFifoOrACheckpointDirectoryAtOnce) {
   const fs::path config = testing::tiny_run::write_tiny_config(dir_.path(), 1);
   fs::create_directories(dir_ / "runs/tiny");
   ASSERT_EQ(::mkfifo((dir_ / "runs/tiny/metrics.csv").c_str(), 0644), 0);
-  const CommandResult r = convoy("train --config " + config.string());
+  CommandResult r = convoy("train --config " + config.string());
   EXPECT_EQ(r.status, 1) << r.output;
   EXPECT_NE(r.output.find("metrics.csv: is a FIFO, not a regular file; the metrics file is written only"),
             std::string::npos)
       << r.output;
   EXPECT_TRUE(fs::is_fifo(dir_ / "runs/tiny/metrics.csv"));
+  fs::remove(dir_ / "runs/tiny/metrics.csv");
+  fs::create_directory(dir_ / "runs/tiny/best.safetensors");
+  r = convoy("train --config " + config.string());
+  EXPECT_EQ(r.status, 1) << r.output;
+  EXPECT_NE(r.output.find("best.safetensors: is a directory, not a regular file"), std::string::npos) << r.output;
+  EXPECT_EQ(r.output.find("epoch 1/1"), std::string::npos) << r.output;  // refused before training
 }
 
 }  // namespace

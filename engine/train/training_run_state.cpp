@@ -49,8 +49,10 @@ void TrainingRun::read_checkpoint() {
 std::ofstream TrainingRun::open_metrics() const {
   if (!lead()) return std::ofstream();  // not open: the rows it is given go nowhere
   const fs::path path = run_dir_ / "metrics.csv";
-  // Appended to row by row, so not an OutputFile; but never a device, FIFO or directory.
+  // Appended to row by row, so not an OutputFile; but never a device, FIFO or directory. The
+  // checkpoints' targets too, now rather than after an epoch's training.
   check_output_target(path, "the metrics file");
+  for (const fs::path& checkpoint : {last_path_, best_path_}) check_output_target(checkpoint, "the checkpoint");
   std::error_code ec;
   bool fresh = !fs::exists(path, ec) || pos_.step == 0;
   if (!fresh) {
