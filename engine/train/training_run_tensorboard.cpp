@@ -29,9 +29,12 @@ void TrainingRun::open_tensorboard() {
   });
 }
 
+void TrainingRun::tensorboard_window(const EpochTally& tally) {
+  logged_ = Logged{tally.steps, tally.images, tally.correct, tally.loss_sum, Clock::now()};
+}
+
 void TrainingRun::tensorboard_steps(const EpochTally& tally) {
   if (!tensorboard_) return;
-  if (logged_.epoch != pos_.epoch) logged_ = Logged{pos_.epoch, 0, 0, 0, 0.0, tally.start};
   const int64_t steps = tally.steps - logged_.steps;
   if (steps <= 0) return;
   const int64_t images = tally.images - logged_.images;
@@ -44,7 +47,7 @@ void TrainingRun::tensorboard_steps(const EpochTally& tally) {
     if (seconds > 0) tb.scalar("train/images_per_second", pos_.step, static_cast<double>(images) / seconds);
     tb.flush();
   });
-  logged_ = Logged{pos_.epoch, tally.steps, tally.images, tally.correct, tally.loss_sum, Clock::now()};
+  tensorboard_window(tally);
 }
 
 void TrainingRun::tensorboard_epoch(const EpochTally& tally, const EvalResult& eval, double epoch_seconds) {
