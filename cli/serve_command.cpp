@@ -13,6 +13,7 @@
 #include "apps/serve/http_server.h"
 #include "apps/serve/repository.h"
 #include "apps/serve/routes.h"
+#include "apps/serve/worker_pool.h"
 #include "cli/commands.h"
 #include "engine/core/error.h"
 #include "engine/core/stop_signals.h"
@@ -36,6 +37,9 @@ struct ServeArgs {
   int64_t drain_secs = 30;
   int64_t max_input_bytes = int64_t{64} << 20;
   bool log_requests = false;
+  int64_t worker_threads = 0;
+  int64_t worker_queue = 512;
+  serve::ImageBudget images;
 };
 
 // Polls the repository every `secs` on a thread of its own until destroyed.
@@ -79,8 +83,11 @@ int run_serve(const ServeArgs& args, const EngineOptions& engine) {
     throw InputError("--load-model needs --model-control explicit");
   serve::MetricsRegistry metrics;
   serve::ModelRepository repository(args.repository, control, metrics, std::cerr, engine);
+  repository.set_image_budget(args.images);
   std::atomic<bool> ready{false};
-  serve::Router router(repository, metrics, ready);
+  serve::WorkerPool workers(static_cast<int>(args.worker_threads), static_cast<size_t>(args.worker_queue),
+                            metrics.server());
+  serve::Router router(repository, metrics, ready, &workers);
   serve::HttpOptions options;
   options.host = args.host;
   options.http_port = args.http_port;
@@ -113,6 +120,7 @@ int run_serve(const ServeArgs& args, const EngineOptions& engine) {
   }
   if (grpc) grpc->shutdown();  // calls in flight finish: the models still run
   repository.stop_all();  // before the server goes: completions post to its executor
+  workers.stop();         // the replies of the last completions, before the router goes
   std::cerr << "convoy serve: stopped" << std::endl;
   return 0;
 }
@@ -152,6 +160,20 @@ void add_serve_command(CLI::App& app, Action& chosen) {
       ->check(CLI::Range(int64_t{1}, int64_t{2147483647}))
       ->capture_default_str();
   cmd->add_flag("--log-requests", args->log_requests, "one JSON line per request on stdout");
+  cmd->add_option("--worker-thread-count", args->worker_threads,
+                  "threads that parse requests, decode images and build replies (0: half the cores, 2 to 8)")
+      ->check(CLI::Range(0, 256))
+      ->capture_default_str();
+  cmd->add_option("--worker-queue-size", args->worker_queue, "requests that may wait for a worker; more get 503")
+      ->check(CLI::Range(1, 1 << 20))
+      ->capture_default_str();
+  cmd->add_option("--max-image-pixels", args->images.max_pixels, "pixels of a request's encoded images, from their headers (413 over it)")
+      ->check(CLI::Range(int64_t{1}, int64_t{1} << 40))
+      ->capture_default_str();
+  cmd->add_option("--max-image-bytes", args->images.max_bytes,
+                  "decoded bytes of a request's images, 16-bit samples and alpha counted (413 over it)")
+      ->check(CLI::Range(int64_t{1}, int64_t{1} << 40))
+      ->capture_default_str();
   cmd->callback([args, &chosen] { chosen = [args](const EngineOptions& engine) { return run_serve(*args, engine); }; });
 }
 

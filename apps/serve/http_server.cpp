@@ -36,6 +36,8 @@ struct Shared {
   std::mutex log_mutex;
 };
 
+using Response = std::shared_ptr<http::response<http::string_body>>;
+
 // One connection: reads a request, hands it to the router, writes the reply, and reads the
 // next one while the client keeps the connection alive.
 class Session : public std::enable_shared_from_this<Session> {
@@ -62,70 +64,78 @@ class Session : public std::enable_shared_from_this<Session> {
     if (ec == http::error::end_of_stream || ec == beast::error::timeout || ec == net::error::operation_aborted ||
         ec == net::error::connection_reset || ec == net::error::eof)
       return close();
+    stream_.expires_never();
+    started_ = std::chrono::steady_clock::now();
+    shared_.in_flight++;
     if (ec) {  // a malformed request or one over the body limit: say why, then close
       keep_alive_ = false;
       reply_coding_ = ContentCoding::identity;
-      started_ = std::chrono::steady_clock::now();
-      shared_.in_flight++;
       const unsigned status = ec == http::error::body_limit ? 413 : 400;
-      return write(error_reply(status, "bad HTTP request: " + ec.message()));
+      return send(respond(error_reply(status, "bad HTTP request: " + ec.message())));
     }
     http::request<http::string_body> req = parser_->release();
     keep_alive_ = req.keep_alive() && !shared_.stopping;
     method_ = std::string(req.method_string());
     target_ = std::string(req.target());
-    started_ = std::chrono::steady_clock::now();
-    shared_.in_flight++;
     const auto accept = req[http::field::accept_encoding];
     reply_coding_ = accepted_coding(std::string_view(accept.data(), accept.size()));
     HttpRequest request;
     request.method = method_;
     request.target = target_;
-    // A compressed body is inflated here, so everything after (the binary tensor extension's
-    // Inference-Header-Content-Length included) sees the body as sent before compression.
     const auto encoding_header = req[http::field::content_encoding];
     const std::string_view encoding(encoding_header.data(), encoding_header.size());
     const std::optional<ContentCoding> coding = content_coding(encoding);
     if (!coding)
-      return write(error_reply(415, "Content-Encoding '" + std::string(encoding) + "' is not supported (gzip, deflate)"));
-    if (*coding == ContentCoding::identity) {
-      request.body = std::move(req.body());
-    } else {
-      InflateResult inflated = inflate_body(req.body(), *coding, shared_.options.max_body_bytes);
-      if (inflated.status == InflateResult::Status::too_large)
-        return write(error_reply(413, std::string("Content-Encoding ") + coding_name(*coding) + ": " + inflated.error +
-                                          " (--http-max-input-size)"));
-      if (inflated.status == InflateResult::Status::corrupt)
-        return write(error_reply(400, std::string("Content-Encoding ") + coding_name(*coding) +
-                                          ": the body is not valid " + coding_name(*coding) + " data (" +
-                                          inflated.error + ")"));
-      request.body = std::move(inflated.body);
-    }
+      return send(respond(error_reply(415, "Content-Encoding '" + std::string(encoding) + "' is not supported (gzip, deflate)")));
     if (auto it = req.find("Inference-Header-Content-Length"); it != req.end()) {
       const std::string v(it->value());
       if (v.empty() || v.size() > 15 || !std::all_of(v.begin(), v.end(), ::isdigit))
-        return write(error_reply(400, "Inference-Header-Content-Length must be a byte count, got '" + v + "'"));
+        return send(respond(error_reply(400, "Inference-Header-Content-Length must be a byte count, got '" + v + "'")));
       request.inference_header_length = std::stoull(v);
     }
-    stream_.expires_never();
-    auto reply = [self = shared_from_this()](HttpReply r) {
-      net::post(self->stream_.get_executor(), [self, r = std::move(r)]() mutable { self->write(std::move(r)); });
+    request.body = std::move(req.body());
+    const ReplyFn reply = replier();
+    if (metrics_port_) return answer_errors(reply, [&] { shared_.router.handle_metrics(request, reply); });
+    WorkerPool* workers = shared_.router.workers();
+    if (*coding == ContentCoding::identity || request.body.empty() || !workers)
+      return answer_errors(reply, [&] { handle(std::move(request), *coding, reply); });
+    // Inflating is heavy work: a worker's, as is what the router then does with the body.
+    auto work = [self = shared_from_this(), request = std::move(request), coding = *coding, reply]() mutable {
+      answer_errors(reply, [&] { self->handle(std::move(request), coding, reply); });
     };
-    try {
-      if (metrics_port_)
-        shared_.router.handle_metrics(request, reply);
-      else
-        shared_.router.handle(request, reply);
-    } catch (const Error& e) {
-      reply(error_reply(400, e.what()));
-    } catch (const std::bad_alloc&) {
-      reply(error_reply(503, "out of memory"));
-    } catch (const std::exception& e) {
-      reply(error_reply(500, std::string("internal error: ") + e.what()));
-    }
+    if (!workers->try_submit(std::move(work)))
+      reply(error_reply(503, "the server's request workers are busy (" + std::to_string(workers->max_queued()) +
+                                 " requests waiting, --worker-queue-size); try again later"));
   }
 
-  void write(HttpReply r) {
+  // A compressed body is inflated here, so everything after (the binary tensor extension's
+  // Inference-Header-Content-Length included) sees the body as sent before compression.
+  void handle(HttpRequest request, ContentCoding coding, const ReplyFn& reply) {
+    if (coding != ContentCoding::identity) {
+      InflateResult inflated = inflate_body(request.body, coding, shared_.options.max_body_bytes);
+      if (inflated.status == InflateResult::Status::too_large)
+        return reply(error_reply(413, std::string("Content-Encoding ") + coding_name(coding) + ": " + inflated.error +
+                                          " (--http-max-input-size)"));
+      if (inflated.status == InflateResult::Status::corrupt)
+        return reply(error_reply(400, std::string("Content-Encoding ") + coding_name(coding) +
+                                          ": the body is not valid " + coding_name(coding) + " data (" +
+                                          inflated.error + ")"));
+      request.body = std::move(inflated.body);
+    }
+    shared_.router.handle(std::move(request), reply);
+  }
+
+  // Answers from any thread: the reply is built (and compressed) on the caller's, a worker for a
+  // heavy request, and only written on the connection's.
+  ReplyFn replier() {
+    return [self = shared_from_this()](HttpReply r) {
+      Response res = self->respond(std::move(r));
+      net::post(self->stream_.get_executor(), [self, res = std::move(res)] { self->send(res); });
+    };
+  }
+
+  // Reads only what stays fixed while the request is handled.
+  Response respond(HttpReply r) {
     log(r);
     auto res = std::make_shared<http::response<http::string_body>>(static_cast<http::status>(r.status), 11);
     res->set(http::field::server, "convoy/" CONVOY_VERSION);
@@ -140,6 +150,10 @@ class Session : public std::enable_shared_from_this<Session> {
       res->body() = std::move(r.body);
     }
     res->prepare_payload();
+    return res;
+  }
+
+  void send(const Response& res) {
     stream_.expires_after(kIdleTimeout);
     http::async_write(stream_, *res, [self = shared_from_this(), res](beast::error_code ec, size_t) {
       self->shared_.in_flight--;

@@ -1,6 +1,7 @@
 #pragma once
 // The HTTP/REST front end on Boost.Beast over Asio: the KServe v2 port and the metrics port,
-// a pool of I/O threads, and a graceful stop (stop accepting, let the requests in flight
+// a pool of I/O threads that only read, write and answer the cheap endpoints (the router hands
+// the rest to its workers), and a graceful stop (stop accepting, let the requests in flight
 // finish within a bound, then return) when the command's stop signal watcher calls stop().
 #include <atomic>
 #include <chrono>

@@ -85,7 +85,23 @@ std::string MetricsRegistry::prometheus_text() const {
     for (const auto& [key, m] : models_)
       out << f.name << "{model=\"" << key.first << "\",version=\"" << key.second << "\"} " << f.value(*m) << "\n";
   }
+  server_text(out);
   return out.str();
+}
+
+void MetricsRegistry::server_text(std::ostream& out) const {
+  const ServerMetrics& s = server_;
+  auto family = [&out](const char* name, const char* type, const char* help) {
+    out << "# HELP " << name << " " << help << "\n# TYPE " << name << " " << type << "\n";
+  };
+  family("convoy_worker_threads", "gauge", "Threads of the pool that parses, decodes and builds replies");
+  out << "convoy_worker_threads " << s.worker_threads << "\n";
+  family("convoy_worker_queue_size", "gauge", "Requests waiting for a worker");
+  out << "convoy_worker_queue_size " << s.worker_queue << "\n";
+  family("convoy_worker_rejected_total", "counter", "Requests answered 503 because the worker queue was full");
+  out << "convoy_worker_rejected_total " << s.worker_rejected << "\n";
+  family("convoy_image_budget_refused_total", "counter", "Requests refused (413) for images over the pixel or byte budget");
+  out << "convoy_image_budget_refused_total " << s.image_budget_refused << "\n";
 }
 
 }  // namespace convoy::serve

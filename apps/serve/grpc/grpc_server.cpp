@@ -13,6 +13,7 @@
 #include "apps/serve/endpoints.h"
 #include "apps/serve/grpc/health_service.h"
 #include "apps/serve/grpc_endpoint.h"
+#include "apps/serve/image_budget.h"
 #include "apps/serve/kserve_json.h"
 #include "apps/serve/triton_config.h"
 #include "apps/serve/triton_stats.h"
@@ -252,6 +253,7 @@ class Service final : public inference::GRPCInferenceService::Service {
       timeout_us = check_timeout(it->second.int64_param());
     }
 
+    admit_images(*served, encoded, input, repository_.image_budget(), metrics_);
     std::promise<InferResult> promise;
     std::future<InferResult> future = promise.get_future();
     const int64_t n = input.defined() ? input.dim(0) : static_cast<int64_t>(encoded.size());
