@@ -37,6 +37,8 @@ struct ServeArgs {
   int64_t drain_secs = 30;
   int64_t max_input_bytes = int64_t{64} << 20;
   bool log_requests = false;
+  int64_t max_connections = 0;
+  int64_t header_timeout_secs = 10;
   int64_t worker_threads = 0;
   int64_t worker_queue = 512;
   serve::ImageBudget images;
@@ -96,6 +98,8 @@ int run_serve(const ServeArgs& args, const EngineOptions& engine) {
   options.drain = std::chrono::seconds(args.drain_secs);
   options.max_body_bytes = static_cast<uint64_t>(args.max_input_bytes);
   options.log_requests = args.log_requests;
+  options.max_connections = args.max_connections;
+  options.header_timeout = std::chrono::seconds(args.header_timeout_secs);
   // Listening first: a port in use fails at once, before any model is loaded.
   serve::HttpServer server(router, options, ready);
   StopSignalWatcher watcher([&server](int signal) { server.stop(signal); });
@@ -105,6 +109,8 @@ int run_serve(const ServeArgs& args, const EngineOptions& engine) {
                       : nullptr;
   if (args.allow_grpc && !grpc && grpc_why.find("not built in") == std::string::npos) throw InputError(grpc_why);
   repository.load_initial(args.load_models);
+  std::cerr << "convoy serve: at most " << server.max_connections() << " HTTP connections, " << workers.threads()
+            << " request workers" << std::endl;
   std::cerr << "convoy serve: HTTP on " << args.host << ":" << server.http_port();
   if (server.metrics_port() >= 0) std::cerr << ", metrics on " << args.host << ":" << server.metrics_port();
   if (grpc)
@@ -160,6 +166,15 @@ void add_serve_command(CLI::App& app, Action& chosen) {
       ->check(CLI::Range(int64_t{1}, int64_t{2147483647}))
       ->capture_default_str();
   cmd->add_flag("--log-requests", args->log_requests, "one JSON line per request on stdout");
+  cmd->add_option("--max-connections", args->max_connections,
+                  "HTTP connections open at once; at the cap the longest idle or slow one is closed for a new one "
+                  "(0: three quarters of the open files limit, less 64, at most 4096)")
+      ->check(CLI::Range(int64_t{0}, int64_t{1} << 20))
+      ->capture_default_str();
+  cmd->add_option("--http-header-timeout-secs", args->header_timeout_secs,
+                  "seconds from a request's first byte to the end of its headers")
+      ->check(CLI::Range(1, 3600))
+      ->capture_default_str();
   cmd->add_option("--worker-thread-count", args->worker_threads,
                   "threads that parse requests, decode images and build replies (0: half the cores, 2 to 8)")
       ->check(CLI::Range(0, 256))

@@ -94,6 +94,20 @@ void MetricsRegistry::server_text(std::ostream& out) const {
   auto family = [&out](const char* name, const char* type, const char* help) {
     out << "# HELP " << name << " " << help << "\n# TYPE " << name << " " << type << "\n";
   };
+  family("convoy_http_connections", "gauge", "HTTP connections open");
+  out << "convoy_http_connections " << s.connections << "\n";
+  family("convoy_http_connections_max", "gauge", "The cap on open HTTP connections (--max-connections)");
+  out << "convoy_http_connections_max " << s.max_connections << "\n";
+  family("convoy_http_connections_shed_total", "counter",
+         "HTTP connections closed to make room for a new one: idle, or slow (a request or reply half sent)");
+  out << "convoy_http_connections_shed_total{reason=\"idle\"} " << s.shed_idle << "\n";
+  out << "convoy_http_connections_shed_total{reason=\"slow\"} " << s.shed_slow << "\n";
+  family("convoy_http_connections_refused_total", "counter", "New HTTP connections closed at the cap, every open one busy");
+  out << "convoy_http_connections_refused_total " << s.refused << "\n";
+  family("convoy_http_header_timeouts_total", "counter", "HTTP requests whose headers were not complete in time");
+  out << "convoy_http_header_timeouts_total " << s.header_timeouts << "\n";
+  family("convoy_http_accept_errors_total", "counter", "Failed accepts (out of descriptors, ...), each backed off");
+  out << "convoy_http_accept_errors_total " << s.accept_errors << "\n";
   family("convoy_worker_threads", "gauge", "Threads of the pool that parses, decodes and builds replies");
   out << "convoy_worker_threads " << s.worker_threads << "\n";
   family("convoy_worker_queue_size", "gauge", "Requests waiting for a worker");
