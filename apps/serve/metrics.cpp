@@ -90,32 +90,39 @@ std::string MetricsRegistry::prometheus_text() const {
 }
 
 void MetricsRegistry::server_text(std::ostream& out) const {
-  const ServerMetrics& s = server_;
-  auto family = [&out](const char* name, const char* type, const char* help) {
-    out << "# HELP " << name << " " << help << "\n# TYPE " << name << " " << type << "\n";
+  struct Series {
+    const char* name;
+    const char* labels;
+    const char* type;
+    const char* help;  // of the first series of a name
+    std::atomic<int64_t> ServerMetrics::*value;
   };
-  family("convoy_http_connections", "gauge", "HTTP connections open");
-  out << "convoy_http_connections " << s.connections << "\n";
-  family("convoy_http_connections_max", "gauge", "The cap on open HTTP connections (--max-connections)");
-  out << "convoy_http_connections_max " << s.max_connections << "\n";
-  family("convoy_http_connections_shed_total", "counter",
-         "HTTP connections closed to make room for a new one: idle, or slow (a request or reply half sent)");
-  out << "convoy_http_connections_shed_total{reason=\"idle\"} " << s.shed_idle << "\n";
-  out << "convoy_http_connections_shed_total{reason=\"slow\"} " << s.shed_slow << "\n";
-  family("convoy_http_connections_refused_total", "counter", "New HTTP connections closed at the cap, every open one busy");
-  out << "convoy_http_connections_refused_total " << s.refused << "\n";
-  family("convoy_http_header_timeouts_total", "counter", "HTTP requests whose headers were not complete in time");
-  out << "convoy_http_header_timeouts_total " << s.header_timeouts << "\n";
-  family("convoy_http_accept_errors_total", "counter", "Failed accepts (out of descriptors, ...), each backed off");
-  out << "convoy_http_accept_errors_total " << s.accept_errors << "\n";
-  family("convoy_worker_threads", "gauge", "Threads of the pool that parses, decodes and builds replies");
-  out << "convoy_worker_threads " << s.worker_threads << "\n";
-  family("convoy_worker_queue_size", "gauge", "Requests waiting for a worker");
-  out << "convoy_worker_queue_size " << s.worker_queue << "\n";
-  family("convoy_worker_rejected_total", "counter", "Requests answered 503 because the worker queue was full");
-  out << "convoy_worker_rejected_total " << s.worker_rejected << "\n";
-  family("convoy_image_budget_refused_total", "counter", "Requests refused (413) for images over the pixel or byte budget");
-  out << "convoy_image_budget_refused_total " << s.image_budget_refused << "\n";
+  static constexpr Series kSeries[] = {
+      {"convoy_http_connections", "", "gauge", "HTTP connections open", &ServerMetrics::connections},
+      {"convoy_http_connections_max", "", "gauge", "The cap on open HTTP connections (--max-connections)",
+       &ServerMetrics::max_connections},
+      {"convoy_http_connections_shed_total", "{reason=\"idle\"}", "counter",
+       "HTTP connections closed to make room for a new one: idle, or slow (a request or reply half sent)",
+       &ServerMetrics::shed_idle},
+      {"convoy_http_connections_shed_total", "{reason=\"slow\"}", "", "", &ServerMetrics::shed_slow},
+      {"convoy_http_connections_refused_total", "", "counter", "New HTTP connections closed at the cap, every open one busy",
+       &ServerMetrics::refused},
+      {"convoy_http_header_timeouts_total", "", "counter", "HTTP requests whose headers were not complete in time",
+       &ServerMetrics::header_timeouts},
+      {"convoy_http_accept_errors_total", "", "counter", "Failed accepts (out of descriptors, ...), each backed off",
+       &ServerMetrics::accept_errors},
+      {"convoy_worker_threads", "", "gauge", "Threads of the pool that parses, decodes and builds replies",
+       &ServerMetrics::worker_threads},
+      {"convoy_worker_queue_size", "", "gauge", "Requests waiting for a worker", &ServerMetrics::worker_queue},
+      {"convoy_worker_rejected_total", "", "counter", "Requests answered 503 because the worker queue was full",
+       &ServerMetrics::worker_rejected},
+      {"convoy_image_budget_refused_total", "", "counter",
+       "Requests refused (413) for images over the pixel or byte budget", &ServerMetrics::image_budget_refused},
+  };
+  for (const Series& s : kSeries) {
+    if (*s.type) out << "# HELP " << s.name << " " << s.help << "\n# TYPE " << s.name << " " << s.type << "\n";
+    out << s.name << s.labels << " " << (server_.*s.value).load() << "\n";
+  }
 }
 
 }  // namespace convoy::serve

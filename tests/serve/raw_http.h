@@ -1,8 +1,8 @@
 #pragma once
 // For the serve tests that count milliseconds, descriptors and CPU time: a client on plain
 // sockets (curl's process start alone would be most of a health probe's 100 ms), the server's
-// CPU time from /proc, a PNG of any size made cheaply (its rows are zeros, which deflate to
-// almost nothing), and a small untrained model to serve.
+// CPU time from /proc, and a PNG of any size made cheaply (its rows are zeros, which deflate to
+// almost nothing).
 #include <arpa/inet.h>
 #include <netinet/in.h>
 #include <poll.h>
@@ -12,14 +12,11 @@
 
 #include <chrono>
 #include <cstdint>
-#include <filesystem>
 #include <fstream>
 #include <sstream>
 #include <string>
 #include <vector>
 
-#include "engine/bundle/run_checkpoint.h"
-#include "engine/graph/model.h"
 
 namespace convoy::testing {
 
@@ -140,33 +137,6 @@ inline std::string zero_png(uint32_t width, uint32_t height, int depth, int colo
   };
   const std::string ihdr = be32(width) + be32(height) + std::string{static_cast<char>(depth), static_cast<char>(color), 0, 0, 0};
   return std::string("\x89PNG\r\n\x1a\n", 8) + chunk("IHDR", ihdr) + chunk("IDAT", idat) + chunk("IEND", "");
-}
-
-// A small convolutional net on 1 x 28 x 28 images, initialized, not trained: answers fast and
-// needs no dataset.
-inline const char* kTinyModelYaml = R"(name: tiny
-input: [1, 28, 28]
-classes: 2
-layers:
-  - {name: conv1, type: conv2d, out_channels: 4, kernel: 3, padding: 1}
-  - {name: relu1, type: relu}
-  - {name: pool, type: global_avg_pool}
-  - {name: flatten, type: flatten}
-  - {name: fc, type: linear, out_features: 2}
-)";
-
-// REPO/tiny/1/model.safetensors and its config.yaml.
-inline void write_tiny_repository(const std::filesystem::path& repo) {
-  Model model = Model::from_yaml(kTinyModelYaml, "tiny model", 3);
-  RunCheckpointInfo info;
-  info.model_yaml = kTinyModelYaml;
-  info.class_names = {"a", "b"};
-  info.input_shape = model.input_shape();
-  info.mean = {0.5};
-  info.std = {0.25};
-  std::filesystem::create_directories(repo / "tiny" / "1");
-  save_run_checkpoint(repo / "tiny" / "1" / "model.safetensors", model, {}, info);
-  std::ofstream(repo / "tiny" / "config.yaml") << "max_batch_size: 4\ndevice: cpu\n";
 }
 
 }  // namespace convoy::testing

@@ -12,6 +12,7 @@
 
 #include "tests/serve/raw_http.h"
 #include "tests/serve/serve_harness.h"
+#include "tests/serve/serve_models.h"
 
 namespace {
 

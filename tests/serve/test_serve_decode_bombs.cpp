@@ -14,6 +14,7 @@
 #include "apps/serve/kserve_json.h"
 #include "tests/serve/raw_http.h"
 #include "tests/serve/serve_harness.h"
+#include "tests/serve/serve_models.h"
 
 namespace {
 
