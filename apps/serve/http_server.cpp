@@ -148,9 +148,7 @@ class Session : public TrackedConnection, public std::enable_shared_from_this<Se
     auto work = [self = shared_from_this(), request = std::move(request), coding = *coding, reply]() mutable {
       answer_errors(reply, [&] { self->handle(std::move(request), coding, reply); });
     };
-    if (!workers->try_submit(std::move(work)))
-      reply(error_reply(503, "the server's request workers are busy (" + std::to_string(workers->max_queued()) +
-                                 " requests waiting, --worker-queue-size); try again later"));
+    if (!workers->try_submit(std::move(work))) reply(workers_busy_reply(*workers));
   }
 
   // A compressed body is inflated here, so everything after (the binary tensor extension's

@@ -153,6 +153,11 @@ void run_job(const std::shared_ptr<ServedVersion>& served, MetricsRegistry& metr
 
 HttpReply error_reply(unsigned status, const std::string& message) { return json_reply(status, {{"error", message}}); }
 
+HttpReply workers_busy_reply(const WorkerPool& workers) {
+  return error_reply(503, "the server's request workers are busy (" + std::to_string(workers.max_queued()) +
+                              " requests waiting, --worker-queue-size); try again later");
+}
+
 void answer_errors(const ReplyFn& reply, const std::function<void()>& work) {
   try {
     work();
@@ -197,7 +202,7 @@ void Router::handle(HttpRequest request, ReplyFn reply) {
   const Operation operation = found->endpoint->operation;
   if (!heavy(operation) || !workers_ || WorkerPool::on_worker())
     return answer_errors(reply, [&] { serve(operation, m, request, query, reply); });
-  if (operation == Operation::model_classify) {
+  if (operation == Operation::model_classify && repository_.has_model(m.model)) {
     // An image over budget is refused before it waits for a worker: its header is enough.
     try {
       admit_image_cost(image_cost(request.body), 1, repository_.image_budget(), metrics_.server());
@@ -208,9 +213,7 @@ void Router::handle(HttpRequest request, ReplyFn reply) {
   auto work = [this, operation, m, request = std::move(request), query, reply]() mutable {
     answer_errors(reply, [&] { serve(operation, m, request, query, reply); });
   };
-  if (!workers_->try_submit(std::move(work)))
-    reply(error_reply(503, "the server's request workers are busy (" + std::to_string(workers_->max_queued()) +
-                               " requests waiting, --worker-queue-size); try again later"));
+  if (!workers_->try_submit(std::move(work))) reply(workers_busy_reply(*workers_));
 }
 
 void Router::serve(Operation operation, const RouteMatch& m, HttpRequest& request, const std::string& query,

@@ -73,5 +73,7 @@ void answer_errors(const ReplyFn& reply, const std::function<void()>& work);
 
 // A KServe error reply: {"error": "..."}.
 HttpReply error_reply(unsigned status, const std::string& message);
+// The 503 of a request the workers' queue has no room for.
+HttpReply workers_busy_reply(const WorkerPool& workers);
 
 }  // namespace convoy::serve
