@@ -14,6 +14,7 @@
 #include "apps/serve/grpc/health_service.h"
 #include "apps/serve/grpc/shared_memory_rpc.h"
 #include "apps/serve/grpc_endpoint.h"
+#include "apps/serve/image_budget.h"
 #include "apps/serve/kserve_json.h"
 #include "apps/serve/triton_config.h"
 #include "apps/serve/triton_stats.h"
@@ -290,6 +291,7 @@ class Service final : public inference::GRPCInferenceService::Service {
       timeout_us = check_timeout(it->second.int64_param());
     }
 
+    admit_images(*served, encoded, input, repository_.image_budget(), metrics_);
     std::promise<InferResult> promise;
     std::future<InferResult> future = promise.get_future();
     const int64_t n = rows;
