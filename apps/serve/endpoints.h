@@ -35,7 +35,7 @@ enum class Operation {
 
 struct Endpoint {
   Operation operation;
-  std::string_view method;  // HTTP
+  std::string_view method;  // HTTP; empty, as the path: gRPC only
   // The HTTP path: literal segments, {model} and {version} (a positive integer) captured;
   // "[/versions/{version}]" may be left out (the newest ready version).
   std::string_view path;
@@ -59,6 +59,8 @@ inline constexpr Endpoint kEndpoints[] = {
     {Operation::model_infer, "POST", "/v2/models/{model}[/versions/{version}]/infer", "ModelInfer"},
     {Operation::model_classify, "POST", "/v2/models/{model}[/versions/{version}]/classify", ""},
     {Operation::model_statistics, "GET", "/v2/models/{model}[/versions/{version}]/stats", "ModelStatistics"},
+    // ModelInfer's requests on a bidirectional stream, answered as they finish (grpc/stream_infer.h).
+    {Operation::model_infer, "", "", "ModelStreamInfer"},
 };
 
 // The server metadata (GET /v2, ServerMetadata); its version is CONVOY_VERSION.

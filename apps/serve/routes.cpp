@@ -64,6 +64,7 @@ const std::vector<Route>& routes() {
   static const std::vector<Route> all = [] {
     std::vector<Route> r;
     for (const Endpoint& e : kEndpoints) {
+      if (e.method.empty()) continue;  // gRPC only
       const std::string path(e.path);
       const size_t open = path.find('['), close = path.find(']');
       if (open == std::string::npos) {

@@ -12,6 +12,7 @@
 
 #include "apps/serve/endpoints.h"
 #include "apps/serve/grpc/health_service.h"
+#include "apps/serve/grpc/stream_infer.h"
 #include "apps/serve/grpc_endpoint.h"
 #include "apps/serve/kserve_json.h"
 #include "apps/serve/triton_config.h"
@@ -49,10 +50,16 @@ int64_t parse_version(const std::string& text) {
   return parse_count(text).value_or(-1);
 }
 
-class Service final : public inference::GRPCInferenceService::Service {
+// ModelStreamInfer is on gRPC's callback API, its messages as bytes (stream_infer.h); the other
+// methods are synchronous.
+class Service final : public inference::GRPCInferenceService::WithRawCallbackMethod_ModelStreamInfer<
+                          inference::GRPCInferenceService::Service> {
  public:
   Service(ModelRepository& repository, MetricsRegistry& metrics, const std::atomic<bool>& ready)
-      : repository_(repository), metrics_(metrics), ready_(ready) {}
+      : repository_(repository), metrics_(metrics), ready_(ready),
+        streams_([this](const inference::ModelInferRequest& q, inference::ModelInferResponse& r) {
+          return infer_or_refuse(q, r);
+        }) {}
 
   Status ServerLive(ServerContext*, const inference::ServerLiveRequest*, inference::ServerLiveResponse* r) override {
     r->set_live(true);
@@ -157,8 +164,19 @@ class Service final : public inference::GRPCInferenceService::Service {
   }
 
   Status ModelInfer(ServerContext*, const inference::ModelInferRequest* q, inference::ModelInferResponse* r) override {
+    return infer_or_refuse(*q, *r);
+  }
+  StreamInfer::Reactor* ModelStreamInfer(grpc::CallbackServerContext* context) override {
+    return streams_.open(context);
+  }
+  // Streams end before the server's shutdown, which would otherwise wait for them to its deadline.
+  void end_streams() { streams_.shutdown(); }
+
+ private:
+  // ModelInfer's work, a request of a stream's too: the answer, or the status that refuses it.
+  Status infer_or_refuse(const inference::ModelInferRequest& q, inference::ModelInferResponse& r) {
     try {
-      return infer(*q, *r);
+      return infer(q, r);
     } catch (const RequestError& e) {
       return Status(code_of(e.status()), e.what());
     } catch (const Error& e) {
@@ -166,7 +184,6 @@ class Service final : public inference::GRPCInferenceService::Service {
     }
   }
 
- private:
   Status load_or_unload_call(Operation operation, const std::string& model) {
     try {
       if (!load_or_unload(repository_, operation, model)) return Status(StatusCode::UNAVAILABLE, kExplicitControlOnly);
@@ -289,6 +306,7 @@ class Service final : public inference::GRPCInferenceService::Service {
   ModelRepository& repository_;
   MetricsRegistry& metrics_;
   const std::atomic<bool>& ready_;
+  StreamInfer streams_;
 };
 
 constexpr int kMaxIdleGrpcThreads = 1024;
@@ -315,6 +333,7 @@ class GrpcServer final : public GrpcEndpoint {
   int port() const override { return port_; }
   void shutdown() override {
     health_.shutdown();  // Watch streams end now rather than at the deadline below
+    service_.end_streams();  // so do ModelStreamInfer streams, once their requests are answered
     if (server_) server_->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(30));
   }
   ~GrpcServer() override { shutdown(); }
