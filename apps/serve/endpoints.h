@@ -31,6 +31,8 @@ enum class Operation {
   model_infer,
   model_classify,
   model_statistics,
+  trace_setting,  // Triton's trace extension (trace.h)
+  log_settings,   // Triton's logging extension (log_settings.h)
 };
 
 struct Endpoint {
@@ -61,12 +63,19 @@ inline constexpr Endpoint kEndpoints[] = {
     {Operation::model_statistics, "GET", "/v2/models/{model}[/versions/{version}]/stats", "ModelStatistics"},
     // ModelInfer's requests on a bidirectional stream, answered as they finish (grpc/stream_infer.h).
     {Operation::model_infer, "", "", "ModelStreamInfer"},
+    {Operation::trace_setting, "GET", "/v2/trace/setting", "TraceSetting"},
+    {Operation::trace_setting, "POST", "/v2/trace/setting", ""},
+    {Operation::trace_setting, "GET", "/v2/models/{model}/trace/setting", ""},
+    {Operation::trace_setting, "POST", "/v2/models/{model}/trace/setting", ""},
+    {Operation::log_settings, "GET", "/v2/logging", "LogSettings"},
+    {Operation::log_settings, "POST", "/v2/logging", ""},
 };
 
 // The server metadata (GET /v2, ServerMetadata); its version is CONVOY_VERSION.
 inline constexpr const char* kServerName = "convoy";
-inline constexpr const char* kServerExtensions[] = {"binary_tensor_data", "model_repository", "classification",
-                                                   "statistics"};
+inline constexpr const char* kServerExtensions[] = {"binary_tensor_data", "model_repository", "model_configuration",
+                                                   "classification",     "statistics",       "trace",
+                                                   "logging"};
 
 // A version or count as written in a request: digits only, at most 18 of them; else nullopt.
 std::optional<int64_t> parse_count(std::string_view text);
@@ -92,8 +101,10 @@ bool load_or_unload(ModelRepository& repository, Operation operation, const std:
 // Queues `input` (n, C, H, W), or the `encoded` images where `input` is undefined, on `served`
 // with a deadline of timeout_us from now (0 or less: none; cut to kMaxTimeoutUs, one hour). `done` gets the result on an instance thread, a success already counted in `metrics`
 // with its duration. False when the queue is full: the request is counted as failed and `done`
-// never runs.
+// never runs. A request the tracer samples (trace.h) is traced, with its `request_id`, once
+// `done` returned.
 bool submit_request(const std::shared_ptr<ServedVersion>& served, MetricsRegistry& metrics, Tensor input,
-                    std::vector<std::string> encoded, int64_t timeout_us, std::function<void(InferResult)> done);
+                    std::vector<std::string> encoded, int64_t timeout_us, std::function<void(InferResult)> done,
+                    const std::string& request_id = {});
 
 }  // namespace convoy::serve

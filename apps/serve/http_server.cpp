@@ -33,7 +33,6 @@ struct Shared {
   const HttpOptions& options;
   std::atomic<int64_t> in_flight{0};
   std::atomic<bool> stopping{false};
-  std::mutex log_mutex;
 };
 
 // One connection: reads a request, hands it to the router, writes the reply, and reads the
@@ -149,14 +148,12 @@ class Session : public std::enable_shared_from_this<Session> {
   }
 
   void log(const HttpReply& r) {
-    if (!shared_.options.log_requests) return;
+    if (!shared_.options.log || !shared_.options.log->verbose(1)) return;
     const auto us = std::chrono::duration_cast<std::chrono::microseconds>(std::chrono::steady_clock::now() - started_);
     nlohmann::json line = {{"method", method_}, {"target", target_}, {"status", r.status},
                            {"duration_us", us.count()}, {"bytes", r.body.size()}};
     if (!r.model.empty()) line["model"] = r.model;
-    const std::string text = line.dump() + "\n";
-    std::lock_guard lock(shared_.log_mutex);
-    std::cout << text << std::flush;
+    shared_.options.log->request_line(line.dump());
   }
 
   void close() {

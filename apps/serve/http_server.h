@@ -8,6 +8,7 @@
 #include <memory>
 #include <string>
 
+#include "apps/serve/log_settings.h"
 #include "apps/serve/routes.h"
 
 namespace convoy::serve {
@@ -19,7 +20,7 @@ struct HttpOptions {
   int threads = 0;          // I/O threads; 0: two, or more on a bigger machine
   uint64_t max_body_bytes = uint64_t{64} << 20;
   std::chrono::seconds drain{30};  // how long in-flight requests may take after a stop signal
-  bool log_requests = false;       // one JSON line per request on stdout
+  ServeLog* log = nullptr;         // one JSON line per request there, at verbose level 1 or more
 };
 
 class HttpServer {

@@ -116,7 +116,7 @@ unsigned status_of(InferResult::Status s) {
 // Queues a request on `served` through submit_request; `make` turns a success into its reply.
 void run_job(const std::shared_ptr<ServedVersion>& served, MetricsRegistry& metrics, Tensor input,
              std::vector<std::string> encoded, int64_t timeout_us, std::function<HttpReply(InferResult&)> make,
-             ReplyFn reply) {
+             ReplyFn reply, const std::string& request_id = {}) {
   const std::string model = served->config().name;
   const bool queued = submit_request(served, metrics, std::move(input), std::move(encoded), timeout_us,
                                      [model, make = std::move(make), reply](InferResult result) {
@@ -125,7 +125,8 @@ void run_job(const std::shared_ptr<ServedVersion>& served, MetricsRegistry& metr
                                                          : error_reply(status_of(result.status), result.error);
                                        r.model = model;
                                        reply(std::move(r));
-                                     });
+                                     },
+                                     request_id);
   if (!queued) {
     HttpReply r = error_reply(503, "model '" + model + "' version " + std::to_string(served->version()) +
                                        ": the queue is full (max_queue_size " +
@@ -219,6 +220,15 @@ void Router::serve(Operation operation, const RouteMatch& m, const HttpRequest& 
       r.body = model_statistics_json(repository_, metrics_, m.model, m.version);
       return reply(std::move(r));
     }
+    case Operation::trace_setting:  // a GET reads the settings, a POST changes them first
+    case Operation::log_settings: {
+      const std::string* update = request.method == "POST" ? &request.body : nullptr;
+      HttpReply r;
+      r.body = operation == Operation::trace_setting
+                   ? trace_setting_json(metrics_.tracer(), repository_, m.model, update)
+                   : log_settings_json(metrics_.log(), update);
+      return reply(std::move(r));
+    }
   }
 }
 
@@ -262,7 +272,7 @@ void Router::infer(const std::string& model, int64_t version, const HttpRequest&
             if (out.inference_header_length) out.content_type = "application/octet-stream";
             return out;
           },
-          reply);
+          reply, parsed->id);
 }
 
 void Router::classify(const std::string& model, int64_t version, const HttpRequest& request, int64_t top_k,

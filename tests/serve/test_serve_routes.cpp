@@ -41,8 +41,8 @@ TEST_F(ServeRoutes, ServerEndpoints) {
   HttpReply r = call("GET", "/v2");
   EXPECT_EQ(r.status, 200u);
   EXPECT_NE(r.body.find("\"name\":\"convoy\""), std::string::npos) << r.body;
-  EXPECT_NE(r.body.find("\"extensions\":[\"binary_tensor_data\",\"model_repository\",\"classification\","
-                        "\"statistics\"]"),
+  EXPECT_NE(r.body.find("\"extensions\":[\"binary_tensor_data\",\"model_repository\",\"model_configuration\","
+                        "\"classification\",\"statistics\",\"trace\",\"logging\"]"),
             std::string::npos)
       << r.body;
   EXPECT_EQ(call("GET", "/v2/health/live").body, "{}");

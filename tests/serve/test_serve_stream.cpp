@@ -1,10 +1,14 @@
 // End to end on the real server: gRPC ModelStreamInfer with Python's grpc (tests/serve/grpc_stream.py):
 // every request answered once by its id, errors as error_message while the stream goes on, the
 // answers the unary call's, a clean end after the client closes, a held-open stream ended by the
-// server's stop.
+// server's stop; timestamp traces of HTTP and gRPC requests in the trace file; the log's settings
+// changed while serving acting on what the server writes.
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <map>
+#include <regex>
+#include <set>
 #include <thread>
 
 #include <nlohmann/json.hpp>
@@ -102,6 +106,96 @@ TEST_F(ServeStreamE2E, AStreamHeldOpenEndsWhenTheServerStops) {
   EXPECT_EQ(status, 0) << server.log();
   EXPECT_LT(seconds, 10.0) << server.log();  // not gRPC's 30 s shutdown deadline
   EXPECT_EQ(read_text(out), "answered\nend UNAVAILABLE\n") << server.log();
+}
+
+// Every request traced (rate 1) on both protocols: Triton's records, the timestamps in order.
+TEST_F(ServeStreamE2E, TimestampTracesOfHttpAndGrpcRequests) {
+  add_model("fm", 1, checkpoint_a_, "max_batch_size: 4\n");
+  const fs::path trace = dir_ / "trace.json";
+  ServerProcess server(repo_arg() + " --trace-config level=TIMESTAMPS --trace-config rate=1 --trace-config triton,file=" +
+                           trace.string(),
+                       dir_.path());
+  ASSERT_TRUE(server.started()) << server.log();
+  const json request = {{"id", "h1"},
+                        {"inputs", {{{"name", "input"}, {"shape", {1, 1, 28, 28}}, {"datatype", "UINT8"},
+                                     {"data", std::vector<int>(784, 7)}}}}};
+  ASSERT_EQ(post_json(server, "/v2/models/fm/infer", request).status, 200);
+  json no_id = request;
+  no_id.erase("id");
+  ASSERT_EQ(post_json(server, "/v2/models/fm/infer", no_id).status, 200);
+  int grpc_requests = 0;
+  if (server.grpc_port() >= 0 && have_python_grpc()) {
+    const auto r = run_command(StreamClient(dir_.path(), 1).command(server.grpc_port(), "answers") + " 2>&1");
+    ASSERT_EQ(r.status, 0) << r.output;
+    grpc_requests = 4;  // good-0, -1, -2 and the unary one; the others were refused before the model
+  }
+  const json settings = json::parse(http("GET", server.url("/v2/trace/setting"), "", dir_.path()).body);
+  EXPECT_EQ(settings.at("trace_level"), json::array({"TIMESTAMPS"}));
+  EXPECT_EQ(settings.at("trace_file"), trace.string());
+  EXPECT_EQ(server.stop(), 0) << server.log();
+
+  const json records = json::parse(read_text(trace));  // written at exit (log_frequency 0), as Triton
+  std::map<int64_t, json> heads;
+  std::map<int64_t, std::vector<std::pair<std::string, int64_t>>> stamps;
+  for (const json& r : records) {
+    if (r.contains("model_name"))
+      heads[r.at("id")] = r;
+    else
+      stamps[r.at("id")].emplace_back(r.at("timestamps").at(0).at("name"), r.at("timestamps").at(0).at("ns"));
+  }
+  ASSERT_EQ(heads.size(), static_cast<size_t>(2 + grpc_requests)) << records.dump();
+  std::set<std::string> request_ids;
+  for (const auto& [id, head] : heads) {
+    EXPECT_EQ(head.at("model_name"), "fm");
+    EXPECT_EQ(head.at("model_version"), 1);
+    if (head.contains("request_id")) request_ids.insert(head.at("request_id"));
+    const auto& s = stamps[id];
+    ASSERT_EQ(s.size(), 7u) << records.dump();
+    const std::vector<std::string> names = {"REQUEST_START", "QUEUE_START", "COMPUTE_START", "COMPUTE_INPUT_END",
+                                            "COMPUTE_OUTPUT_START", "COMPUTE_END", "REQUEST_END"};
+    for (size_t i = 0; i < s.size(); ++i) {
+      EXPECT_EQ(s[i].first, names[i]);
+      if (i > 0) EXPECT_LE(s[i - 1].second, s[i].second) << s[i].first;
+    }
+  }
+  EXPECT_EQ(request_ids.count("h1"), 1u);
+  if (grpc_requests) EXPECT_EQ(request_ids.count("good-1"), 1u);
+}
+
+TEST_F(ServeStreamE2E, LogSettingsChangedWhileServingActOnWhatItWrites) {
+  add_model("fm", 1, checkpoint_a_, "max_batch_size: 4\n");
+  fs::create_directories(repo() / "broken" / "1");
+  convoy::testing::write_text_file(repo() / "broken" / "1" / "model.safetensors", "not a checkpoint");
+  convoy::testing::write_text_file(repo() / "broken" / "config.yaml", "max_batch_size: 4\n");
+  {  // errors off from the start: the broken model's failure is not written, its success is
+    ServerProcess quiet(repo_arg() + " --log-error false", dir_.path());
+    ASSERT_TRUE(quiet.started()) << quiet.log();
+    EXPECT_EQ(quiet.log().find("UNAVAILABLE"), std::string::npos) << quiet.log();
+    EXPECT_NE(quiet.log().find("'fm' version 1 READY"), std::string::npos) << quiet.log();
+  }
+  ServerProcess server(repo_arg(), dir_.path());
+  ASSERT_TRUE(server.started()) << server.log();
+  EXPECT_NE(server.log().find("'broken' version 1 UNAVAILABLE"), std::string::npos) << server.log();
+  auto post = [&](const std::string& body) {
+    convoy::testing::write_text_file(dir_ / "logging.json", body);
+    return http("POST", server.url("/v2/logging"), "--data-binary @" + (dir_ / "logging.json").string(), dir_.path());
+  };
+  ASSERT_EQ(http("GET", server.url("/v2/health/ready"), "", dir_.path()).status, 200);
+  EXPECT_EQ(server.request_log(), "");  // verbose level 0: no request lines
+  ASSERT_EQ(post(R"({"log_verbose_level": 1})").status, 200);
+  ASSERT_EQ(http("GET", server.url("/v2/health/live"), "", dir_.path()).status, 200);
+  const std::string lines = server.request_log();
+  EXPECT_NE(lines.find("\"target\":\"/v2/health/live\""), std::string::npos) << lines;
+  ASSERT_EQ(post(R"({"log_verbose_level": 0, "log_format": "ISO8601", "log_info": false})").status, 200);
+  ASSERT_EQ(http("GET", server.url("/v2/health/live"), "", dir_.path()).status, 200);
+  EXPECT_EQ(server.request_log(), lines);  // no new line
+  const std::string before_stop = server.log();
+  EXPECT_EQ(server.stop(), 0);
+  const std::string after = server.log().substr(before_stop.size());
+  // The stop's lines: the HTTP server's (std::cerr, a warning) headed in ISO8601; info ("stopped") off.
+  EXPECT_TRUE(std::regex_search(after, std::regex("^[0-9-]+T[0-9:]+Z W [0-9]+ convoy\\] convoy serve: signal 15")))
+      << after;
+  EXPECT_EQ(after.find("convoy serve: stopped"), std::string::npos) << after;
 }
 
 }  // namespace

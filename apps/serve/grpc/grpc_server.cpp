@@ -12,6 +12,7 @@
 
 #include "apps/serve/endpoints.h"
 #include "apps/serve/grpc/health_service.h"
+#include "apps/serve/grpc/settings_rpc.h"
 #include "apps/serve/grpc/stream_infer.h"
 #include "apps/serve/grpc_endpoint.h"
 #include "apps/serve/kserve_json.h"
@@ -172,6 +173,15 @@ class Service final : public inference::GRPCInferenceService::WithRawCallbackMet
   // Streams end before the server's shutdown, which would otherwise wait for them to its deadline.
   void end_streams() { streams_.shutdown(); }
 
+  // Triton's trace and logging extensions (settings_rpc.h).
+  Status TraceSetting(ServerContext*, const inference::TraceSettingRequest* q,
+                      inference::TraceSettingResponse* r) override {
+    return trace_setting_rpc(metrics_.tracer(), repository_, *q, *r);
+  }
+  Status LogSettings(ServerContext*, const inference::LogSettingsRequest* q, inference::LogSettingsResponse* r) override {
+    return log_settings_rpc(metrics_.log(), *q, *r);
+  }
+
  private:
   // ModelInfer's work, a request of a stream's too: the answer, or the status that refuses it.
   Status infer_or_refuse(const inference::ModelInferRequest& q, inference::ModelInferResponse& r) {
@@ -273,7 +283,7 @@ class Service final : public inference::GRPCInferenceService::WithRawCallbackMet
     std::future<InferResult> future = promise.get_future();
     const int64_t n = input.defined() ? input.dim(0) : static_cast<int64_t>(encoded.size());
     if (!submit_request(served, metrics_, std::move(input), std::move(encoded), timeout_us,
-                        [&promise](InferResult result) { promise.set_value(std::move(result)); }))
+                        [&promise](InferResult result) { promise.set_value(std::move(result)); }, q.id()))
       return Status(StatusCode::UNAVAILABLE, "model '" + served->config().name + "': the queue is full");
     InferResult result = future.get();
     if (result.status != InferResult::Status::ok)
