@@ -5,6 +5,8 @@
 #include <string>
 #include <utility>
 
+#include "apps/serve/kserve_json.h"
+
 namespace convoy::serve {
 
 std::optional<int64_t> parse_count(std::string_view text) {
@@ -30,6 +32,16 @@ bool load_or_unload(ModelRepository& repository, Operation operation, const std:
   else
     repository.unload(model);
   return true;
+}
+
+void check_repository_parameters(Operation operation, const std::vector<RepositoryParameter>& parameters) {
+  for (const RepositoryParameter& p : parameters) {
+    if (operation == Operation::model_load)
+      throw RequestError(501, "load parameter '" + p.name + "': convoy serve loads a model as its folder has it "
+                              "(no config or file overrides)");
+    if (p.name == "unload_dependents" && !p.is_bool)
+      throw RequestError(400, "unload parameter 'unload_dependents' must be a bool");
+  }
 }
 
 bool submit_request(const std::shared_ptr<ServedVersion>& served, MetricsRegistry& metrics, Tensor input,

@@ -44,8 +44,8 @@ struct Endpoint {
   std::string_view grpc_method;  // in GRPCInferenceService; empty: HTTP only
 };
 
-// Every endpoint, one row each. A request's path matches at most one row; another method on a
-// row's path gets the same 404 as a path of none.
+// Every endpoint, one row each. A request's path and method match at most one row; another
+// method on a row's path is a 405 (Triton's), a path of none a 404.
 inline constexpr Endpoint kEndpoints[] = {
     {Operation::server_metadata, "GET", "/v2", "ServerMetadata"},
     {Operation::server_live, "GET", "/v2/health/live", "ServerLive"},
@@ -97,6 +97,15 @@ inline constexpr const char* kExplicitControlOnly =
 // Loads (model_load) or unloads (model_unload) `model`; false, doing nothing, unless the
 // repository's control is explicit. The repository's errors pass through.
 bool load_or_unload(ModelRepository& repository, Operation operation, const std::string& model);
+// A load's or unload's parameter, as either protocol carries it.
+struct RepositoryParameter {
+  std::string name;
+  bool is_bool = false;
+};
+// RequestError 501 for any load parameter (Triton's "config" and "file:..." overrides: a Convoy
+// model loads as its folder has it), 400 for an unload's unload_dependents that is not a bool;
+// other unload parameters are ignored, as Triton ignores them.
+void check_repository_parameters(Operation operation, const std::vector<RepositoryParameter>& parameters);
 
 // Queues `input` (n, C, H, W), or the `encoded` images where `input` is undefined, on `served`
 // with a deadline of timeout_us from now (0 or less: none; cut to kMaxTimeoutUs, one hour). `done` gets the result on an instance thread, a success already counted in `metrics`

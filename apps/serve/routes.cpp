@@ -50,6 +50,26 @@ std::string query_value(const std::string& query, const std::string& key, const 
   return fallback;
 }
 
+// A request body that is a JSON object, or empty (an empty object); else RequestError(400).
+json body_object(const std::string& body) {
+  if (body.find_first_not_of(" \t\r\n") == std::string::npos) return json::object();
+  json doc = json::parse(body, nullptr, false);
+  if (doc.is_discarded()) throw RequestError(400, "malformed JSON in the request body");
+  if (!doc.is_object()) throw RequestError(400, "the request body must be a JSON object, got " + std::string(doc.type_name()));
+  return doc;
+}
+
+// A load's or unload's body: empty, or {"parameters": {...}} as check_repository_parameters takes them.
+void check_repository_body(Operation operation, const std::string& body) {
+  const json doc = body_object(body);
+  const auto parameters = doc.find("parameters");
+  if (parameters == doc.end()) return;
+  if (!parameters->is_object()) throw RequestError(400, "'parameters' must be an object");
+  std::vector<RepositoryParameter> checked;
+  for (const auto& [name, value] : parameters->items()) checked.push_back({name, value.is_boolean()});
+  check_repository_parameters(operation, checked);
+}
+
 // A version or count in a request: a positive integer, else 0.
 int64_t parse_positive(const std::string& text) { return parse_count(text).value_or(0); }
 
@@ -164,6 +184,9 @@ void Router::handle(const HttpRequest& request, ReplyFn reply) {
     for (const Route& route : routes())
       if (route.endpoint->method == request.method && match_route(route, p, m))
         return serve(route.endpoint->operation, m, request, query, reply);
+    for (const Route& route : routes())
+      if (match_route(route, p, m))
+        return reply(error_reply(405, "method " + request.method + " is not allowed on " + path));
     return reply(error_reply(404, "no endpoint " + request.method + " " + path));
   } catch (const RequestError& e) {
     return reply(error_reply(e.status(), e.what()));
@@ -184,9 +207,14 @@ void Router::serve(Operation operation, const RouteMatch& m, const HttpRequest& 
       return reply(json_reply(200, json::object()));
     case Operation::server_ready:
       return reply(ready_ ? json_reply(200, json::object()) : error_reply(503, "not ready"));
-    case Operation::repository_index: {
+    case Operation::repository_index: {  // {"ready": true}: the ready models only, as gRPC's
+      const json body = body_object(request.body);
+      const auto ready = body.find("ready");
+      if (ready != body.end() && !ready->is_boolean()) throw RequestError(400, "'ready' must be a bool");
+      const bool only_ready = ready != body.end() && ready->get<bool>();
       json index = json::array();
       for (const IndexEntry& e : repository_.index()) {
+        if (only_ready && e.state != "READY") continue;
         json item = {{"name", e.name}, {"state", e.state}, {"reason", e.reason}};
         if (!e.version.empty()) item["version"] = e.version;
         index.push_back(std::move(item));
@@ -195,6 +223,7 @@ void Router::serve(Operation operation, const RouteMatch& m, const HttpRequest& 
     }
     case Operation::model_load:
     case Operation::model_unload:
+      check_repository_body(operation, request.body);
       if (!load_or_unload(repository_, operation, m.model)) return reply(error_reply(400, kExplicitControlOnly));
       return reply(json_reply(200, json::object()));
     case Operation::model_metadata:

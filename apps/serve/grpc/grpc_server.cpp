@@ -40,10 +40,15 @@ StatusCode code_of(unsigned http_status) {
       return StatusCode::DEADLINE_EXCEEDED;
     case 500:
       return StatusCode::INTERNAL;
+    case 501:
+      return StatusCode::UNIMPLEMENTED;
     default:
       return StatusCode::INVALID_ARGUMENT;
   }
 }
+
+// Triton's answer to a repository call that names a repository: there is one.
+constexpr const char* kNoRepositoryName = "'repository_name' specification is not supported";
 
 // A request's model version: "" is the newest ready one (0); -1 for text that is not a version.
 int64_t parse_version(const std::string& text) {
@@ -83,7 +88,8 @@ class Service final : public inference::GRPCInferenceService::WithRawCallbackMet
     if (!repository_.has_model(q->name())) return Status(StatusCode::NOT_FOUND, "unknown model '" + q->name() + "'");
     std::string why;
     const int64_t v = parse_version(q->version());
-    r->set_ready(v >= 0 && repository_.find(q->name(), v, why) != nullptr);
+    if (v < 0) return Status(StatusCode::INVALID_ARGUMENT, "bad version '" + q->version() + "'");
+    r->set_ready(repository_.find(q->name(), v, why) != nullptr);
     return Status::OK;
   }
   // Triton's ModelConfig, from the text GET .../config returns (triton_config.h), parsed strictly:
@@ -93,7 +99,8 @@ class Service final : public inference::GRPCInferenceService::WithRawCallbackMet
     std::string why;
     const int64_t v = parse_version(q->version());
     const auto served = v < 0 ? nullptr : repository_.find(q->name(), v, why);
-    if (!served) return Status(StatusCode::NOT_FOUND, v < 0 ? "bad version '" + q->version() + "'" : why);
+    if (v < 0) return Status(StatusCode::INVALID_ARGUMENT, "bad version '" + q->version() + "'");
+    if (!served) return Status(StatusCode::NOT_FOUND, why);
     google::protobuf::util::JsonParseOptions options;
     options.ignore_unknown_fields = false;
     const auto parsed = google::protobuf::util::JsonStringToMessage(triton_model_config_json(*served),
@@ -106,7 +113,8 @@ class Service final : public inference::GRPCInferenceService::WithRawCallbackMet
     std::string why;
     const int64_t v = parse_version(q->version());
     const auto served = v < 0 ? nullptr : repository_.find(q->name(), v, why);
-    if (!served) return Status(StatusCode::NOT_FOUND, v < 0 ? "bad version '" + q->version() + "'" : why);
+    if (v < 0) return Status(StatusCode::INVALID_ARGUMENT, "bad version '" + q->version() + "'");
+    if (!served) return Status(StatusCode::NOT_FOUND, why);
     const serve::ModelMetadata meta = model_metadata(repository_, q->name(), *served);
     r->set_name(meta.name);
     r->set_platform("convoy");
@@ -126,6 +134,7 @@ class Service final : public inference::GRPCInferenceService::WithRawCallbackMet
   }
   Status RepositoryIndex(ServerContext*, const inference::RepositoryIndexRequest* q,
                          inference::RepositoryIndexResponse* r) override {
+    if (!q->repository_name().empty()) return Status(StatusCode::UNIMPLEMENTED, kNoRepositoryName);
     for (const IndexEntry& e : repository_.index()) {
       if (q->ready() && e.state != "READY") continue;
       auto* m = r->add_models();
@@ -138,11 +147,11 @@ class Service final : public inference::GRPCInferenceService::WithRawCallbackMet
   }
   Status RepositoryModelLoad(ServerContext*, const inference::RepositoryModelLoadRequest* q,
                              inference::RepositoryModelLoadResponse*) override {
-    return load_or_unload_call(Operation::model_load, q->model_name());
+    return load_or_unload_call(Operation::model_load, *q);
   }
   Status RepositoryModelUnload(ServerContext*, const inference::RepositoryModelUnloadRequest* q,
                                inference::RepositoryModelUnloadResponse*) override {
-    return load_or_unload_call(Operation::model_unload, q->model_name());
+    return load_or_unload_call(Operation::model_unload, *q);
   }
 
   // Triton's statistics, from the text GET .../stats returns (triton_stats.h), parsed strictly.
@@ -194,9 +203,19 @@ class Service final : public inference::GRPCInferenceService::WithRawCallbackMet
     }
   }
 
-  Status load_or_unload_call(Operation operation, const std::string& model) {
+  // A RepositoryModelLoadRequest or RepositoryModelUnloadRequest.
+  template <class Request>
+  Status load_or_unload_call(Operation operation, const Request& q) {
+    if (!q.repository_name().empty()) return Status(StatusCode::UNIMPLEMENTED, kNoRepositoryName);
     try {
-      if (!load_or_unload(repository_, operation, model)) return Status(StatusCode::UNAVAILABLE, kExplicitControlOnly);
+      std::vector<RepositoryParameter> parameters;
+      for (const auto& [name, value] : q.parameters())
+        parameters.push_back({name, value.parameter_choice_case() == inference::ModelRepositoryParameter::kBoolParam});
+      check_repository_parameters(operation, parameters);
+      if (!load_or_unload(repository_, operation, q.model_name()))
+        return Status(StatusCode::UNAVAILABLE, kExplicitControlOnly);
+    } catch (const RequestError& e) {
+      return Status(code_of(e.status()), e.what());
     } catch (const Error& e) {
       return Status(StatusCode::INVALID_ARGUMENT, e.what());
     }
