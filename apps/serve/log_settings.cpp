@@ -118,8 +118,12 @@ void ServeLog::configure(const LogSettings& startup) {
 }
 
 LogSettings ServeLog::settings() const {
-  LogSettings s;
   std::lock_guard lock(mutex_);
+  return snapshot();
+}
+
+LogSettings ServeLog::snapshot() const {
+  LogSettings s;
   s.file = file_path_;
   s.info = info_;
   s.warning = warning_;
@@ -130,7 +134,8 @@ LogSettings ServeLog::settings() const {
 }
 
 LogSettings ServeLog::update(const std::vector<std::pair<std::string, LogValue>>& settings) {
-  LogSettings s = this->settings();
+  std::lock_guard lock(mutex_);  // two updates at once: one after the other, neither lost
+  LogSettings s = snapshot();
   for (const auto& [name, value] : settings) {
     const auto type = expected_types().find(name);
     if (type == expected_types().end())
@@ -154,7 +159,6 @@ LogSettings ServeLog::update(const std::vector<std::pair<std::string, LogValue>>
       s.format = *f;
     }
   }
-  std::lock_guard lock(mutex_);
   iso8601_ = s.format == "ISO8601";
   info_ = s.info;
   warning_ = s.warning;

@@ -64,6 +64,7 @@ class ServeLog {
 
  private:
   class LineBuffer;
+  LogSettings snapshot() const;  // under mutex_
   void write(LogSeverity severity, std::string_view line, std::FILE* console);
 
   mutable std::mutex mutex_;  // the file, the format and the writes
