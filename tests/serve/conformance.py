@@ -173,6 +173,46 @@ def http_cases(port, model, spare, cases):
     case(r, "misuse", "an unknown format", 400, "POST", "/v2/logging", '{"log_format": "xml"}')
     case(r, "misuse", "the log file (not over the network)", 501, "POST", "/v2/logging", '{"log_file": "/tmp/x"}')
 
+    shared_memory_cases(case)
+
+
+# Triton's system and CUDA shared-memory extensions: a real POSIX object registered, listed and
+# unregistered; a CUDA handle is valid only on a GPU build with a GPU, elsewhere refused with 400.
+def shared_memory_cases(case):
+    from multiprocessing import shared_memory
+    seg = shared_memory.SharedMemory(create=True, size=4096)
+    try:
+        key = "/" + seg.name
+        reg = lambda region: "/v2/systemsharedmemory/region/%s/register" % region
+        body = lambda k, size: json.dumps({"key": k, "offset": 0, "byte_size": size})
+        r = "POST /v2/systemsharedmemory/region/{region}/register"
+        case(r, "valid", "a POSIX object", 200, "POST", reg("c1"), body(key, 4096))
+        case(r, "misuse", "a name registered twice", 400, "POST", reg("c1"), body(key, 4096))
+        case(r, "misuse", "no such object", 400, "POST", reg("c2"), body("/convoy-conformance-none", 64))
+        case(r, "misuse", "malformed body", 400, "POST", reg("c3"), "{")
+        r = "GET /v2/systemsharedmemory[/region/{region}]/status"
+        case(r, "valid", "every region", 200, "GET", "/v2/systemsharedmemory/status")
+        case(r, "valid", "one region", 200, "GET", "/v2/systemsharedmemory/region/c1/status")
+        case(r, "misuse", "a region not registered", 404, "GET", "/v2/systemsharedmemory/region/nope/status")
+        r = "POST /v2/systemsharedmemory[/region/{region}]/unregister"
+        case(r, "valid", "one region", 200, "POST", "/v2/systemsharedmemory/region/c1/unregister")
+        case(r, "valid", "every region", 200, "POST", "/v2/systemsharedmemory/unregister")
+        case(r, "misuse", "another method", 405, "GET", "/v2/systemsharedmemory/region/c1/unregister")
+    finally:
+        seg.close()
+        seg.unlink()
+    r = "GET /v2/cudasharedmemory[/region/{region}]/status"
+    case(r, "valid", "every region", 200, "GET", "/v2/cudasharedmemory/status")
+    case(r, "misuse", "a region not registered", 404, "GET", "/v2/cudasharedmemory/region/nope/status")
+    r = "POST /v2/cudasharedmemory/region/{region}/register"
+    handle = json.dumps({"raw_handle": {"b64": "AAAA"}, "device_id": 0, "byte_size": 64})
+    case(r, "valid", "a handle (no GPU here, or not a real handle: refused, saying why)", 400, "POST",
+         "/v2/cudasharedmemory/region/g1/register", handle)
+    case(r, "misuse", "malformed body", 400, "POST", "/v2/cudasharedmemory/region/g1/register", "{")
+    r = "POST /v2/cudasharedmemory[/region/{region}]/unregister"
+    case(r, "valid", "every region", 200, "POST", "/v2/cudasharedmemory/unregister")
+    case(r, "misuse", "another method", 405, "GET", "/v2/cudasharedmemory/unregister")
+
 
 def main():
     proto_dir, work_dir, http_port, grpc_port, model, spare = sys.argv[1:7]

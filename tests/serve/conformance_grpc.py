@@ -175,6 +175,32 @@ def grpc_cases(proto_dir, work_dir, port, model, spare, cases):
     case("LogSettings", "misuse", "an unknown setting", "INVALID_ARGUMENT", log(log_colour="blue"))
     case("LogSettings", "misuse", "the log file (not over the network)", "UNIMPLEMENTED", log(log_file="/tmp/x"))
 
+    from multiprocessing import shared_memory
+    seg = shared_memory.SharedMemory(create=True, size=4096)
+    try:
+        key = "/" + seg.name
+        register = pb.SystemSharedMemoryRegisterRequest(name="g1", key=key, offset=0, byte_size=4096)
+        case("SystemSharedMemoryRegister", "valid", "a POSIX object", "OK", register)
+        case("SystemSharedMemoryRegister", "misuse", "a name registered twice", "ALREADY_EXISTS", register)
+        case("SystemSharedMemoryRegister", "misuse", "no such object", "INVALID_ARGUMENT",
+             pb.SystemSharedMemoryRegisterRequest(name="g2", key="/convoy-conformance-none", byte_size=64))
+        case("SystemSharedMemoryStatus", "valid", "every region", "OK", pb.SystemSharedMemoryStatusRequest(),
+             lambda r: "g1" in r.regions)
+        case("SystemSharedMemoryStatus", "misuse", "a region not registered", "NOT_FOUND",
+             pb.SystemSharedMemoryStatusRequest(name="nope"))
+        case("SystemSharedMemoryUnregister", "valid", "one region", "OK", pb.SystemSharedMemoryUnregisterRequest(name="g1"))
+        malformed("SystemSharedMemoryUnregister")
+    finally:
+        seg.close()
+        seg.unlink()
+    case("CudaSharedMemoryStatus", "valid", "every region", "OK", pb.CudaSharedMemoryStatusRequest())
+    case("CudaSharedMemoryStatus", "misuse", "a region not registered", "NOT_FOUND", pb.CudaSharedMemoryStatusRequest(name="nope"))
+    case("CudaSharedMemoryRegister", "valid", "a handle (no GPU here, or not a real handle: refused, saying why)",
+         "INVALID_ARGUMENT", pb.CudaSharedMemoryRegisterRequest(name="g1", raw_handle=b"\0" * 64, device_id=0, byte_size=64))
+    malformed("CudaSharedMemoryRegister")
+    case("CudaSharedMemoryUnregister", "valid", "every region", "OK", pb.CudaSharedMemoryUnregisterRequest())
+    malformed("CudaSharedMemoryUnregister")
+
     health = health_pb2_grpc.HealthStub(channel)
     got, detail = run(health.Check, health_pb2.HealthCheckRequest(service=model),
                       lambda r: r.status == health_pb2.HealthCheckResponse.SERVING)
