@@ -23,7 +23,9 @@ ConnectionTable::ConnectionTable(int64_t max_connections, ServerMetrics& metrics
   metrics_.max_connections = max_;
 }
 
-constexpr int64_t kMaxShedding = 32;  // connections closing at once, at most
+// Connections closing at once, at most: under ulimit -n 256 the default cap is 128, and 128 + 96
+// + the server's own ~20 descriptors stay under 256; a burst past a small cap rarely reaches it.
+constexpr int64_t kMaxShedding = 96;
 
 bool ConnectionTable::admit(const std::shared_ptr<TrackedConnection>& c) {
   std::shared_ptr<TrackedConnection> victim;
