@@ -128,7 +128,11 @@ TEST_F(ServeSharedMemoryChurn, TenThousandRegisterUnregisterCyclesLeakNothing) {
   const long rss_after = convoy::testing::resident_kb(server.pid());
   EXPECT_EQ(convoy::testing::open_descriptors(server.pid()), fds_before);
   EXPECT_LT(convoy::testing::mappings(server.pid()) - maps_before, 16);  // 10,000 if each stayed mapped
+#if !defined(__SANITIZE_ADDRESS__)  // ASan's quarantine holds freed memory (~160 MB here); its leak check stands in
   EXPECT_LT(rss_after - rss_before, 4096) << "VmRSS " << rss_before << " kB before, " << rss_after << " kB after";
+#else
+  (void)rss_after;
+#endif
   EXPECT_EQ(client.call("GET", "/v2/systemsharedmemory/status").body, "[]");
   EXPECT_EQ(server.stop(), 0) << server.log();
 }
