@@ -35,6 +35,7 @@ struct ServeArgs {
   int64_t http_threads = 0;
   int64_t drain_secs = 30;
   int64_t max_input_bytes = int64_t{64} << 20;
+  int64_t max_request_memory = 0;
   bool log_requests = false;
 };
 
@@ -81,6 +82,7 @@ int run_serve(const ServeArgs& args, const EngineOptions& engine) {
   serve::ModelRepository repository(args.repository, control, metrics, std::cerr, engine);
   std::atomic<bool> ready{false};
   serve::Router router(repository, metrics, ready);
+  router.set_request_memory_budget(static_cast<uint64_t>(args.max_request_memory));
   serve::HttpOptions options;
   options.host = args.host;
   options.http_port = args.http_port;
@@ -150,6 +152,12 @@ void add_serve_command(CLI::App& app, Action& chosen) {
   // Triton's option: it bounds a request body both as sent and once a gzip/deflate body is inflated.
   cmd->add_option("--http-max-input-size", args->max_input_bytes, "largest HTTP request body in bytes, after decompression")
       ->check(CLI::Range(int64_t{1}, int64_t{2147483647}))
+      ->capture_default_str();
+  // Ours: what reading a request's JSON may take beyond its body, checked as it is read.
+  cmd->add_option("--http-max-request-memory", args->max_request_memory,
+                  "bytes reading an HTTP infer request's JSON may take, else 413 (0: per model, its input at max "
+                  "batch as FP32 plus 1 MiB)")
+      ->check(CLI::Range(int64_t{0}, int64_t{1} << 40))
       ->capture_default_str();
   cmd->add_flag("--log-requests", args->log_requests, "one JSON line per request on stdout");
   cmd->callback([args, &chosen] { chosen = [args](const EngineOptions& engine) { return run_serve(*args, engine); }; });

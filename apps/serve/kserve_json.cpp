@@ -3,7 +3,6 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
-#include <limits>
 
 #include <nlohmann/json.hpp>
 
@@ -16,33 +15,6 @@ using json = nlohmann::json;
 namespace {
 
 [[noreturn]] void bad(const std::string& what) { throw RequestError(400, what); }
-
-// Flattens JSON data (a flat or nested row-major array of numbers) into `out`, at most `limit`
-// values; nesting deeper than the tensor's rank is an error.
-template <class T>
-void flatten(const json& data, std::vector<T>& out, size_t limit, int depth, bool is_u8) {
-  if (depth > 8) bad("input 'input': data nested deeper than its shape");
-  for (const json& v : data) {
-    if (v.is_array()) {
-      flatten(v, out, limit, depth + 1, is_u8);
-      continue;
-    }
-    if (!v.is_number()) bad("input 'input': data holds a " + std::string(v.type_name()) + ", expected numbers");
-    if (out.size() >= limit) bad("input 'input': more data elements than its shape holds (" + std::to_string(limit) + ")");
-    const double x = v.get<double>();
-    if (is_u8) {
-      if (!v.is_number_integer() || x < 0 || x > 255) bad("input 'input': UINT8 data must be integers 0 to 255");
-    } else if (!(std::fabs(x) <= std::numeric_limits<float>::max())) {  // as a float: 1e39 would be inf (and nan fails too)
-      bad("input 'input': FP32 data must be finite (" + v.dump() + " is not a finite float)");
-    }
-    out.push_back(static_cast<T>(x));
-  }
-}
-
-const json* find_member(const json& object, const char* key) {
-  auto it = object.find(key);
-  return it == object.end() ? nullptr : &*it;
-}
 
 }  // namespace
 
@@ -91,133 +63,6 @@ std::vector<std::string> split_bytes_elements(std::string_view data, int64_t n) 
   if (static_cast<int64_t>(out.size()) != n)
     bad("input 'input': " + std::to_string(out.size()) + " BYTES elements for shape [" + std::to_string(n) + "]");
   return out;
-}
-
-InferRequest parse_infer_request(std::string_view body, std::optional<size_t> header_length, const TensorSpec& spec) {
-  if (header_length && *header_length > body.size())
-    bad("Inference-Header-Content-Length " + std::to_string(*header_length) + " is more than the body's " +
-        std::to_string(body.size()) + " bytes");
-  const std::string_view header = header_length ? body.substr(0, *header_length) : body;
-  std::string_view binary = header_length ? body.substr(*header_length) : std::string_view{};
-  json doc = json::parse(header.begin(), header.end(), nullptr, false);
-  if (doc.is_discarded()) bad("malformed JSON in the request body");
-  if (!doc.is_object()) bad("the request body must be a JSON object");
-  InferRequest req;
-  if (const json* id = find_member(doc, "id")) {
-    if (!id->is_string()) bad("'id' must be a string");
-    req.id = id->get<std::string>();
-  }
-  bool binary_output_default = false;
-  if (const json* params = find_member(doc, "parameters")) {
-    if (!params->is_object()) bad("'parameters' must be an object");
-    if (const json* t = find_member(*params, "timeout")) {
-      if (!t->is_number_integer()) bad("parameters.timeout must be an integer number of microseconds >= 0");
-      // Above 2^63 - 1 nlohmann holds it unsigned; get<int64_t> would wrap it negative.
-      req.timeout_us = t->is_number_unsigned() && t->get<uint64_t>() > static_cast<uint64_t>(kMaxTimeoutUs)
-                           ? kMaxTimeoutUs
-                           : check_timeout(t->get<int64_t>());
-    }
-    if (const json* b = find_member(*params, "binary_data_output")) {
-      if (!b->is_boolean()) bad("parameters.binary_data_output must be true or false");
-      binary_output_default = b->get<bool>();
-    }
-  }
-  const json* inputs = find_member(doc, "inputs");
-  if (!inputs || !inputs->is_array() || inputs->size() != 1)
-    bad("'inputs' must be a list of one tensor, '" + std::string(kInputName) + "'");
-  const json& in = (*inputs)[0];
-  if (!in.is_object()) bad("inputs[0] must be an object");
-  const json* name = find_member(in, "name");
-  const json* datatype = find_member(in, "datatype");
-  if (!datatype || !datatype->is_string()) bad("input 'input': 'datatype' missing (UINT8 or FP32)");
-  const std::string dt = datatype->get<std::string>();
-  const json* shape_json = find_member(in, "shape");
-  if (!shape_json || !shape_json->is_array()) bad("input 'input': 'shape' missing");
-  Shape shape;
-  for (const json& d : *shape_json) {
-    if (!d.is_number_integer()) bad("input 'input': shape holds a non-integer");
-    shape.push_back(d.get<int64_t>());
-  }
-  req.input = make_input_tensor(name && name->is_string() ? name->get<std::string>() : "", dt, shape, spec);
-  const bool is_u8 = dt == "UINT8";
-  const auto count = static_cast<size_t>(shape_numel(shape));
-  const size_t bytes = req.input.defined() ? req.input.nbytes() : 0;
-  const json* params = find_member(in, "parameters");
-  const json* binary_size = params && params->is_object() ? find_member(*params, "binary_data_size") : nullptr;
-  if (dt == "BYTES") {
-    if (!binary_size || !binary_size->is_number_unsigned() || !header_length)
-      bad("input 'input': send BYTES (encoded images) as binary data: parameters.binary_data_size and the "
-          "Inference-Header-Content-Length header");
-    const auto size = binary_size->get<uint64_t>();
-    if (size > binary.size())
-      bad("input 'input': truncated binary data: " + std::to_string(binary.size()) + " of " + std::to_string(size) +
-          " bytes");
-    req.encoded = split_bytes_elements(binary.substr(0, size), shape[0]);
-    binary.remove_prefix(size);
-  } else if (binary_size) {
-    if (!header_length) bad("input 'input': binary_data_size without an Inference-Header-Content-Length header");
-    if (!binary_size->is_number_unsigned()) bad("input 'input': binary_data_size must be a byte count");
-    const auto size = binary_size->get<uint64_t>();
-    if (size != bytes)
-      bad("input 'input': binary_data_size " + std::to_string(size) + ", but shape " + shape_str(shape) + " " + dt +
-          " is " + std::to_string(bytes) + " bytes");
-    if (binary.size() < bytes)
-      bad("input 'input': truncated binary data: " + std::to_string(binary.size()) + " of " + std::to_string(bytes) +
-          " bytes");
-    std::memcpy(req.input.raw(), binary.data(), bytes);
-    binary.remove_prefix(bytes);
-    if (!is_u8) {
-      const float* f = req.input.data<float>();
-      for (size_t i = 0; i < count; ++i)
-        if (!std::isfinite(f[i])) bad("input 'input': FP32 data must be finite");
-    }
-  } else {
-    const json* data = find_member(in, "data");
-    if (!data || !data->is_array()) bad("input 'input': 'data' missing (or give binary_data_size)");
-    if (is_u8) {
-      std::vector<uint8_t> values;
-      flatten(*data, values, count, 0, true);
-      if (values.size() != count)
-        bad("input 'input': " + std::to_string(values.size()) + " data elements for shape " + shape_str(shape) +
-            " (" + std::to_string(count) + ")");
-      std::memcpy(req.input.raw(), values.data(), bytes);
-    } else {
-      std::vector<float> values;
-      flatten(*data, values, count, 0, false);
-      if (values.size() != count)
-        bad("input 'input': " + std::to_string(values.size()) + " data elements for shape " + shape_str(shape) +
-            " (" + std::to_string(count) + ")");
-      std::memcpy(req.input.raw(), values.data(), bytes);
-    }
-  }
-  if (!binary.empty()) bad(std::to_string(binary.size()) + " bytes of binary data beyond the inputs'");
-  if (const json* outputs = find_member(doc, "outputs")) {
-    if (!outputs->is_array()) bad("'outputs' must be a list");
-    for (const json& o : *outputs) {
-      const json* oname = o.is_object() ? find_member(o, "name") : nullptr;
-      if (!oname || !oname->is_string()) bad("outputs: each needs a 'name'");
-      const std::string n = oname->get<std::string>();
-      if (n != kLogitsName && n != kProbabilitiesName)
-        bad("unknown output '" + n + "'; the model's outputs are '" + kLogitsName + "' and '" + kProbabilitiesName + "'");
-      RequestedOutput out{n, binary_output_default, 0};
-      const json* op = find_member(o, "parameters");
-      if (op && op->is_object()) {
-        if (const json* b = find_member(*op, "binary_data")) {
-          if (!b->is_boolean()) bad("outputs: parameters.binary_data must be true or false");
-          out.binary = b->get<bool>();
-        }
-        if (const json* c = find_member(*op, "classification")) {
-          if (!c->is_number_integer())
-            bad("output '" + n + "': parameters.classification must be an integer, the number of classes to return");
-          out.classification = check_classification(n, c->get<int64_t>(), spec.classes);
-        }
-      }
-      req.outputs.push_back(std::move(out));
-    }
-  }
-  if (req.outputs.empty())
-    req.outputs = {{kLogitsName, binary_output_default, 0}, {kProbabilitiesName, binary_output_default, 0}};
-  return req;
 }
 
 int64_t check_timeout(int64_t timeout_us) {

@@ -45,6 +45,9 @@ class Router {
   void handle(const HttpRequest& request, ReplyFn reply);
   // The metrics port's only endpoint.
   void handle_metrics(const HttpRequest& request, ReplyFn reply);
+  // The bytes reading one infer request's JSON may take (TensorSpec::memory_budget); 0: each
+  // model's default.
+  void set_request_memory_budget(uint64_t bytes) { request_memory_budget_ = bytes; }
 
  private:
   // The endpoint's handler.
@@ -59,6 +62,7 @@ class Router {
   ModelRepository& repository_;
   MetricsRegistry& metrics_;
   const std::atomic<bool>& ready_;
+  uint64_t request_memory_budget_ = 0;
 };
 
 // A KServe error reply: {"error": "..."}.
