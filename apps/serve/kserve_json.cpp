@@ -1,6 +1,7 @@
 #include "apps/serve/kserve_json.h"
 
 #include <algorithm>
+#include <charconv>
 #include <cmath>
 #include <cstring>
 
@@ -15,6 +16,23 @@ using json = nlohmann::json;
 namespace {
 
 [[noreturn]] void bad(const std::string& what) { throw RequestError(400, what); }
+
+// A JSON string literal; bytes that are not UTF-8 (a label from a checkpoint, say) are replaced,
+// as nlohmann would otherwise throw.
+void append_string(std::string& out, const std::string& s) {
+  out += json(s).dump(-1, ' ', false, json::error_handler_t::replace);
+}
+
+// A float as JSON: the shortest text that reads back as the same double (nlohmann's DOM wrote
+// the same), null where it is not finite (as nlohmann).
+void append_number(std::string& out, float x) {
+  if (!std::isfinite(x)) {
+    out += "null";
+    return;
+  }
+  char text[32];
+  out.append(text, std::to_chars(text, text + sizeof(text), static_cast<double>(x)).ptr);
+}
 
 }  // namespace
 
@@ -111,42 +129,55 @@ std::string serialize_bytes_elements(const std::vector<std::string>& elements) {
   return out;
 }
 
+// Written as text, the members in the order nlohmann's DOM wrote them (sorted): an output of
+// (n, 1000) floats needs no JSON value per element.
 InferReplyBody make_infer_reply(const InferRequest& request, const std::string& model, int64_t version,
                                 const std::vector<float>& logits, const std::vector<float>& probabilities,
                                 int64_t classes, const std::vector<std::string>& class_names) {
-  json doc = {{"model_name", model}, {"model_version", std::to_string(version)}};
-  if (!request.id.empty()) doc["id"] = request.id;
   const auto n = static_cast<int64_t>(logits.size()) / std::max<int64_t>(classes, 1);  // rows answered
-  json outputs = json::array();
-  std::string binary;
-  for (const auto& [name, as_binary, k] : request.outputs) {
-    const std::vector<float>& values = name == kLogitsName ? logits : probabilities;
-    if (k > 0) {
-      std::vector<std::string> top = top_k_classes(values, classes, k, class_names);
-      json out = {{"name", name}, {"datatype", "BYTES"}, {"shape", {n, k}}};
-      if (as_binary) {
-        const std::string bytes = serialize_bytes_elements(top);
-        out["parameters"] = {{"binary_data_size", bytes.size()}};
-        binary += bytes;
-      } else {
-        out["data"] = std::move(top);
-      }
-      outputs.push_back(std::move(out));
-      continue;
-    }
-    json out = {{"name", name}, {"datatype", "FP32"}, {"shape", {n, classes}}};
-    if (as_binary) {
-      const size_t bytes = values.size() * sizeof(float);
-      out["parameters"] = {{"binary_data_size", bytes}};
-      binary.append(reinterpret_cast<const char*>(values.data()), bytes);
-    } else {
-      out["data"] = values;
-    }
-    outputs.push_back(std::move(out));
+  std::string out, binary;
+  out.reserve(256 + request.outputs.size() * logits.size() * 24);
+  out += '{';
+  if (!request.id.empty()) {
+    out += "\"id\":";
+    append_string(out, request.id);
+    out += ',';
   }
-  doc["outputs"] = std::move(outputs);
+  out += "\"model_name\":";
+  append_string(out, model);
+  out += ",\"model_version\":\"" + std::to_string(version) + "\",\"outputs\":[";
+  for (size_t i = 0; i < request.outputs.size(); ++i) {
+    const auto& [name, as_binary, k] = request.outputs[i];
+    const std::vector<float>& values = name == kLogitsName ? logits : probabilities;
+    const std::vector<std::string> top = k > 0 ? top_k_classes(values, classes, k, class_names) : std::vector<std::string>{};
+    out += i ? ",{" : "{";
+    if (!as_binary) {
+      out += "\"data\":[";
+      for (size_t j = 0; k > 0 && j < top.size(); ++j) {
+        if (j) out += ',';
+        append_string(out, top[j]);
+      }
+      for (size_t j = 0; k == 0 && j < values.size(); ++j) {
+        if (j) out += ',';
+        append_number(out, values[j]);
+      }
+      out += "],";
+    }
+    out += k > 0 ? "\"datatype\":\"BYTES\",\"name\":" : "\"datatype\":\"FP32\",\"name\":";
+    append_string(out, name);
+    if (as_binary) {
+      const size_t before = binary.size();
+      if (k > 0)
+        binary += serialize_bytes_elements(top);
+      else
+        binary.append(reinterpret_cast<const char*>(values.data()), values.size() * sizeof(float));
+      out += ",\"parameters\":{\"binary_data_size\":" + std::to_string(binary.size() - before) + "}";
+    }
+    out += ",\"shape\":[" + std::to_string(n) + "," + std::to_string(k > 0 ? k : classes) + "]}";
+  }
+  out += "]}";
   InferReplyBody reply;
-  reply.body = doc.dump();
+  reply.body = std::move(out);
   if (!binary.empty()) {
     reply.header_length = reply.body.size();
     reply.body += binary;

@@ -1,7 +1,8 @@
 // The streaming KServe v2 request reader (apps/serve/kserve_request.cpp) on its own: data arrives
 // the same whether it comes before or after the shape, flat or nested; every refusal says the same
 // whichever way the data came; hostile bodies (deep nesting, numbers past the shape or the budget,
-// huge strings and numbers, values the server ignores) are refused at once.
+// huge strings and numbers, values the server ignores) are refused at once; and the reply, written
+// as text, is the document the DOM wrote.
 #include <gtest/gtest.h>
 
 #include <chrono>
@@ -250,6 +251,51 @@ TEST(KserveRequest, BinaryTensorsFollowTheJsonHeader) {
   const std::string bad_raw(reinterpret_cast<const char*>(&inf), 4);
   EXPECT_EQ(refusal(header + bad_raw + raw.substr(4), kSpec, header.size()).second,
             "input 'input': FP32 data must be finite");
+}
+
+// The reply as nlohmann's DOM wrote it before it was written as text.
+json dom_reply(const InferRequest& request, const std::vector<float>& logits, const std::vector<float>& probs,
+               int64_t classes, const std::vector<std::string>& names) {
+  json doc = {{"model_name", "m\"odel"}, {"model_version", "3"}};
+  if (!request.id.empty()) doc["id"] = request.id;
+  const auto n = static_cast<int64_t>(logits.size()) / classes;
+  json outputs = json::array();
+  for (const auto& [name, as_binary, k] : request.outputs) {
+    const std::vector<float>& values = name == kLogitsName ? logits : probs;
+    json out = {{"name", name}, {"datatype", k ? "BYTES" : "FP32"}, {"shape", {n, k ? k : classes}}};
+    if (as_binary)
+      out["parameters"] = {{"binary_data_size", k ? serialize_bytes_elements(top_k_classes(values, classes, k, names)).size()
+                                                  : values.size() * 4}};
+    else if (k)
+      out["data"] = top_k_classes(values, classes, k, names);
+    else
+      out["data"] = values;
+    outputs.push_back(std::move(out));
+  }
+  doc["outputs"] = std::move(outputs);
+  return doc;
+}
+
+TEST(KserveRequest, TheReplyIsTheDocumentTheDomWrote) {
+  const std::vector<float> logits = {0.1f, -3.5e-7f, 1e30f, 2, 1.0f / 3, -0.0f, 7, 8};
+  const std::vector<float> probs = {0.25f, 0.25f, 0.125f, 0.375f, 1e-45f, 0.5f, 0.2f, 0.3f};
+  const std::vector<std::string> names = {"a", "b\"", "c\xc3\xa9", "d"};
+  for (const bool binary : {false, true}) {
+    InferRequest r;
+    r.id = "id \"1\" \xe2\x82\xac";
+    r.outputs = {{kLogitsName, binary, 0}, {kProbabilitiesName, !binary, 2}, {kProbabilitiesName, binary, 0}};
+    const InferReplyBody reply = make_infer_reply(r, "m\"odel", 3, logits, probs, 4, names);
+    const std::string_view text = reply.header_length ? std::string_view(reply.body).substr(0, *reply.header_length)
+                                                      : std::string_view(reply.body);
+    EXPECT_EQ(json::parse(text), dom_reply(r, logits, probs, 4, names)) << text;
+    // Its text too (members sorted, as nlohmann wrote them), up to how the numbers are spelled.
+    EXPECT_EQ(text.rfind(R"({"id":"id \"1\" €","model_name":"m\"odel","model_version":"3","outputs":[{)", 0), 0u) << text;
+  }
+  // Values that are not finite are null, as nlohmann wrote them.
+  InferRequest r;
+  r.outputs = {{kLogitsName, false, 0}};
+  const std::vector<float> odd = {std::nanf(""), std::numeric_limits<float>::infinity(), 1, 2};
+  EXPECT_NE(make_infer_reply(r, "m", 1, odd, odd, 4, {}).body.find(R"("data":[null,null,1,2])"), std::string::npos);
 }
 
 }  // namespace
