@@ -11,6 +11,7 @@
 
 #include "apps/serve/grpc_endpoint.h"
 #include "apps/serve/http_server.h"
+#include "apps/serve/memory_release.h"
 #include "apps/serve/repository.h"
 #include "apps/serve/routes.h"
 #include "cli/commands.h"
@@ -73,6 +74,7 @@ class Poller {
 int run_serve(const ServeArgs& args, const EngineOptions& engine) {
   // Before the first thread starts (see stop_signals.h for why not a handler).
   BlockedStopSignals blocked;
+  serve::configure_serving_heap();
   const serve::ModelControl control = args.model_control == "poll"       ? serve::ModelControl::poll
                                       : args.model_control == "explicit" ? serve::ModelControl::explicit_
                                                                          : serve::ModelControl::none;

@@ -12,6 +12,7 @@
 #include <nlohmann/json.hpp>
 
 #include "apps/serve/compression.h"
+#include "apps/serve/memory_release.h"
 #include "engine/core/error.h"
 #include "engine/core/usable_cpus.h"
 
@@ -59,6 +60,7 @@ class Session : public std::enable_shared_from_this<Session> {
   }
 
   void on_read(beast::error_code ec) {
+    received_ = parser_->get().body().size();
     if (ec == http::error::end_of_stream || ec == beast::error::timeout || ec == net::error::operation_aborted ||
         ec == net::error::connection_reset || ec == net::error::eof)
       return close();
@@ -92,6 +94,8 @@ class Session : public std::enable_shared_from_this<Session> {
       request.body = std::move(req.body());
     } else {
       InflateResult inflated = inflate_body(req.body(), *coding, shared_.options.max_body_bytes);
+      received_ += inflated.status == InflateResult::Status::too_large ? shared_.options.max_body_bytes
+                                                                        : inflated.body.size();
       if (inflated.status == InflateResult::Status::too_large)
         return write(error_reply(413, std::string("Content-Encoding ") + coding_name(*coding) + ": " + inflated.error +
                                           " (--http-max-input-size)"));
@@ -143,6 +147,7 @@ class Session : public std::enable_shared_from_this<Session> {
     stream_.expires_after(kIdleTimeout);
     http::async_write(stream_, *res, [self = shared_from_this(), res](beast::error_code ec, size_t) {
       self->shared_.in_flight--;
+      release_memory_after_request(self->received_);  // the request's body is freed by now
       if (ec || !res->keep_alive()) return self->close();
       self->read();
     });
@@ -170,6 +175,7 @@ class Session : public std::enable_shared_from_this<Session> {
   Shared& shared_;
   bool metrics_port_;
   bool keep_alive_ = false;
+  uint64_t received_ = 0;  // the request's body bytes, as received plus inflated
   ContentCoding reply_coding_ = ContentCoding::identity;  // what the request's Accept-Encoding asked for
   std::string method_, target_;
   std::chrono::steady_clock::time_point started_;

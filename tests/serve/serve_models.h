@@ -42,16 +42,22 @@ layers:
   - {name: fc, type: linear, out_features: 4}
 )";
 
-inline void write_slow_checkpoint(const std::filesystem::path& path) {
-  Model model = Model::from_yaml(kSlowModelYaml, "slow model", 7);
+// A checkpoint of the model `yaml` as initialized (seed 7), not trained, with `class_names`.
+inline void write_initialized_checkpoint(const std::filesystem::path& path, const std::string& yaml,
+                                         std::vector<std::string> class_names) {
+  Model model = Model::from_yaml(yaml, path.string(), 7);
   RunCheckpointInfo info;
-  info.model_yaml = kSlowModelYaml;
-  info.class_names = {"a", "b", "c", "d"};
+  info.model_yaml = yaml;
+  info.class_names = std::move(class_names);
   info.input_shape = model.input_shape();
   info.mean = {0.5};
   info.std = {0.25};
   std::filesystem::create_directories(path.parent_path());
   save_run_checkpoint(path, model, {}, info);
+}
+
+inline void write_slow_checkpoint(const std::filesystem::path& path) {
+  write_initialized_checkpoint(path, kSlowModelYaml, {"a", "b", "c", "d"});
 }
 
 }  // namespace convoy::testing
