@@ -11,6 +11,7 @@
 #include <grpcpp/grpcpp.h>
 
 #include "apps/serve/endpoints.h"
+#include "apps/serve/grpc/grpc_request.h"
 #include "apps/serve/grpc/health_service.h"
 #include "apps/serve/grpc_endpoint.h"
 #include "apps/serve/kserve_json.h"
@@ -182,80 +183,13 @@ class Service final : public inference::GRPCInferenceService::Service {
     if (version < 0) return Status(StatusCode::INVALID_ARGUMENT, "bad version '" + q.model_version() + "'");
     const std::shared_ptr<ServedVersion> served = repository_.find(q.model_name(), version, why);
     if (!served) return Status(StatusCode::NOT_FOUND, why);
-    if (q.inputs_size() != 1) throw RequestError(400, "give one input, '" + std::string(kInputName) + "'");
-    const auto& in = q.inputs(0);
     const TensorSpec spec{served->input_shape(), served->config().max_batch_size, served->classes()};
-    Tensor input = make_input_tensor(in.name(), in.datatype(), Shape(in.shape().begin(), in.shape().end()), spec);
-    std::vector<std::string> encoded;  // BYTES: encoded images, decoded by the model's instance
-    const auto count = static_cast<size_t>(input.defined() ? input.numel() : 0);
-    const bool is_u8 = input.defined() && input.dtype() == DType::u8;
-    // Triton's rule: an input's data comes from raw_input_contents or from its contents, not both.
-    if (q.raw_input_contents_size() > 0 && in.has_contents())
-      throw RequestError(400, "input 'input': give its data in raw_input_contents or in contents, not both");
-    if (!input.defined()) {
-      const int64_t n = in.shape(0);
-      if (q.raw_input_contents_size() > 0) {
-        if (q.raw_input_contents_size() != 1) throw RequestError(400, "raw_input_contents: one entry per input (1)");
-        encoded = split_bytes_elements(q.raw_input_contents(0), n);
-      } else {
-        const auto& v = in.contents().bytes_contents();
-        if (v.size() != n)
-          throw RequestError(400, "input 'input': " + std::to_string(v.size()) + " bytes_contents for shape [" +
-                                      std::to_string(n) + "]");
-        encoded.assign(v.begin(), v.end());
-      }
-    } else if (q.raw_input_contents_size() > 0) {
-      if (q.raw_input_contents_size() != 1) throw RequestError(400, "raw_input_contents: one entry per input (1)");
-      const std::string& raw = q.raw_input_contents(0);
-      if (raw.size() != input.nbytes())
-        throw RequestError(400, "input 'input': raw_input_contents holds " + std::to_string(raw.size()) + " bytes, its shape and datatype " +
-                                    std::to_string(input.nbytes()));
-      std::memcpy(input.raw(), raw.data(), raw.size());
-    } else if (is_u8) {
-      const auto& v = in.contents().uint_contents();
-      if (static_cast<size_t>(v.size()) != count)
-        throw RequestError(400, "input 'input': " + std::to_string(v.size()) + " uint_contents for " + std::to_string(count) + " elements");
-      uint8_t* dst = input.data<uint8_t>();
-      for (size_t i = 0; i < count; ++i) {
-        if (v[static_cast<int>(i)] > 255) throw RequestError(400, "input 'input': UINT8 data must be 0 to 255");
-        dst[i] = static_cast<uint8_t>(v[static_cast<int>(i)]);
-      }
-    } else {
-      const auto& v = in.contents().fp32_contents();
-      if (static_cast<size_t>(v.size()) != count)
-        throw RequestError(400, "input 'input': " + std::to_string(v.size()) + " fp32_contents for " + std::to_string(count) + " elements");
-      std::memcpy(input.raw(), v.data(), count * sizeof(float));
-    }
-    if (input.defined() && !is_u8) {
-      const float* f = input.data<float>();
-      for (size_t i = 0; i < count; ++i)
-        if (!std::isfinite(f[i])) throw RequestError(400, "input 'input': FP32 data must be finite");
-    }
-    std::vector<std::pair<std::string, int64_t>> outputs;  // name, classification (0: the tensor)
-    for (const auto& o : q.outputs()) {
-      if (o.name() != kLogitsName && o.name() != kProbabilitiesName)
-        throw RequestError(400, "unknown output '" + o.name() + "'");
-      int64_t k = 0;
-      if (auto it = o.parameters().find("classification"); it != o.parameters().end()) {
-        if (it->second.parameter_choice_case() != inference::InferParameter::kInt64Param)
-          throw RequestError(400, "output '" + o.name() + "': parameters[\"classification\"] must be an int64_param, "
-                                  "the number of classes to return");
-        k = check_classification(o.name(), it->second.int64_param(), served->classes());
-      }
-      outputs.emplace_back(o.name(), k);
-    }
-    if (outputs.empty()) outputs = {{kLogitsName, 0}, {kProbabilitiesName, 0}};
-    int64_t timeout_us = 0;
-    if (auto it = q.parameters().find("timeout"); it != q.parameters().end()) {
-      if (it->second.parameter_choice_case() != inference::InferParameter::kInt64Param)
-        throw RequestError(400, "parameters[\"timeout\"] must be an int64_param, microseconds >= 0");
-      timeout_us = check_timeout(it->second.int64_param());
-    }
+    InferRequest req = grpc_infer_request(q, spec);
 
     std::promise<InferResult> promise;
     std::future<InferResult> future = promise.get_future();
-    const int64_t n = input.defined() ? input.dim(0) : static_cast<int64_t>(encoded.size());
-    if (!submit_request(served, metrics_, std::move(input), std::move(encoded), timeout_us,
+    const int64_t n = req.input.defined() ? req.input.dim(0) : static_cast<int64_t>(req.encoded.size());
+    if (!submit_request(served, metrics_, std::move(req.input), std::move(req.encoded), req.timeout_us,
                         [&promise](InferResult result) { promise.set_value(std::move(result)); }))
       return Status(StatusCode::UNAVAILABLE, "model '" + served->config().name + "': the queue is full");
     InferResult result = future.get();
@@ -267,7 +201,7 @@ class Service final : public inference::GRPCInferenceService::Service {
     r.set_model_name(served->config().name);
     r.set_model_version(std::to_string(served->version()));
     r.set_id(q.id());
-    for (const auto& [name, k] : outputs) {
+    for (const auto& [name, binary, k] : req.outputs) {
       const std::vector<float>& values = name == kLogitsName ? result.logits : result.probabilities;
       auto* out = r.add_outputs();
       out->set_name(name);
