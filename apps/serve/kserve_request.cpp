@@ -79,11 +79,6 @@ class GuardedChars {
     guard_->see(*p_++);
     return *this;
   }
-  GuardedChars operator++(int) {
-    GuardedChars before = *this;
-    ++*this;
-    return before;
-  }
   bool operator==(const GuardedChars& o) const { return p_ == o.p_; }
   bool operator!=(const GuardedChars& o) const { return p_ != o.p_; }
 
@@ -214,6 +209,12 @@ class RequestReader {
   bool in_data() const { return !stack_.empty() && stack_.back() == Frame::data; }
 
   void charge(uint64_t bytes) { budget_.charge(bytes); }
+  // The event's string, kept by the request: counted against the budget.
+  void keep_string(std::string& to, bool& given) {
+    charge(string_->size());
+    to = *string_;
+    given = true;
+  }
   void push(Frame f) {
     if (stack_.size() >= kMaxDepth) bad("the request body is nested deeper than " + std::to_string(kMaxDepth) + " levels");
     stack_.push_back(f);
@@ -290,15 +291,11 @@ class RequestReader {
         return true;
       case Field::name:
         if (kind != Kind::string) return false;  // as no name
-        charge(string_->size());
-        name_ = *string_;
-        has_name_ = true;
+        keep_string(name_, has_name_);
         return true;
       case Field::datatype:
         if (kind != Kind::string) bad("input 'input': 'datatype' missing (UINT8 or FP32)");
-        charge(string_->size());
-        datatype_ = *string_;
-        has_datatype_ = true;
+        keep_string(datatype_, has_datatype_);
         return true;
       case Field::shape:
         if (kind != Kind::array) bad("input 'input': 'shape' missing");
