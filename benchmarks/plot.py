@@ -9,12 +9,64 @@ Writes into DIR (default: beside the JSON):
                   Needs measured GPU and CPU cases; otherwise it says so and skips the chart.
   throughput.png  images/s of every measured case, Convoy and the peers (log scale).
 Prints one line per chart written or skipped. Exit status 3 when matplotlib cannot be
-imported (python3-matplotlib on Debian), 2 on a bad file, else 0.
+imported (python3-matplotlib on Debian), 2 on a bad file or a chart it cannot write, else 0.
+Each chart is written atomically (write_png_atomically).
 """
 import argparse
 import json
 import os
 import sys
+
+
+def write_png_atomically(fig, path):
+    """Writes the PNG as convoy writes every output (engine/core/file_io.h, OutputFile): into a
+    temporary file beside the target, fsynced and renamed over it, so that a full disk leaves the
+    old chart whole and no partial file; a target that is not a regular file (a directory, a
+    device) is refused, and a symlink is followed to the file it names."""
+    target = os.path.realpath(path)
+    if os.path.lexists(target) and not os.path.isfile(target):
+        raise OSError("not a regular file; a chart is written only as a new file or over a regular file")
+    directory = os.path.dirname(target)
+    base = f"{target}.tmp.{os.getpid()}"
+    for n in range(1001):
+        tmp = base if n == 0 else f"{base}.{n}"
+        try:
+            fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o666)
+            break
+        except FileExistsError:
+            continue
+    else:
+        raise OSError(f"cannot create a temporary file beside it ({base}.*)")
+    try:
+        with os.fdopen(fd, "wb") as f:
+            fig.savefig(f, dpi=120, format="png")
+            f.flush()
+            os.fsync(f.fileno())
+        if os.path.exists(target):  # the replaced chart's permissions
+            os.chmod(tmp, os.stat(target).st_mode & 0o7777)
+        os.replace(tmp, target)
+    except BaseException:
+        if os.path.exists(tmp):
+            os.unlink(tmp)
+        raise
+    dir_fd = os.open(directory, os.O_RDONLY | os.O_DIRECTORY)
+    try:
+        os.fsync(dir_fd)
+    finally:
+        os.close(dir_fd)
+
+
+def save_chart(plt, fig, path, what):
+    """Writes and closes the chart; prints the line that says so. False when it cannot be written."""
+    try:
+        write_png_atomically(fig, path)
+    except OSError as e:
+        print(f"cannot write {path}: {e}")
+        return False
+    finally:
+        plt.close(fig)
+    print(f"chart: {path} ({what})")
+    return True
 
 
 def main():
@@ -76,10 +128,8 @@ def main():
         ax.set_title(f"Convoy: GPU over CPU\n{subtitle}", fontsize=9)
         ax.legend(fontsize=8, loc="upper left", bbox_to_anchor=(1.01, 1))
         fig.tight_layout()
-        path = os.path.join(out_dir, "speedup.png")
-        fig.savefig(path, dpi=120)
-        plt.close(fig)
-        print(f"chart: {path} (GPU over CPU speedup)")
+        if not save_chart(plt, fig, os.path.join(out_dir, "speedup.png"), "GPU over CPU speedup"):
+            return 2
     else:
         print("speedup chart skipped: no pair of measured GPU and CPU fp32 cases "
               "(no usable GPU here, or one device only)")
@@ -98,10 +148,8 @@ def main():
         ax.set_xlabel("images/s")
         ax.set_title(f"Throughput\n{subtitle}", fontsize=9)
         fig.tight_layout()
-        path = os.path.join(out_dir, "throughput.png")
-        fig.savefig(path, dpi=120)
-        plt.close(fig)
-        print(f"chart: {path} (images/s of every measured case)")
+        if not save_chart(plt, fig, os.path.join(out_dir, "throughput.png"), "images/s of every measured case"):
+            return 2
     return 0
 
 

@@ -1,12 +1,12 @@
 // convoy export --model CKPT|MODEL.yaml --format onnx -o model.onnx
 #include <filesystem>
-#include <fstream>
 #include <iostream>
 
 #include "cli/commands.h"
 #include "engine/bundle/run_checkpoint.h"
 #include "engine/checkpoint/safetensors.h"
 #include "engine/core/error.h"
+#include "engine/core/file_io.h"
 #include "engine/graph/model.h"
 #ifdef CONVOY_HAVE_ONNX
 #include "engine/interchange/onnx_export.h"
@@ -30,6 +30,7 @@ const char* const kCarriedMetadata[] = {"class_names", "mean", "std", "preproces
                                         "horizontal_flip", "crop_padding", "best_accuracy"};
 
 int run_export(const ExportArgs& args) {
+  check_output_target(args.output, "the ONNX model");
   std::map<std::string, std::string> metadata;
   const bool yaml = std::filesystem::path(args.model).extension() == ".yaml";
   Model model = yaml ? Model::from_file(args.model, args.seed) : [&] {
@@ -48,9 +49,7 @@ int run_export(const ExportArgs& args) {
   }
   metadata["convoy.input"] = "float32 (batch, C, H, W) after the preprocessing: pixels / 255, then (x - mean) / std per channel";
   const std::string bytes = export_onnx(model, metadata);
-  std::ofstream out(args.output, std::ios::binary | std::ios::trunc);
-  if (!out || !out.write(bytes.data(), static_cast<std::streamsize>(bytes.size())) || !out.flush())
-    throw InputError(args.output + ": cannot write the ONNX model");
+  write_file_atomically(args.output, "the ONNX model", bytes);
   std::cout << "exported " << model.name() << " (" << model.parameter_count() << " parameters) to " << args.output
             << ": ONNX opset " << kOnnxOpset << ", input 'input' (batch, " << shape_str(model.input_shape()).substr(1)
             << ", output 'logits' (batch, " << model.num_classes() << ")" << std::endl;

@@ -1,7 +1,6 @@
 // convoy infer --model runs/x/best.safetensors IMAGE|FOLDER...  |  --data fashion-mnist:test
 #include <algorithm>
 #include <filesystem>
-#include <fstream>
 #include <iomanip>
 #include <iostream>
 #include <numeric>
@@ -16,6 +15,7 @@
 #include "engine/bundle/loaded_model.h"
 #include "engine/bundle/predict.h"
 #include "engine/core/error.h"
+#include "engine/core/file_io.h"
 #include "engine/core/precision.h"
 #include "engine/graph/model.h"
 #include "engine/inference/graphed_batches.h"
@@ -113,9 +113,9 @@ void evaluate_split(const InferArgs& args, LoadedModel& loaded, Backend& backend
             << "\n";
   print_confusion(r, loaded.class_names);
   if (!args.predictions.empty()) {
-    std::ofstream out(args.predictions);
-    for (int32_t p : r.predictions) out << p << "\n";
-    if (!out) throw InputError(args.predictions + ": cannot write the predictions");
+    std::string text;
+    for (int32_t p : r.predictions) text += std::to_string(p) + "\n";
+    write_file_atomically(args.predictions, "the predictions", text);
   }
 }
 
@@ -201,6 +201,7 @@ std::vector<std::string> precision_choices() {
 int run_infer(const InferArgs& args, const EngineOptions& engine) {
   if (args.images.empty() && args.data.empty())
     throw InputError("infer: give image files or folders, or --data KIND:SPLIT (e.g. --data fashion-mnist:test)");
+  if (!args.predictions.empty()) check_output_target(args.predictions, "the predictions");
   BackendOptions options;
   options.threads = args.threads;
   options.cuda = engine.cuda;

@@ -2,6 +2,7 @@
 #include <sysexits.h>
 #include <unistd.h>
 
+#include <csignal>
 #include <cstdlib>
 #include <iostream>
 #include <string>
@@ -55,6 +56,9 @@ int internal_error(const std::string& what) {
 }  // namespace
 
 int main(int argc, char** argv) {
+  // A file past the size limit (`ulimit -f`) is a write error OutputFile reports and cleans up
+  // after (EFBIG), as a full disk is, not a signal that kills us with a temporary file left.
+  std::signal(SIGXFSZ, SIG_IGN);
   // How OpenMP's threads wait between parallel regions; OpenMP reads it when the library
   // loads, before main, hence the one re-exec. OMP_WAIT_POLICY or GOMP_SPINCOUNT in the
   // environment wins.

@@ -13,6 +13,7 @@
 #include "engine/bundle/predict.h"
 #include "engine/bundle/run_checkpoint.h"
 #include "engine/core/error.h"
+#include "engine/core/file_io.h"
 #include "engine/inference/quantize.h"
 
 namespace convoy::cli {
@@ -35,6 +36,7 @@ int run_quantize(const QuantizeArgs& args, const EngineOptions& engine) {
     throw InputError("--calibration " + args.calibration + ": expected KIND:SPLIT, e.g. fashion-mnist:train");
   if (std::filesystem::absolute(args.out) == std::filesystem::absolute(args.model))
     throw InputError("-o " + args.out + ": would overwrite the fp32 checkpoint it reads; name a new file");
+  check_output_target(args.out, "the int8 checkpoint");  // before the calibration, not after
   BackendOptions options;
   options.threads = args.threads;
   std::unique_ptr<Backend> backend = select_backend("cpu", options, std::cerr);

@@ -83,7 +83,8 @@ int run_serve(const ServeArgs& args, const EngineOptions& engine) {
   serve::MetricsRegistry metrics;
   serve::ModelRepository repository(args.repository, control, metrics, std::cerr, engine);
   std::atomic<bool> ready{false};
-  serve::Router router(repository, metrics, ready);
+  auto shared_memory = std::make_shared<serve::SharedMemoryRegistry>();  // HTTP's and gRPC's
+  serve::Router router(repository, metrics, ready, shared_memory);
   router.set_request_memory_budget(static_cast<uint64_t>(args.max_request_memory));
   serve::HttpOptions options;
   options.host = args.host;
@@ -98,8 +99,9 @@ int run_serve(const ServeArgs& args, const EngineOptions& engine) {
   StopSignalWatcher watcher([&server](int signal) { server.stop(signal); });
   std::string grpc_why;
   std::unique_ptr<serve::GrpcEndpoint> grpc =
-      args.allow_grpc ? serve::start_grpc_endpoint(repository, metrics, ready, args.host, args.grpc_port, grpc_why)
-                      : nullptr;
+      args.allow_grpc
+          ? serve::start_grpc_endpoint(repository, metrics, ready, *shared_memory, args.host, args.grpc_port, grpc_why)
+          : nullptr;
   if (args.allow_grpc && !grpc && grpc_why.find("not built in") == std::string::npos) throw InputError(grpc_why);
   repository.load_initial(args.load_models);
   std::cerr << "convoy serve: HTTP on " << args.host << ":" << server.http_port();

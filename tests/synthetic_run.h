@@ -24,6 +24,7 @@ struct SyntheticRun {
   int64_t threads = 1;
   std::string output_dir;    // output.dir
   int64_t log_every = 1000;
+  bool tensorboard = false;  // output.tensorboard
   std::string extra;         // more top-level keys, one per line
 };
 
@@ -42,7 +43,8 @@ inline std::string synthetic_run_yaml(const SyntheticRun& r) {
   if (r.seed) y << "seed: " << r.seed << "\n";
   y << "device: " << r.device << "\n";
   if (r.threads) y << "threads: " << r.threads << "\n";
-  y << "output: {dir: " << r.output_dir << ", log_every: " << r.log_every << "}\n" << r.extra;
+  y << "output: {dir: " << r.output_dir << ", log_every: " << r.log_every
+    << (r.tensorboard ? ", tensorboard: true" : "") << "}\n" << r.extra;
   return y.str();
 }
 

@@ -398,6 +398,32 @@ TEST_F(ImageDatasetsE2E, EmptyClassAndMismatchedSplitsAreClearErrors) {
 }
 
 // 5. CIFAR-10's binary format written here: a label byte then 3 x 32 x 32 planes per record.
+// torchvision's and ImageNet's layout, ROOT/train and ROOT/val, trains without a test_split key:
+// the run evaluates on val and says so; a folder with neither test/ nor val/ still names test/.
+TEST_F(ImageDatasetsE2E, TorchvisionLayoutEvaluatesOnValWithoutATestSplitKey) {
+  const fs::path root = dir_.path() / "tv";
+  write_colour_split(root, "train", kClasses, 4, 1);
+  write_colour_split(root, "val", kClasses, 2, 2);
+  const fs::path cfg = dir_.path() / "tv.yaml";
+  auto write_config = [&](const fs::path& data) {
+    std::ofstream(cfg) << "name: tv\nmodel: " << model_.string() << "\ndataset:\n  kind: image-folder\n  path: "
+                       << data.string() << "\n  resize: 28\n  normalize: {mean: [0.45], std: [0.25]}\n"
+                       << "epochs: 1\nbatch_size: 4\noptimizer: {type: sgd, lr: 0.05}\ndevice: cpu\nthreads: 1\n"
+                       << "output: {dir: " << (dir_.path() / "runs").string() << "}\n";
+  };
+  write_config(root);
+  Result r = run("train --config " + cfg.string());
+  ASSERT_EQ(r.status, 0) << r.output;
+  EXPECT_NE(r.output.find("has val/ and no test/ (torchvision's layout): evaluating on val"), std::string::npos) << r.output;
+  const fs::path lone = dir_.path() / "lone";
+  write_colour_split(lone, "train", kClasses, 2, 3);
+  write_config(lone);
+  r = run("train --config " + cfg.string());
+  EXPECT_NE(r.status, 0);
+  EXPECT_NE(r.output.find("test"), std::string::npos) << r.output;
+  EXPECT_EQ(r.output.find("evaluating on val"), std::string::npos) << r.output;
+}
+
 TEST_F(ImageDatasetsE2E, TrainsOnCifar10BinariesAndKeepsTheirClassNames) {
   const std::vector<std::string> names = {"airplane", "automobile", "bird", "cat", "deer",
                                           "dog", "frog", "horse", "ship", "truck"};

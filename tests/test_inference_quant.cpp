@@ -169,6 +169,32 @@ TEST(Int8Plan, GeluModelTracksFp32) {
   EXPECT_LE(err, 0.10 * scale) << "max |int8 - fp32| " << err << ", max |logit| " << scale;
 }
 
+// A layer whose output calibration finds 0 on every image cannot be quantized (its int8 scale
+// would saturate every other value): refused naming the layer, not written for infer to refuse.
+TEST(Int8Calibration, ALayerWhoseOutputIsZeroIsRefusedNamingIt) {
+  Model model = Model::from_yaml(
+      "name: dead\ninput: [1, 8, 8]\nlayers:\n"
+      "  - {name: conv, type: conv2d, out_channels: 2, kernel: 3}\n"
+      "  - {type: flatten}\n"
+      "  - {name: fc, type: linear, out_features: 2}\n",
+      "dead.yaml", 1);
+  std::unique_ptr<Backend> backend = select_backend("cpu", {}, std::cerr);
+  model.to(*backend, DType::f32);
+  for (auto& [name, p] : model.parameters())
+    if (name.rfind("conv.", 0) == 0) std::fill_n(p->value.data<float>(), p->value.numel(), 0.0f);
+  Tensor x = Tensor::empty({4, 1, 8, 8});
+  std::fill_n(x.data<float>(), x.numel(), 0.5f);
+  try {
+    calibrate_activation_max(model, {x});
+    ADD_FAILURE() << "a zero range was calibrated without an error";
+  } catch (const InputError& e) {
+    EXPECT_NE(std::string(e.what()).find("calibration of model 'dead': the output of layer 'conv' is at most 0 on "
+                                         "every calibration image: too small a range to quantize"),
+              std::string::npos)
+        << e.what();
+  }
+}
+
 // ResNet-18's residual sums in int8: the identity shortcut shared in place (u8 after a ReLU),
 // the downsampling shortcut (s8, no activation) copied into the destination's type and scale.
 TEST(Int8Plan, ResNet18ResidualsTrackFp32) {

@@ -218,5 +218,35 @@ TEST_F(ReliabilityCli, MeanOfTheWrongLengthInACheckpointIsRefusedByInfer) {
                      {(run / "best.safetensors").string() + ": checkpoint metadata 'mean' has 3 values"});
 }
 
+// An int8 checkpoint whose calibrated ranges are degenerate (all 0 gave 10% accuracy without a
+// word, issue 39) is refused at load, naming the file and the tensor. 0 is "no range" only for a
+// layer fused into the next (here conv, into bn), whose output the plan never quantizes.
+TEST_F(ReliabilityCli, Int8CheckpointWithDegenerateRangesIsRefusedByInfer) {
+  const fs::path run = train_small();
+  const fs::path int8 = dir_ / "int8.safetensors";
+  const SafetensorsFile fp32 = read_safetensors(run / "best.safetensors");
+  const std::string quantizes = ", but the int8 plan quantizes that tensor with it (every value but 0 would saturate)";
+  for (const auto& [ranges, reason] : std::vector<std::pair<std::string, std::string>>{
+           {R"({"input": 0, "conv": 0, "bn": 0, "flatten": 0, "fc": 0})",
+            "int8 activation range of the input is 0" + quantizes},
+           {R"({"input": 1, "conv": 0, "bn": 0, "flatten": 0, "fc": 0})",
+            "int8 activation range of layer 'bn' is 0" + quantizes},
+           {R"({"input": 1e-45, "conv": 2, "bn": 2, "flatten": 2, "fc": 2})",
+            "int8 activation range of the input is 1e-45; expected a finite number from 1e-06 to 1e+30 (or 0 for a "
+            "layer fused into the next): a smaller range makes every int8 value of that tensor saturate"},
+           {R"({"input": 1, "conv": -1, "bn": 2, "flatten": 2, "fc": 2})",
+            "int8 activation range of layer 'conv' is -1;"},
+           // JSON has no inf or nan (1e999 is refused as malformed): the largest finite values.
+           {R"({"input": 1, "conv": 2, "bn": 2, "flatten": 2, "fc": 1e300})",
+            "int8 activation range of layer 'fc' is 1e+300;"}}) {
+    SafetensorsFile f = fp32;
+    f.metadata["precision"] = "int8";
+    f.metadata["int8_activation_max"] = ranges;
+    write_safetensors(int8, f.tensors, f.metadata);
+    expect_input_error(convoy("infer --device cpu --model " + int8.string() + " " + (dir_ / "x.png").string()),
+                       {int8.string() + ": " + reason});
+  }
+}
+
 }  // namespace
 }  // namespace convoy

@@ -166,11 +166,13 @@ TEST(ReliabilityRun, StaleTemporariesAreRemovedAtTheNextStart) {
   fs::create_directories(run);
   std::ofstream(run / "last.safetensors.tmp.99999") << "torn";
   std::ofstream(run / "best.safetensors.tmp.12") << "torn";
+  std::ofstream(run / "metrics.csv.tmp.12.3") << "torn";  // a second writer's name in one process
   std::ofstream(run / "notes.tmp.txt") << "mine";
   const CommandResult r = convoy_run("train --config " + config.string());
   ASSERT_EQ(r.status, 0) << r.output;
   EXPECT_FALSE(fs::exists(run / "last.safetensors.tmp.99999"));
   EXPECT_FALSE(fs::exists(run / "best.safetensors.tmp.12"));
+  EXPECT_FALSE(fs::exists(run / "metrics.csv.tmp.12.3"));
   EXPECT_TRUE(fs::exists(run / "notes.tmp.txt"));
   EXPECT_NE(r.output.find("removed " + (run / "last.safetensors.tmp.99999").string()), std::string::npos) << r.output;
 }
@@ -189,6 +191,43 @@ TEST(ReliabilityRun, ResumeDropsMetricsRowsPastTheCheckpoint) {
   r = convoy_run("train --resume --config " + config.string());
   ASSERT_EQ(r.status, 0) << r.output;
   EXPECT_EQ(metric_epochs(run / "metrics.csv"), (std::vector<int64_t>{1, 2, 3}));
+}
+
+// metrics.csv's rows without their timings (epoch_seconds and the images/s): what an exact
+// resume reproduces.
+std::vector<std::string> rows_without_timings(const fs::path& path) {
+  std::vector<std::string> rows;
+  std::istringstream lines(read_text(path));
+  for (std::string line; std::getline(lines, line);) {
+    size_t at = 0;
+    for (int comma = 0; comma < 7 && at != std::string::npos; ++comma) at = line.find(',', at + 1);
+    rows.push_back(line.substr(0, at));
+  }
+  return rows;
+}
+
+// An epoch stopped in its middle (--max-steps) and resumed: its metrics row has the train loss
+// and accuracy of the whole epoch, those of an uninterrupted run, not of the batches after the
+// resume only (issue 39); the stop's checkpoint carries the epoch's figures so far.
+TEST(ReliabilityRun, AResumedEpochsMetricsRowCoversTheWholeEpoch) {
+  const TempDir straight("convoy-straight"), resumed("convoy-resumed");
+  const fs::path config_a = write_tiny_config(straight.path(), 2), config_b = write_tiny_config(resumed.path(), 2);
+  CommandResult r = convoy_run("train --config " + config_a.string());
+  ASSERT_EQ(r.status, 0) << r.output;
+  r = convoy_run("train --config " + config_b.string() + " --max-steps 11");  // 8 steps an epoch: 3 into the 2nd
+  ASSERT_EQ(r.status, 0) << r.output;
+  const fs::path last = resumed / "runs/tiny/last.safetensors";
+  const convoy::RunCheckpoint stop = convoy::read_run_checkpoint(last, convoy::CheckpointUse::resume);
+  EXPECT_EQ(stop.info.batch_in_epoch, 3);
+  ASSERT_TRUE(stop.info.epoch_so_far.has_value());
+  EXPECT_EQ(stop.info.epoch_so_far->steps, 3);
+  EXPECT_EQ(stop.info.epoch_so_far->images, 96);
+  r = convoy_run("train --resume --config " + config_b.string());
+  ASSERT_EQ(r.status, 0) << r.output;
+  const std::vector<std::string> a = rows_without_timings(straight / "runs/tiny/metrics.csv");
+  const std::vector<std::string> b = rows_without_timings(resumed / "runs/tiny/metrics.csv");
+  ASSERT_EQ(a.size(), 3u);  // the header and two epochs
+  EXPECT_EQ(b, a);
 }
 
 // kill -9 at random moments of a run that checkpoints every ~0.1 s: after each, the next

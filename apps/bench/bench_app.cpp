@@ -214,6 +214,9 @@ class SuiteRun {
 
 int SuiteRun::run() {
   create_output_directories(out_dir_, "the output directory");
+  // Written at the end, but refused now (a directory, a device in the way) rather than after the suite.
+  for (const char* name : {"results.json", "results.md", "peer_cases.json", "speedup.png", "throughput.png"})
+    check_output_target(out_dir_ / name, std::string("the bench's ") + name);
   cases_ = list_cases(suite_);
   backends_ = std::make_unique<BackendPool>(suite_.threads, suite_.engine.cuda);
   env_ = bench_environment(options_.source_dir, suite_.threads);
@@ -245,7 +248,7 @@ int SuiteRun::run() {
   notes_.push_back("results: " + json_path.string());
 
   const std::string md = bench_markdown(suite_, env_, records_, peer_engines_, notes_);
-  std::ofstream(out_dir_ / "results.md") << md;
+  write_file_atomically(out_dir_ / "results.md", "the results table", md);
   std::cout << md << std::flush;
   if (failed_) {
     std::cerr << "convoy bench: " << failed_ << " case(s) failed (see the table)" << std::endl;
@@ -299,7 +302,7 @@ json SuiteRun::run_case(const BenchCase& c) {
 // Peers, in the same run: one Python process for all of `cases`.
 void SuiteRun::run_peers(const std::vector<BenchCase>& cases) {
   const fs::path request_path = out_dir_ / "peer_cases.json";
-  std::ofstream(request_path) << peer_request(cases).dump(2) << "\n";
+  write_file_atomically(request_path, "the peers' cases", peer_request(cases).dump(2) + "\n");
   if (bench_dir_.empty()) {
     notes_.push_back("peers missing: benchmarks/peers/pytorch_bench.py not found (set CONVOY_BENCH_DIR)");
   } else {
@@ -438,7 +441,7 @@ fs::path SuiteRun::write_results_json(const json& ratios) const {
                        {"records", records_},
                        {"ratios", ratios}};
   const fs::path path = out_dir_ / "results.json";
-  std::ofstream(path) << result.dump(2) << "\n";
+  write_file_atomically(path, "the results", result.dump(2) + "\n");
   return path;
 }
 

@@ -5,7 +5,15 @@
 #include <string>
 #include <utility>
 
+#include "apps/serve/shared_memory.h"
+
 namespace convoy::serve {
+
+std::vector<std::string> server_extensions() {
+  std::vector<std::string> out(std::begin(kServerExtensions), std::end(kServerExtensions));
+  if (cuda_shared_memory_unavailable_reason().empty()) out.emplace_back("cuda_shared_memory");
+  return out;
+}
 
 std::optional<int64_t> parse_count(std::string_view text) {
   if (text.empty() || text.size() > 18 || !std::all_of(text.begin(), text.end(), [](char c) { return c >= '0' && c <= '9'; }))

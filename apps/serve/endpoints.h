@@ -31,13 +31,20 @@ enum class Operation {
   model_infer,
   model_classify,
   model_statistics,
+  system_shm_status,  // Triton's shared-memory extensions (shared_memory.h)
+  system_shm_register,
+  system_shm_unregister,
+  cuda_shm_status,
+  cuda_shm_register,
+  cuda_shm_unregister,
 };
 
 struct Endpoint {
   Operation operation;
   std::string_view method;  // HTTP
-  // The HTTP path: literal segments, {model} and {version} (a positive integer) captured;
-  // "[/versions/{version}]" may be left out (the newest ready version).
+  // The HTTP path: literal segments, {model}, {version} (a positive integer) and {region} captured;
+  // "[/versions/{version}]" may be left out (the newest ready version), "[/region/{region}]" too
+  // (every region).
   std::string_view path;
   std::string_view grpc_method;  // in GRPCInferenceService; empty: HTTP only
 };
@@ -59,12 +66,23 @@ inline constexpr Endpoint kEndpoints[] = {
     {Operation::model_infer, "POST", "/v2/models/{model}[/versions/{version}]/infer", "ModelInfer"},
     {Operation::model_classify, "POST", "/v2/models/{model}[/versions/{version}]/classify", ""},
     {Operation::model_statistics, "GET", "/v2/models/{model}[/versions/{version}]/stats", "ModelStatistics"},
+    {Operation::system_shm_status, "GET", "/v2/systemsharedmemory[/region/{region}]/status", "SystemSharedMemoryStatus"},
+    {Operation::system_shm_register, "POST", "/v2/systemsharedmemory/region/{region}/register",
+     "SystemSharedMemoryRegister"},
+    {Operation::system_shm_unregister, "POST", "/v2/systemsharedmemory[/region/{region}]/unregister",
+     "SystemSharedMemoryUnregister"},
+    {Operation::cuda_shm_status, "GET", "/v2/cudasharedmemory[/region/{region}]/status", "CudaSharedMemoryStatus"},
+    {Operation::cuda_shm_register, "POST", "/v2/cudasharedmemory/region/{region}/register", "CudaSharedMemoryRegister"},
+    {Operation::cuda_shm_unregister, "POST", "/v2/cudasharedmemory[/region/{region}]/unregister",
+     "CudaSharedMemoryUnregister"},
 };
 
-// The server metadata (GET /v2, ServerMetadata); its version is CONVOY_VERSION.
+// The server metadata (GET /v2, ServerMetadata); its version is CONVOY_VERSION. Its extensions are
+// these, and "cuda_shared_memory" where CUDA is built in and a GPU usable (server_extensions()).
 inline constexpr const char* kServerName = "convoy";
 inline constexpr const char* kServerExtensions[] = {"binary_tensor_data", "model_repository", "classification",
-                                                   "statistics"};
+                                                   "statistics", "system_shared_memory"};
+std::vector<std::string> server_extensions();
 
 // A version or count as written in a request: digits only, at most 18 of them; else nullopt.
 std::optional<int64_t> parse_count(std::string_view text);

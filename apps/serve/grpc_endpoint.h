@@ -8,6 +8,7 @@
 
 #include "apps/serve/metrics.h"
 #include "apps/serve/repository.h"
+#include "apps/serve/shared_memory.h"
 
 namespace convoy::serve {
 
@@ -19,11 +20,11 @@ class GrpcEndpoint {
   virtual void shutdown() = 0;
 };
 
-// Listens on host:port (0: any free port). Null with `why` set when gRPC is not built in or the
-// port cannot be bound.
+// Listens on host:port (0: any free port), with the shared-memory regions `shm` (the HTTP
+// endpoint's too). Null with `why` set when gRPC is not built in or the port cannot be bound.
 std::unique_ptr<GrpcEndpoint> start_grpc_endpoint(ModelRepository& repository, MetricsRegistry& metrics,
-                                                  const std::atomic<bool>& ready, const std::string& host, int port,
-                                                  std::string& why);
+                                                  const std::atomic<bool>& ready, SharedMemoryRegistry& shm,
+                                                  const std::string& host, int port, std::string& why);
 
 // The methods of GRPCInferenceService as the compiled proto declares them, each of which has
 // its row in kEndpoints (apps/serve/endpoints.h); empty without gRPC.

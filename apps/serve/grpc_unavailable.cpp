@@ -4,7 +4,7 @@
 namespace convoy::serve {
 
 std::unique_ptr<GrpcEndpoint> start_grpc_endpoint(ModelRepository&, MetricsRegistry&, const std::atomic<bool>&,
-                                                  const std::string&, int, std::string& why) {
+                                                  SharedMemoryRegistry&, const std::string&, int, std::string& why) {
   why = "gRPC is not built in (configure with -DCONVOY_GRPC=ON and libgrpc++-dev)";
   return nullptr;
 }

@@ -197,18 +197,35 @@ tcp::acceptor open_acceptor(net::io_context& ioc, const std::string& host, int p
 
 }  // namespace
 
+// Each I/O thread runs an io_context of its own, and a connection stays on the one it was
+// accepted onto: its reads, the reply a model's instance posts back and its writes all run on
+// one thread. With one io_context shared by all threads (and a strand per connection) each
+// completion of a request's three 64 KiB reads and its write could hop to another thread,
+// waking it through the scheduler's lock and epoll's interrupter every time.
 struct HttpServer::Impl {
   Impl(Router& router, const HttpOptions& options, std::atomic<bool>& ready)
       : options_(options),
         shared_{router, options_},
         ready_(ready),
-        http_(open_acceptor(ioc_, options.host, options.http_port)),
-        timer_(ioc_) {
-    if (options.metrics_port >= 0) metrics_.emplace(open_acceptor(ioc_, options.host, options.metrics_port));
+        contexts_(make_contexts(options.threads > 0 ? options.threads : std::clamp(usable_cpus(), 2, 8))),
+        http_(open_acceptor(main(), options.host, options.http_port)),
+        timer_(main()) {
+    if (options.metrics_port >= 0) metrics_.emplace(open_acceptor(main(), options.host, options.metrics_port));
+    for (auto& c : contexts_) busy_.push_back(net::make_work_guard(*c));
   }
 
+  static std::vector<std::unique_ptr<net::io_context>> make_contexts(int n) {
+    std::vector<std::unique_ptr<net::io_context>> contexts;
+    for (int i = 0; i < n; ++i) contexts.push_back(std::make_unique<net::io_context>(1));  // 1: one thread runs it
+    return contexts;
+  }
+
+  // The acceptors, the drain timer and stop requests live on the first thread's context.
+  net::io_context& main() { return *contexts_.front(); }
+
   void accept(tcp::acceptor& acceptor, bool metrics_port) {
-    acceptor.async_accept(net::make_strand(ioc_), [this, &acceptor, metrics_port](beast::error_code ec, tcp::socket s) {
+    net::io_context& home = *contexts_[next_context_++ % contexts_.size()];
+    acceptor.async_accept(home, [this, &acceptor, metrics_port](beast::error_code ec, tcp::socket s) {
       if (ec == net::error::operation_aborted || shared_.stopping) return;
       if (!ec) std::make_shared<Session>(std::move(s), shared_, metrics_port)->start();
       accept(acceptor, metrics_port);
@@ -234,16 +251,19 @@ struct HttpServer::Impl {
       if (shared_.in_flight > 0)
         std::cerr << "convoy serve: " << shared_.in_flight << " request(s) still in flight after "
                   << options_.drain.count() << " s; stopping anyway" << std::endl;
-      return ioc_.stop();
+      for (auto& c : contexts_) c->stop();
+      return;
     }
     timer_.expires_after(std::chrono::milliseconds(10));
     timer_.async_wait([this, until](beast::error_code) { drain(until); });
   }
 
   HttpOptions options_;
-  net::io_context ioc_;
   Shared shared_;
   std::atomic<bool>& ready_;
+  std::vector<std::unique_ptr<net::io_context>> contexts_;  // one per I/O thread
+  std::vector<net::executor_work_guard<net::io_context::executor_type>> busy_;  // run() until stopped
+  size_t next_context_ = 0;  // round robin over contexts_ for new connections (on main()'s thread)
   tcp::acceptor http_;
   std::optional<tcp::acceptor> metrics_;
   net::steady_timer timer_;
@@ -258,18 +278,16 @@ int HttpServer::metrics_port() const { return impl_->metrics_ ? impl_->metrics_-
 
 void HttpServer::stop(int signal) {
   Impl& s = *impl_;
-  net::post(s.ioc_, [&s, signal] { s.begin_stop(signal); });
+  net::post(s.main(), [&s, signal] { s.begin_stop(signal); });
 }
 
 void HttpServer::run() {
   Impl& s = *impl_;
   s.accept(s.http_, false);
   if (s.metrics_) s.accept(*s.metrics_, true);
-  const int threads = s.options_.threads > 0 ? s.options_.threads
-                                             : std::clamp(usable_cpus(), 2, 8);
   std::vector<std::thread> pool;
-  for (int i = 1; i < threads; ++i) pool.emplace_back([&s] { s.ioc_.run(); });
-  s.ioc_.run();
+  for (size_t i = 1; i < s.contexts_.size(); ++i) pool.emplace_back([&s, i] { s.contexts_[i]->run(); });
+  s.main().run();
   for (std::thread& t : pool) t.join();
 }
 

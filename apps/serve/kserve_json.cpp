@@ -8,6 +8,7 @@
 #include <nlohmann/json.hpp>
 
 #include "apps/serve/model_config.h"
+#include "apps/serve/shared_memory.h"
 
 namespace convoy::serve {
 
@@ -37,7 +38,7 @@ void append_number(std::string& out, float x) {
 }  // namespace
 
 Tensor make_input_tensor(const std::string& name, const std::string& datatype, const Shape& shape,
-                         const TensorSpec& spec) {
+                         const TensorSpec& spec, const std::shared_ptr<Allocator>& allocator) {
   if (name != kInputName)
     bad("unknown input " + (name.empty() ? std::string("(no name)") : "'" + name + "'") + "; the model's input is '" +
         kInputName + "'");
@@ -53,11 +54,11 @@ Tensor make_input_tensor(const std::string& name, const std::string& datatype, c
   const Shape& want = spec.input;  // (C, H, W)
   const bool batch_ok = shape.size() == 4 && shape[0] >= 1 && shape[0] <= spec.max_batch_size;
   if (batch_ok && shape[1] == want[0] && shape[2] == want[1] && shape[3] == want[2])
-    return Tensor::empty(shape, datatype == "UINT8" ? DType::u8 : DType::f32);
+    return Tensor(shape, datatype == "UINT8" ? DType::u8 : DType::f32, allocator);
   // UINT8 pixels may also come channels-last, [n, H, W, C] as images are stored: the bytes are
   // kept as sent, tagged nhwc, and the normalization reads them so (on the GPU, in one kernel).
   if (batch_ok && datatype == "UINT8" && shape[1] == want[1] && shape[2] == want[2] && shape[3] == want[0])
-    return Tensor::empty({shape[0], want[0], want[1], want[2]}, DType::u8).with_layout(Layout::nhwc);
+    return Tensor({shape[0], want[0], want[1], want[2]}, DType::u8, allocator, Layout::nhwc);
   bad("input 'input': shape " + shape_str(shape) + ", expected [n, " + std::to_string(want[0]) + ", " +
       std::to_string(want[1]) + ", " + std::to_string(want[2]) + "] (or UINT8 [n, " + std::to_string(want[1]) + ", " +
       std::to_string(want[2]) + ", " + std::to_string(want[0]) + "], channels-last) with 1 <= n <= " +
@@ -136,7 +137,9 @@ InferReplyBody make_infer_reply(const InferRequest& request, const std::string& 
                                 int64_t classes, const std::vector<std::string>& class_names) {
   const auto n = static_cast<int64_t>(logits.size()) / std::max<int64_t>(classes, 1);  // rows answered
   std::string out, binary;
-  out.reserve(256 + request.outputs.size() * logits.size() * 24);
+  size_t json_values = 0;  // written as text: about 24 bytes each
+  for (const RequestedOutput& o : request.outputs) json_values += o.binary || o.shm ? 0 : logits.size();
+  out.reserve(256 + json_values * 24);
   out += '{';
   if (!request.id.empty()) {
     out += "\"id\":";
@@ -147,11 +150,11 @@ InferReplyBody make_infer_reply(const InferRequest& request, const std::string& 
   append_string(out, model);
   out += ",\"model_version\":\"" + std::to_string(version) + "\",\"outputs\":[";
   for (size_t i = 0; i < request.outputs.size(); ++i) {
-    const auto& [name, as_binary, k] = request.outputs[i];
+    const auto& [name, as_binary, k, shm] = request.outputs[i];
     const std::vector<float>& values = name == kLogitsName ? logits : probabilities;
     const std::vector<std::string> top = k > 0 ? top_k_classes(values, classes, k, class_names) : std::vector<std::string>{};
     out += i ? ",{" : "{";
-    if (!as_binary) {
+    if (!as_binary && !shm) {
       out += "\"data\":[";
       for (size_t j = 0; k > 0 && j < top.size(); ++j) {
         if (j) out += ',';
@@ -165,7 +168,15 @@ InferReplyBody make_infer_reply(const InferRequest& request, const std::string& 
     }
     out += k > 0 ? "\"datatype\":\"BYTES\",\"name\":" : "\"datatype\":\"FP32\",\"name\":";
     append_string(out, name);
-    if (as_binary) {
+    if (shm) {  // written there; the reply says where instead of holding the data
+      const std::string bytes = k > 0 ? serialize_bytes_elements(top) : std::string();
+      const void* data = k > 0 ? static_cast<const void*>(bytes.data()) : values.data();
+      const size_t size = k > 0 ? bytes.size() : values.size() * sizeof(float);
+      shm->write("output '" + name + "'", data, size);
+      out += ",\"parameters\":{\"shared_memory_byte_size\":" + std::to_string(size) + ",\"shared_memory_region\":";
+      append_string(out, shm->region);
+      out += '}';
+    } else if (as_binary) {
       const size_t before = binary.size();
       if (k > 0)
         binary += serialize_bytes_elements(top);

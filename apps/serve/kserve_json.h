@@ -3,6 +3,7 @@
 // tensors, and Triton's binary tensor data extension (a JSON header of
 // Inference-Header-Content-Length bytes followed by the raw tensors).
 #include <cstdint>
+#include <memory>
 #include <optional>
 #include <stdexcept>
 #include <string>
@@ -12,6 +13,9 @@
 #include "engine/core/tensor.h"
 
 namespace convoy::serve {
+
+class SharedMemoryRegistry;  // apps/serve/shared_memory.h
+struct SharedMemorySlice;
 
 // A request the server refuses, with the HTTP status that says why (400, 404, 503, ...).
 class RequestError : public std::runtime_error {
@@ -51,6 +55,7 @@ struct RequestedOutput {
   std::string name;
   bool binary = false;
   int64_t classification = 0;
+  std::shared_ptr<const SharedMemorySlice> shm;  // set: written there, and the reply has no data
 };
 
 struct InferRequest {
@@ -80,11 +85,12 @@ std::vector<std::string> top_k_classes(const std::vector<float>& values, int64_t
 // BYTES elements in Triton's serialization: each a 4-byte little-endian length and its bytes.
 std::string serialize_bytes_elements(const std::vector<std::string>& elements);
 
-// The (n, C, H, W) tensor for an input named `name` of `datatype` and `shape`, uninitialized;
-// RequestError(400) when the name, datatype or shape is not the model's. For BYTES (shape [n] or
-// [n, 1]) an undefined tensor: the images are InferRequest::encoded.
+// The (n, C, H, W) tensor for an input named `name` of `datatype` and `shape`, uninitialized, in
+// `allocator`'s memory (a shared-memory slice's: the tensor is those bytes); RequestError(400) when
+// the name, datatype or shape is not the model's. For BYTES (shape [n] or [n, 1]) an undefined
+// tensor: the images are InferRequest::encoded.
 Tensor make_input_tensor(const std::string& name, const std::string& datatype, const Shape& shape,
-                         const TensorSpec& spec);
+                         const TensorSpec& spec, const std::shared_ptr<Allocator>& allocator = cpu_allocator());
 
 // The elements of a BYTES tensor in Triton's serialization (each a 4-byte little-endian length and
 // that many bytes), exactly n of them filling `data`; RequestError(400) otherwise.
@@ -95,15 +101,18 @@ std::vector<std::string> split_bytes_elements(std::string_view data, int64_t n);
 // the body's first that many bytes, binary tensors follow). Throws RequestError(400) naming what
 // is wrong: malformed JSON, nesting deeper than a request needs, unknown input or output, wrong
 // datatype or shape, too few or too many data elements, truncated binary data; RequestError(413)
-// as soon as reading it would pass request_memory_budget.
-InferRequest parse_infer_request(std::string_view body, std::optional<size_t> header_length, const TensorSpec& spec);
+// as soon as reading it would pass request_memory_budget. Tensors in shared memory (Triton's
+// shared_memory_region parameters) are looked up in `shm`; without it they are refused.
+InferRequest parse_infer_request(std::string_view body, std::optional<size_t> header_length, const TensorSpec& spec,
+                                 const SharedMemoryRegistry* shm = nullptr);
 
 struct InferReplyBody {
   std::string body;
   std::optional<size_t> header_length;  // set when binary outputs follow the JSON
 };
 // The response: outputs (n, classes) FP32, or BYTES (n, k) classifications labelled with
-// `class_names`, as JSON data or binary per request.
+// `class_names`, as JSON data or binary per request, or written to their shared memory (a
+// RequestError(400) when they do not fit there).
 InferReplyBody make_infer_reply(const InferRequest& request, const std::string& model, int64_t version,
                                 const std::vector<float>& logits, const std::vector<float>& probabilities,
                                 int64_t classes, const std::vector<std::string>& class_names);

@@ -12,6 +12,8 @@
 #include "apps/serve/kserve_json.h"
 #include "apps/serve/model_config.h"
 #include "apps/serve/request_data.h"
+#include "apps/serve/request_fields.h"
+#include "apps/serve/shared_memory.h"
 
 namespace convoy::serve {
 
@@ -19,127 +21,39 @@ using json = nlohmann::json;
 
 namespace {
 
+using namespace request_json;
+
 [[noreturn]] void bad(const std::string& what) { throw RequestError(400, what); }
 
 constexpr size_t kMaxDepth = 16;      // any JSON nesting: a KServe body needs about 5 levels
 constexpr size_t kMaxDataDepth = 9;   // `data`'s own arrays: a flat list up to a shape of rank 8
 constexpr size_t kMaxShapeRank = 16;  // the model takes rank 4; more is refused later, by value
 constexpr size_t kMaxOutputs = 16;    // each asks for a copy of the output in the reply
-constexpr size_t kMaxNumberChars = 512;
 // What a JSON value outside the input's data counts against the budget, as a DOM would hold it:
 // bounds the time spent on keys and values the server ignores, not only their memory.
 constexpr uint64_t kValueBytes = 16;
 
+const char* const kShmAndData = "input 'input': give its data in shared memory or in the request, not both";
 const std::string kBytesAsBinary =
     "input 'input': send BYTES (encoded images) as binary data: parameters.binary_data_size and the "
     "Inference-Header-Content-Length header";
-
-// Counts the characters of the string or number token nlohmann's lexer is reading: it buffers a
-// whole token (twice) before the handler sees it, so a 60 MiB string would cost 120 MiB first.
-// Strings here are names and ids, numbers a few dozen characters; longer ones are refused as
-// they are read.
-struct TokenGuard {
-  const RequestBudget& budget;
-  uint64_t max_string;
-  bool in_string = false, escaped = false;
-  uint64_t run = 0;
-
-  void see(char c) {
-    if (in_string) {
-      if (!escaped && c == '"') {
-        in_string = false;
-        run = 0;
-        return;
-      }
-      escaped = !escaped && c == '\\';
-      if (++run > max_string) budget.exceeded();
-    } else if (c == '"') {
-      in_string = true;
-      run = 0;
-    } else if ((c >= '0' && c <= '9') || c == '-' || c == '+' || c == '.' || c == 'e' || c == 'E') {
-      if (++run > kMaxNumberChars) bad("a number in the request body is longer than 512 characters");
-    } else {
-      run = 0;
-    }
-  }
-};
-
-// The body's characters as nlohmann's iterator input adapter reads them, one at a time, through
-// the guard.
-class GuardedChars {
- public:
-  using iterator_category = std::input_iterator_tag;
-  using value_type = char;
-  using difference_type = std::ptrdiff_t;
-  using pointer = const char*;
-  using reference = const char&;
-  GuardedChars(const char* p, TokenGuard* guard) : p_(p), guard_(guard) {}
-  reference operator*() const { return *p_; }
-  GuardedChars& operator++() {
-    guard_->see(*p_++);
-    return *this;
-  }
-  bool operator==(const GuardedChars& o) const { return p_ == o.p_; }
-  bool operator!=(const GuardedChars& o) const { return p_ != o.p_; }
-
- private:
-  const char* p_;
-  TokenGuard* guard_;
-};
-
-enum class Frame : uint8_t { top, top_params, inputs, input, shape, input_params, data, outputs, output, output_params, skip };
-// The member a key names (none: one the server ignores, whose value is skipped).
-enum class Field : uint8_t {
-  none, id, params, inputs, outputs, timeout, binary_data_output, name, datatype, shape, data, input_params,
-  binary_data_size, output_name, output_params, binary_data, classification
-};
-enum class Kind : uint8_t { null, boolean, integer, unsigned_, floating, string, object, array };
-
-const char* kind_name(Kind k) {
-  switch (k) {
-    case Kind::null: return "null";
-    case Kind::boolean: return "boolean";
-    case Kind::string: return "string";
-    case Kind::object: return "object";
-    case Kind::array: return "array";
-    default: return "number";
-  }
-}
-
-Field field_of(Frame f, const std::string& key) {
-  switch (f) {
-    case Frame::top:
-      return key == "id" ? Field::id : key == "parameters" ? Field::params : key == "inputs" ? Field::inputs
-             : key == "outputs" ? Field::outputs : Field::none;
-    case Frame::top_params:
-      return key == "timeout" ? Field::timeout : key == "binary_data_output" ? Field::binary_data_output : Field::none;
-    case Frame::input:
-      return key == "name" ? Field::name : key == "datatype" ? Field::datatype : key == "shape" ? Field::shape
-             : key == "data" ? Field::data : key == "parameters" ? Field::input_params : Field::none;
-    case Frame::input_params:
-      return key == "binary_data_size" ? Field::binary_data_size : Field::none;
-    case Frame::output:
-      return key == "name" ? Field::output_name : key == "parameters" ? Field::output_params : Field::none;
-    case Frame::output_params:
-      return key == "binary_data" ? Field::binary_data : key == "classification" ? Field::classification : Field::none;
-    default:
-      return Field::none;
-  }
-}
 
 struct PendingOutput {
   std::string name;
   std::optional<bool> binary;  // unset: parameters.binary_data_output
   bool has_classification = false, classification_integer = true;
   int64_t classification = 0;
+  SharedMemoryParams shm;
+  std::string shm_problem;  // a parameter of the wrong type, said once the name is known
 };
 
 // nlohmann's SAX interface: each event is checked against where it is in the body, the input's
 // numbers written to the tensor as they come.
 class RequestReader {
  public:
-  RequestReader(RequestBudget& budget, std::optional<size_t> header_length, std::string_view binary)
-      : spec_(budget.spec), budget_(budget), header_length_(header_length), binary_(binary), data_(budget) {
+  RequestReader(RequestBudget& budget, std::optional<size_t> header_length, std::string_view binary,
+                const SharedMemoryRegistry* shm)
+      : spec_(budget.spec), budget_(budget), header_length_(header_length), binary_(binary), shm_(shm), data_(budget) {
     stack_.reserve(kMaxDepth);
   }
 
@@ -198,10 +112,17 @@ class RequestReader {
   InferRequest finish() {
     if (inputs_ != 1 || !input_done_) bad("'inputs' must be a list of one tensor, '" + std::string(kInputName) + "'");
     if (!binary_.empty()) bad(std::to_string(binary_.size()) + " bytes of binary data beyond the inputs'");
-    for (PendingOutput& o : outputs_)
-      req_.outputs.push_back({std::move(o.name), o.binary.value_or(binary_output_default_), o.classification});
+    for (PendingOutput& o : outputs_) {
+      const std::string what = "output '" + o.name + "'";
+      auto out_shm = o.shm.any() ? slice(what, o.shm) : nullptr;
+      if (out_shm && o.classification == 0)  // FP32 (rows, classes): refused now if it cannot fit
+        out_shm->check_fits(what, static_cast<uint64_t>(shape_[0] * spec_.classes) * sizeof(float));
+      req_.outputs.push_back({std::move(o.name), o.binary.value_or(binary_output_default_), o.classification,
+                              std::move(out_shm)});
+    }
     if (req_.outputs.empty())
-      req_.outputs = {{kLogitsName, binary_output_default_, 0}, {kProbabilitiesName, binary_output_default_, 0}};
+      req_.outputs = {{kLogitsName, binary_output_default_, 0, nullptr},
+                      {kProbabilitiesName, binary_output_default_, 0, nullptr}};
     return std::move(req_);
   }
 
@@ -344,8 +265,40 @@ class RequestReader {
         o.classification = kind == Kind::integer ? int_ : uint_ > uint64_t{INT64_MAX} ? INT64_MAX : static_cast<int64_t>(uint_);
         return integer;
       }
+      case Field::shm_region:
+      case Field::shm_byte_size:
+      case Field::shm_offset:
+        return shm_parameter(field, kind);
     }
     return false;
+  }
+
+  // A shared_memory_* parameter of the input, or of the output whose parameters these are.
+  bool shm_parameter(Field field, Kind kind) {
+    const bool output = stack_.back() == Frame::output_params;
+    SharedMemoryParams& p = output ? outputs_.back().shm : in_shm_;
+    std::string problem;
+    if (field == Field::shm_region) {
+      if (kind == Kind::string) p.region = *string_;
+      if (kind == Kind::string) charge(string_->size());
+      else problem = "parameters.shared_memory_region must be a string";
+    } else if (kind == Kind::integer || kind == Kind::unsigned_) {
+      // Past 2^63 - 1: past any region's end all the same.
+      (field == Field::shm_byte_size ? p.byte_size : p.offset) =
+          kind == Kind::integer ? int_ : static_cast<int64_t>(std::min<uint64_t>(uint_, INT64_MAX));
+    } else {
+      problem = std::string("parameters.") +
+                (field == Field::shm_byte_size ? "shared_memory_byte_size" : "shared_memory_offset") + " must be an integer";
+    }
+    if (!output && !problem.empty()) bad("input 'input': " + problem);
+    if (!output && has_data_) bad(kShmAndData);
+    if (output && outputs_.back().shm_problem.empty()) outputs_.back().shm_problem = problem;
+    return problem.empty();
+  }
+
+  std::shared_ptr<const SharedMemorySlice> slice(const std::string& what, const SharedMemoryParams& p) const {
+    if (!shm_) bad(what + ": shared memory is not served here");
+    return std::make_shared<const SharedMemorySlice>(shm_->slice(what, p));
   }
 
   bool end() {
@@ -374,10 +327,19 @@ class RequestReader {
   void make_tensor() {
     if (made_) return;
     made_ = true;
+    // In shared memory, the tensor is the region's bytes (and not the budget's).
+    if (in_shm_.any()) in_slice_ = slice("input 'input'", in_shm_);
     // The shape is checked against the model's before anything is allocated; Tensor::empty's
     // pages are not touched until written.
-    req_.input = make_input_tensor(has_name_ ? name_ : "", datatype_, shape_, spec_);
-    if (req_.input.defined()) charge(req_.input.nbytes());
+    req_.input = make_input_tensor(has_name_ ? name_ : "", datatype_, shape_, spec_,
+                                   in_slice_ ? in_slice_->allocator("input 'input'") : cpu_allocator());
+    if (req_.input.defined() && !in_slice_) charge(req_.input.nbytes());
+  }
+
+  void check_finite() const {
+    const float* f = req_.input.data<float>();
+    for (int64_t i = 0; i < req_.input.numel(); ++i)
+      if (!std::isfinite(f[i])) bad("input 'input': FP32 data must be finite");
   }
 
   // `data`: straight into the tensor when its name, datatype and shape came first (as clients
@@ -387,6 +349,7 @@ class RequestReader {
     push(Frame::data);
     data_depth_ = 1;
     if (has_datatype_ && datatype_ == "BYTES") bad(kBytesAsBinary);
+    if (in_shm_.any()) bad(kShmAndData);
     if (!has_name_ || !has_datatype_ || !has_shape_) return;
     make_tensor();
     data_.target(req_.input);
@@ -403,6 +366,14 @@ class RequestReader {
     make_tensor();
     if (has_data_ && has_binary_size_)
       bad("input 'input': give its data in 'data' or as binary data (binary_data_size), not both");
+    if (in_slice_) {  // read where it is: the batch is assembled straight from the region
+      if (has_binary_size_) bad(kShmAndData);
+      if (datatype_ == "BYTES")
+        req_.encoded = split_bytes_elements(in_slice_->read(), shape_[0]);
+      else if (req_.input.dtype() == DType::f32 && req_.input.device().is_cpu())
+        check_finite();
+      return;
+    }
     if (datatype_ == "BYTES") {
       if (!binary_size_ || !header_length_) bad(kBytesAsBinary);
       const uint64_t size = *binary_size_;
@@ -414,7 +385,7 @@ class RequestReader {
       return;
     }
     const bool is_u8 = req_.input.dtype() == DType::u8;
-    const size_t count = static_cast<size_t>(req_.input.numel()), bytes = req_.input.nbytes();
+    const size_t bytes = req_.input.nbytes();
     if (has_binary_size_) {
       if (!header_length_) bad("input 'input': binary_data_size without an Inference-Header-Content-Length header");
       if (!binary_size_) bad("input 'input': binary_data_size must be a byte count");
@@ -426,11 +397,7 @@ class RequestReader {
             std::to_string(bytes) + " bytes");
       std::memcpy(req_.input.raw(), binary_.data(), bytes);
       binary_.remove_prefix(bytes);
-      if (!is_u8) {
-        const float* f = req_.input.data<float>();
-        for (size_t i = 0; i < count; ++i)
-          if (!std::isfinite(f[i])) bad("input 'input': FP32 data must be finite");
-      }
+      if (!is_u8) check_finite();
       return;
     }
     if (!has_data_) bad("input 'input': 'data' missing (or give binary_data_size)");
@@ -439,6 +406,7 @@ class RequestReader {
 
   void finish_output(PendingOutput& o) {
     if (o.name.empty()) bad("outputs: each needs a 'name'");
+    if (!o.shm_problem.empty()) bad("output '" + o.name + "': " + o.shm_problem);
     if (!o.has_classification) return;
     if (!o.classification_integer)
       bad("output '" + o.name + "': parameters.classification must be an integer, the number of classes to return");
@@ -449,6 +417,7 @@ class RequestReader {
   RequestBudget& budget_;
   const std::optional<size_t> header_length_;
   std::string_view binary_;  // what follows the JSON header, as yet unread
+  const SharedMemoryRegistry* shm_;  // null: shared memory is not served
   std::vector<Frame> stack_;
   std::vector<uint32_t> seen_;  // per frame: the members given (a repeated one is refused)
   Field field_ = Field::none;
@@ -466,6 +435,8 @@ class RequestReader {
   Shape shape_;
   bool has_name_ = false, has_datatype_ = false, has_shape_ = false, has_data_ = false, has_binary_size_ = false;
   std::optional<uint64_t> binary_size_;  // set when binary_data_size is a byte count
+  SharedMemoryParams in_shm_;
+  std::shared_ptr<const SharedMemorySlice> in_slice_;
   bool made_ = false;
   size_t data_depth_ = 0;  // of `data` being read
   DataSink data_;
@@ -481,7 +452,8 @@ uint64_t request_memory_budget(const TensorSpec& spec) {
          kRequestMetadataBytes;
 }
 
-InferRequest parse_infer_request(std::string_view body, std::optional<size_t> header_length, const TensorSpec& spec) {
+InferRequest parse_infer_request(std::string_view body, std::optional<size_t> header_length, const TensorSpec& spec,
+                                 const SharedMemoryRegistry* shm) {
   if (header_length && *header_length > body.size())
     bad("Inference-Header-Content-Length " + std::to_string(*header_length) + " is more than the body's " +
         std::to_string(body.size()) + " bytes");
@@ -489,7 +461,7 @@ InferRequest parse_infer_request(std::string_view body, std::optional<size_t> he
   const std::string_view binary = header_length ? body.substr(*header_length) : std::string_view{};
   RequestBudget budget{spec, request_memory_budget(spec)};
   TokenGuard guard{budget, std::min<uint64_t>(budget.limit, kRequestMetadataBytes)};
-  RequestReader reader(budget, header_length, binary);
+  RequestReader reader(budget, header_length, binary, shm);
   json::sax_parse(GuardedChars(header.data(), &guard), GuardedChars(header.data() + header.size(), &guard), &reader);
   return reader.finish();
 }

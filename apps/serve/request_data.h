@@ -1,8 +1,10 @@
 #pragma once
 // Parts of the streaming infer request reader (kserve_request.cpp): the request's memory budget,
-// and the sink its input's `data` numbers go through into the tensor.
+// the guard on the tokens its JSON lexer buffers, and the sink its input's `data` numbers go
+// through into the tensor.
 #include <cmath>
 #include <cstdint>
+#include <iterator>
 #include <limits>
 #include <string>
 #include <string_view>
@@ -24,6 +26,60 @@ struct RequestBudget {
     if (used > limit) exceeded();
   }
   [[noreturn]] void exceeded() const;
+};
+
+// Counts the characters of the string or number token nlohmann's lexer is reading: it buffers a
+// whole token (twice) before the handler sees it, so a 60 MiB string would cost 120 MiB first.
+// Strings here are names and ids, numbers a few dozen characters; longer ones are refused as
+// they are read.
+struct TokenGuard {
+  static constexpr uint64_t kMaxNumberChars = 512;
+  const RequestBudget& budget;
+  uint64_t max_string;
+  bool in_string = false, escaped = false;
+  uint64_t run = 0;
+
+  void see(char c) {
+    if (in_string) {
+      if (!escaped && c == '"') {
+        in_string = false;
+        run = 0;
+        return;
+      }
+      escaped = !escaped && c == '\\';
+      if (++run > max_string) budget.exceeded();
+    } else if (c == '"') {
+      in_string = true;
+      run = 0;
+    } else if ((c >= '0' && c <= '9') || c == '-' || c == '+' || c == '.' || c == 'e' || c == 'E') {
+      if (++run > kMaxNumberChars) throw RequestError(400, "a number in the request body is longer than 512 characters");
+    } else {
+      run = 0;
+    }
+  }
+};
+
+// The body's characters as nlohmann's iterator input adapter reads them, one at a time, through
+// the guard.
+class GuardedChars {
+ public:
+  using iterator_category = std::input_iterator_tag;
+  using value_type = char;
+  using difference_type = std::ptrdiff_t;
+  using pointer = const char*;
+  using reference = const char&;
+  GuardedChars(const char* p, TokenGuard* guard) : p_(p), guard_(guard) {}
+  reference operator*() const { return *p_; }
+  GuardedChars& operator++() {
+    guard_->see(*p_++);
+    return *this;
+  }
+  bool operator==(const GuardedChars& o) const { return p_ == o.p_; }
+  bool operator!=(const GuardedChars& o) const { return p_ != o.p_; }
+
+ private:
+  const char* p_;
+  TokenGuard* guard_;
 };
 
 // The elements of `data`, in order: checked and written into the input tensor once it is known

@@ -87,6 +87,8 @@ bool match_route(const Route& route, const std::vector<std::string>& p, RouteMat
     const std::string& s = route.segments[i];
     if (s == "{model}")
       found.model = p[i];
+    else if (s == "{region}")
+      found.region = p[i];
     else if (s == "{version}")
       found.version = parse_positive(p[i]);
     else if (s != p[i])
@@ -119,9 +121,16 @@ void run_job(const std::shared_ptr<ServedVersion>& served, MetricsRegistry& metr
   const std::string model = served->config().name;
   const bool queued = submit_request(served, metrics, std::move(input), std::move(encoded), timeout_us,
                                      [model, make = std::move(make), reply](InferResult result) {
-                                       HttpReply r = result.status == InferResult::Status::ok
-                                                         ? make(result)
-                                                         : error_reply(status_of(result.status), result.error);
+                                       HttpReply r;
+                                       try {  // an output's shared memory may refuse it (too small)
+                                         r = result.status == InferResult::Status::ok
+                                                 ? make(result)
+                                                 : error_reply(status_of(result.status), result.error);
+                                       } catch (const RequestError& e) {
+                                         r = error_reply(e.status(), e.what());
+                                       } catch (const std::exception& e) {
+                                         r = error_reply(500, std::string("inference failed: ") + e.what());
+                                       }
                                        r.model = model;
                                        reply(std::move(r));
                                      });
@@ -175,7 +184,7 @@ void Router::serve(Operation operation, const RouteMatch& m, const HttpRequest& 
   switch (operation) {
     case Operation::server_metadata: {
       json extensions = json::array();
-      for (const char* e : kServerExtensions) extensions.push_back(e);
+      for (const std::string& e : server_extensions()) extensions.push_back(e);
       return reply(json_reply(200, {{"name", kServerName}, {"version", CONVOY_VERSION}, {"extensions", extensions}}));
     }
     case Operation::server_live:
@@ -218,6 +227,13 @@ void Router::serve(Operation operation, const RouteMatch& m, const HttpRequest& 
       r.body = model_statistics_json(repository_, metrics_, m.model, m.version);
       return reply(std::move(r));
     }
+    case Operation::system_shm_status:
+    case Operation::system_shm_register:
+    case Operation::system_shm_unregister:
+    case Operation::cuda_shm_status:
+    case Operation::cuda_shm_register:
+    case Operation::cuda_shm_unregister:
+      return reply(shared_memory_reply(*shm_, operation, m.region, request.body));
   }
 }
 
@@ -250,7 +266,8 @@ void Router::infer(const std::string& model, int64_t version, const HttpRequest&
   if (!served) return reply(error_reply(404, why));
   const TensorSpec spec{served->input_shape(), served->config().max_batch_size, served->classes(),
                         request_memory_budget_};
-  auto parsed = std::make_shared<InferRequest>(parse_infer_request(request.body, request.inference_header_length, spec));
+  auto parsed = std::make_shared<InferRequest>(
+      parse_infer_request(request.body, request.inference_header_length, spec, shm_.get()));
   const int64_t classes = served->classes(), v = served->version();
   Tensor input = parsed->input;
   run_job(served, metrics_, std::move(input), std::move(parsed->encoded), parsed->timeout_us,

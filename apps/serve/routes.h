@@ -11,6 +11,7 @@
 #include "apps/serve/endpoints.h"
 #include "apps/serve/metrics.h"
 #include "apps/serve/repository.h"
+#include "apps/serve/shared_memory.h"
 
 namespace convoy::serve {
 
@@ -36,12 +37,15 @@ using ReplyFn = std::function<void(HttpReply)>;
 struct RouteMatch {
   std::string model;
   int64_t version = 0;  // 0: the newest ready version
+  std::string region;   // a shared-memory region's name; empty: every region
 };
 
 class Router {
  public:
-  Router(ModelRepository& repository, MetricsRegistry& metrics, const std::atomic<bool>& ready)
-      : repository_(repository), metrics_(metrics), ready_(ready) {}
+  // `shm`: the shared-memory regions, which the gRPC endpoint serves too.
+  Router(ModelRepository& repository, MetricsRegistry& metrics, const std::atomic<bool>& ready,
+         std::shared_ptr<SharedMemoryRegistry> shm = std::make_shared<SharedMemoryRegistry>())
+      : repository_(repository), metrics_(metrics), ready_(ready), shm_(std::move(shm)) {}
   void handle(const HttpRequest& request, ReplyFn reply);
   // The metrics port's only endpoint.
   void handle_metrics(const HttpRequest& request, ReplyFn reply);
@@ -63,9 +67,15 @@ class Router {
   MetricsRegistry& metrics_;
   const std::atomic<bool>& ready_;
   uint64_t request_memory_budget_ = 0;
+  std::shared_ptr<SharedMemoryRegistry> shm_;
 };
 
 // A KServe error reply: {"error": "..."}.
 HttpReply error_reply(unsigned status, const std::string& message);
+
+// A shared-memory endpoint's reply (Operation::system_shm_status ... cuda_shm_unregister) for
+// `region` (empty: every region) and the request's `body` (a register's JSON); errors are replies.
+HttpReply shared_memory_reply(SharedMemoryRegistry& shm, Operation operation, const std::string& region,
+                              const std::string& body);
 
 }  // namespace convoy::serve

@@ -315,15 +315,24 @@ Tensor ServedVersion::assemble(Instance& instance, std::vector<InferJob>& jobs, 
     n += j.rows();
   }
   const DType dtype = jobs.front().input.dtype();
-  if (jobs.size() == 1 && !instance.graphed) return jobs.front().input;
-  // On a GPU the batch is assembled in pinned staging, which uploads without a bounce.
+  if (jobs.size() == 1) {
+    const Tensor& only = jobs.front().input;
+    // An input in a client's CUDA shared memory on this GPU goes up device to device (GraphedBatches).
+    if (instance.graphed && only.device() == instance.backend->device()) return only;
+    if (!instance.graphed) return only.device().is_cpu() ? only : only.to_cpu();
+  }
+  // On a GPU the batch is assembled in pinned staging, which uploads without a bounce; an input in
+  // system shared memory is copied there straight from the client's mapping.
   Tensor host = (instance.graphed && dtype == DType::u8
                      ? instance.graphed->staging(n)
                      : Tensor::empty({n, input_shape_[0], input_shape_[1], input_shape_[2]}, dtype))
                     .with_layout(jobs.front().input.layout());  // the jobs' bytes as sent, one after another
   auto* dst = static_cast<char*>(host.raw());
   for (const InferJob& j : jobs) {
-    std::memcpy(dst, j.input.raw(), j.input.nbytes());
+    if (j.input.device().is_cpu())
+      std::memcpy(dst, j.input.raw(), j.input.nbytes());
+    else  // in CUDA shared memory, batched with other requests: its rows join them on the host
+      j.input.allocator()->copy_to_host(dst, j.input.raw(), j.input.nbytes());
     dst += j.input.nbytes();
   }
   return host;

@@ -39,14 +39,14 @@ struct InferResult {
   std::vector<float> probabilities;  // (n, classes)
 };
 
-// One request's samples, queued for a batch. `input` is (n, C, H, W) on the CPU: u8 pixels
-// (normalized with the checkpoint's mean and std; nhwc where the client sent them channels-last)
-// or f32 values fed to the model as they are; or
+// One request's samples, queued for a batch. `input` is (n, C, H, W) on the CPU (or in a client's
+// CUDA shared memory, on its GPU): u8 pixels (normalized with the checkpoint's mean and std; nhwc
+// where the client sent them channels-last) or f32 values fed to the model as they are; or
 // `encoded` holds the request's encoded images, which the instance decodes and preprocesses with
 // the checkpoint's preprocessing (nvJPEG on a GPU, libjpeg-turbo/libpng on the CPU), never an I/O
 // thread.
 struct InferJob {
-  Tensor input;  // (n, C, H, W) u8 or f32; undefined when `encoded` holds the images
+  Tensor input;  // (n, C, H, W) u8 or f32, maybe a view of shared memory; undefined when `encoded` holds the images
   std::vector<std::string> encoded;  // one JPEG or PNG file's bytes per sample
   Clock::time_point enqueued;
   Clock::time_point deadline = Clock::time_point::max();

@@ -4,9 +4,11 @@
 # same model, precision and batch from the same run. Builds convoy first (configured by run.sh).
 #   benchmarks/gpu/serve.sh OUTDIR [SECONDS]
 # Env: SERVE_CASES (default "resnet50:bf16:1 resnet50:bf16:32 resnet50:bf16:1:jpeg resnet50:fp32:1";
-# model:precision:images per request[:u8|jpeg[:http|grpc]]), SERVE_BATCH (the server's max batch, default 64),
+# model:precision:images per request[:u8|jpeg|shm|cudashm[:http|grpc]]; shm and cudashm: inputs in system or CUDA
+# shared memory, through build-gpu/convoy_shm_bench, e.g. "resnet50:bf16:64:cudashm resnet50:bf16:64:shm:grpc"), SERVE_BATCH (the server's max batch, default 64),
 # SERVE_INFER_IMAGES (JPEGs for the `convoy infer` run, default 20000; 0: none), SERVE_INFER_RUNS (its
-# batch:workers pairs, default 256:16), SERVE_INSTANCES (the batched model's instance_count, default 1).
+# batch:workers pairs, default 256:16), SERVE_INSTANCES (the batched model's instance_count, default 1),
+# SERVE_RUNS (load_test.sh's model:connections runs, instead of the case's default), SERVE_FLAGS (serve options).
 # Needs wrk in .deps (../shared/gpu/fetch-debs.sh .deps ... wrk libluajit-5.1-2 libboost1.74-dev).
 set -uo pipefail
 out=${1:?usage: benchmarks/gpu/serve.sh OUTDIR [SECONDS]}
@@ -17,13 +19,14 @@ if [ ! -f "$build/build.ninja" ]; then
   CONVOY_GPU_TESTS=0 bash benchmarks/gpu/run.sh "$out/configure" > "$out/configure.txt" 2>&1 || {
     cat "$out/configure.txt"; exit 1; }
 fi
-cmake --build "$build" -j "$(nproc)" --target convoy > "$out/build-serve.log" 2>&1 || {
+cmake --build "$build" -j "$(nproc)" --target convoy convoy_shm_bench > "$out/build-serve.log" 2>&1 || {
   tail -30 "$out/build-serve.log"; exit 1; }
 for case in ${SERVE_CASES:-resnet50:bf16:1 resnet50:bf16:32 resnet50:bf16:1:jpeg resnet50:fp32:1}; do
   IFS=: read -r model precision images input protocol <<<"$case"
   input=${input:-u8} protocol=${protocol:-http}
   runs="single:1 m:1 m:16 m:256"
   [ "$images" -gt 1 ] && runs="m:1 m:4 m:16 m:32"
+  runs=${SERVE_RUNS:-$runs}
   echo "== $model $precision, $images $input image(s) a request over $protocol, max batch ${SERVE_BATCH:-64}"
   SERVE_INSTANCES=${SERVE_INSTANCES:-1} SERVE_INPUT=$input SERVE_PROTOCOL=$protocol SERVE_DEVICE=cuda SERVE_MODEL=models/$model.yaml SERVE_PRECISION=$precision SERVE_IMAGES=$images \
     SERVE_BATCH=${SERVE_BATCH:-64} SERVE_DATA=$data SERVE_RUNS=$runs \

@@ -13,7 +13,9 @@
 # per request, default 1), SERVE_PROTOCOL (http: wrk, Triton's binary tensor format; grpc: h2load from
 # nghttp2-client sending ModelInfer with raw_input_contents; failures counted from the server's metrics),
 # SERVE_INPUT (u8: decoded pixels, UINT8 [n, C, H, W]; jpeg: a BYTES input of n encoded 500x375 JPEGs,
-# decoded and preprocessed by the server, over HTTP).
+# decoded and preprocessed by the server, over HTTP; shm: the pixels in system shared memory and the
+# probabilities written back there, by BUILD_DIR/convoy_shm_bench over HTTP or SERVE_PROTOCOL=grpc;
+# cudashm: the same in the client's GPU memory, CUDA shared memory, on CUDA builds), SERVE_FLAGS (more `convoy serve` options).
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 build=${1:-build-cpu}
@@ -35,8 +37,11 @@ step() {
   local what=$1; shift
   "$@" >"$work/step.log" 2>&1 || { echo "load_test: $what failed:" >&2; tail -n 20 "$work/step.log" >&2; exit 1; }
 }
-command -v wrk >/dev/null || { echo "load_test: wrk is not installed (apt-get install wrk)" >&2; exit 1; }
-[ "$protocol" = http ] || command -v h2load >/dev/null ||
+shm=""
+case $input in shm) shm=system ;; cudashm) shm=cuda ;; esac
+[ -n "$shm" ] || command -v wrk >/dev/null || { echo "load_test: wrk is not installed (apt-get install wrk)" >&2; exit 1; }
+[ -n "$shm" ] && { [ -x "$build/convoy_shm_bench" ] || { echo "load_test: build convoy_shm_bench first" >&2; exit 1; }; }
+[ "$protocol" = http ] || [ -n "$shm" ] || command -v h2load >/dev/null ||
   { echo "load_test: h2load is not installed (apt-get install nghttp2-client)" >&2; exit 1; }
 
 # A checkpoint of the model (initialized weights: speed does not depend on their values).
@@ -101,7 +106,7 @@ open(work + "/body.bin", "wb").write(header + data)
 open(work + "/header_length", "w").write(str(len(header)))
 PY
 "$convoy" serve --model-repository "$work/repo" --host 127.0.0.1 --http-port 0 --metrics-port 0 --grpc-port 0 \
-  2>"$work/serve.err" &
+  ${SERVE_FLAGS:-} 2>"$work/serve.err" &
 server=$!
 for _ in $(seq 300); do grep -q "HTTP on" "$work/serve.err" && break; sleep 0.1; done
 port=$(sed -n 's/.*HTTP on 127.0.0.1:\([0-9]*\).*/\1/p' "$work/serve.err")
@@ -125,9 +130,15 @@ for run in ${SERVE_RUNS:-single:1 m:1 m:16 m:256 single:1}; do
   name=${run%:*} c=${run#*:}
   threads=$(( c < 2 ? 1 : (c < 64 ? 2 : 4) ))  # 4 for 256 connections: the client must not be the limit
   read -r r0 i0 e0 q0 x0 < <(model_counters "$name")
-  if [ "$protocol" = grpc ]; then
+  if [ -n "$shm" ]; then  # N request threads, each with its own connection and regions
+    line=$("$PWD/$build/convoy_shm_bench" --port "$port" --grpc-port "${grpc_port:-0}" --model "$name" --images "$images" \
+      --concurrency "$c" --seconds "$seconds" $([ "$protocol" = grpc ] && echo --grpc) $([ "$shm" = cuda ] && echo --cuda) \
+      2>"$work/shm_bench.err" | grep '^SERVE') || { cat "$work/shm_bench.err" >&2; exit 1; }
+    sed 's/^/    /' "$work/shm_bench.err"
+  elif [ "$protocol" = grpc ]; then
     python3 benchmarks/serve/grpc_request.py "$name" "$images" $(python3 -c "import re,sys; print(*re.search(r'^input:\s*\[([^\]]*)\]', open(sys.argv[1]).read(), re.M).group(1).split(','))" "$model") "$work/grpc.bin"
     before=$(failures)
+    rm -f "$work/h2load.log"  # h2load appends to its log: each row counts its own requests only
     h2load -D "$seconds" -c "$c" -t "$threads" -m 1 -H 'content-type: application/grpc' -H 'te: trailers' \
       -d "$work/grpc.bin" --log-file="$work/h2load.log" "http://127.0.0.1:$grpc_port/inference.GRPCInferenceService/ModelInfer" \
       >"$work/h2load.out" 2>&1 || { cat "$work/h2load.out" >&2; exit 1; }

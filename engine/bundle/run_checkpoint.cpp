@@ -8,6 +8,7 @@
 #include "engine/checkpoint/safetensors.h"
 #include "engine/config/run_config.h"
 #include "engine/core/error.h"
+#include "engine/inference/quantize.h"
 
 namespace convoy {
 
@@ -27,6 +28,7 @@ constexpr const char* kBatchInEpoch = "batch_in_epoch";
 constexpr const char* kStep = "step";
 constexpr const char* kSeed = "seed";
 constexpr const char* kGlobalBatch = "global_batch";
+constexpr const char* kEpochSoFar = "epoch_so_far";
 constexpr const char* kOptimizer = "optimizer";
 constexpr const char* kPrecision = "precision";
 constexpr const char* kTestAccuracy = "test_accuracy";
@@ -66,6 +68,10 @@ std::map<std::string, std::string> metadata_of(const RunCheckpointInfo& info) {
       {kBestAccuracy, std::to_string(info.best_accuracy)},
   };
   if (info.preprocess) metadata[kPreprocess] = preprocess_json(info).dump();
+  if (const auto& e = info.epoch_so_far)  // the double's shortest round-trip text: a resume adds to the same sum
+    metadata[kEpochSoFar] =
+        nlohmann::json{{"loss_sum", e->loss_sum}, {"correct", e->correct}, {"steps", e->steps}, {"images", e->images}}
+            .dump();
   if (!info.int8_activation_max.empty()) metadata[kInt8ActivationMax] = nlohmann::json(info.int8_activation_max).dump();
   return metadata;
 }
@@ -143,6 +149,24 @@ class MetadataReader {
   std::string source_;
 };
 
+RunCheckpointInfo::EpochSoFar read_epoch_so_far(const MetadataReader& meta) {
+  const auto j = meta.json<nlohmann::json>(kEpochSoFar);
+  RunCheckpointInfo::EpochSoFar e;
+  try {
+    e.loss_sum = j.at("loss_sum").get<double>();
+    e.correct = j.at("correct").get<int64_t>();
+    e.steps = j.at("steps").get<int64_t>();
+    e.images = j.at("images").get<int64_t>();
+  } catch (const nlohmann::json::exception& error) {
+    throw InputError(meta.source() + ": checkpoint metadata '" + kEpochSoFar + "': " + error.what());
+  }
+  if (!std::isfinite(e.loss_sum) || e.loss_sum < 0 || e.steps < 0 || e.steps > kMaxCheckpointSteps || e.images < 0 ||
+      e.images > kMaxCheckpointSteps || e.correct < 0 || e.correct > e.images)
+    throw InputError(meta.source() + ": checkpoint metadata '" + kEpochSoFar +
+                     "' is out of range (expected a finite loss_sum >= 0 and 0 <= correct <= images)");
+  return e;
+}
+
 void read_resume_fields(const MetadataReader& meta, RunCheckpointInfo& info) {
   if (meta.has(kInt8ActivationMax))
     throw InputError(meta.source() + ": an int8 checkpoint (written by convoy quantize) is for CPU inference only; "
@@ -155,6 +179,7 @@ void read_resume_fields(const MetadataReader& meta, RunCheckpointInfo& info) {
   // Absent means no evaluation yet.
   info.test_accuracy = meta.number_or(kTestAccuracy, 0, 0, 1);
   info.best_accuracy = meta.number_or(kBestAccuracy, 0, 0, 1);
+  if (meta.has(kEpochSoFar)) info.epoch_so_far = read_epoch_so_far(meta);
 }
 
 // The preprocessing, and the training augmentation recorded beside it (horizontal_flip and
@@ -291,8 +316,13 @@ RunCheckpoint read_run_checkpoint(const std::filesystem::path& path, CheckpointU
                            "', expected one of " + precision_list(kAllPrecisions));
         ckpt.info.precision = *p;
       }
-      if (meta.has(kInt8ActivationMax))
+      if (meta.has(kInt8ActivationMax)) {
         ckpt.info.int8_activation_max = meta.json<std::map<std::string, double>>(kInt8ActivationMax);
+        // At load: a degenerate range runs without an error, at chance accuracy. Which layers'
+        // ranges may be 0 (fused into the next) takes the model: activation_max_by_node checks that.
+        for (const auto& [name, range] : ckpt.info.int8_activation_max)
+          check_activation_range(name, range, name == kQuantInputName, path.string());
+      }
       break;
   }
   return ckpt;

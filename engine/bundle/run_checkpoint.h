@@ -37,6 +37,15 @@ struct RunCheckpointInfo {
   // GPUs picks an interrupted epoch up. 0: not recorded (taken as the resuming run's).
   int64_t global_batch = 0;
   uint64_t seed = 0;
+  // With batch_in_epoch > 0: the interrupted epoch's training figures so far (the sum of its
+  // steps' mean losses, its correct predictions, steps and images, over all ranks), which a
+  // resumed run adds to, so that the epoch's metrics row covers all of it. Absent in older
+  // checkpoints: the row covers the batches after the resume, and the run says so.
+  struct EpochSoFar {
+    double loss_sum = 0;
+    int64_t correct = 0, steps = 0, images = 0;
+  };
+  std::optional<EpochSoFar> epoch_so_far;
   std::string optimizer;  // its type (sgd, adamw); its state is among the tensors
   Precision precision = Precision::fp32;  // as configured; int8 for `convoy quantize`'s
   double test_accuracy = 0;  // the last evaluation's, in [0, 1]
@@ -53,7 +62,7 @@ void save_run_checkpoint(const std::filesystem::path& path, Model& model, std::v
 
 // What a reader does with a checkpoint, which decides the metadata it must find.
 enum class CheckpointUse {
-  resume,     // model_yaml, epoch, batch_in_epoch, step; the accuracies when present
+  resume,     // model_yaml, epoch, batch_in_epoch, step; the accuracies and epoch_so_far when present
   inference,  // model_yaml, class_names, mean, std, precision, preprocess (with horizontal_flip and crop_padding;
               // best.safetensors carries no optimizer)
 };

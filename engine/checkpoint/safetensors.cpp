@@ -1,13 +1,7 @@
 #include "engine/checkpoint/safetensors.h"
 
-#include <fcntl.h>
-#include <sys/stat.h>
-#include <unistd.h>
-
 #include <algorithm>
 #include <bit>
-#include <cerrno>
-#include <cstdio>
 #include <cstring>
 #include <limits>
 #include <nlohmann/json.hpp>
@@ -26,8 +20,6 @@ namespace {
 
 // The reference implementation refuses larger headers; so do we.
 constexpr uint64_t kMaxHeaderBytes = 100'000'000;
-
-std::string errno_text() { return std::strerror(errno); }
 
 // Host bytes of `t` in its logical (N, C, H, W) order.
 Tensor host_nchw(const Tensor& t) {
@@ -82,49 +74,24 @@ std::string build_header(std::span<const NamedTensor> tensors,
 
 }  // namespace
 
+void write_safetensors(OutputFile& out, std::span<const NamedTensor> tensors,
+                       const std::map<std::string, std::string>& metadata) {
+  const std::string header = build_header(tensors, metadata, out.path());
+  uint8_t length[8];
+  for (int i = 0; i < 8; ++i) length[i] = static_cast<uint8_t>(uint64_t{header.size()} >> (8 * i));
+  out.write(length, sizeof length);
+  out.write(header);
+  for (const NamedTensor& nt : tensors) {
+    const Tensor host = host_nchw(nt.tensor);
+    out.write(host.raw(), host.nbytes());
+  }
+}
+
 void write_safetensors(const std::filesystem::path& path, std::span<const NamedTensor> tensors,
                        const std::map<std::string, std::string>& metadata) {
-  const std::string header = build_header(tensors, metadata, path);
-  const std::filesystem::path dir = path.parent_path().empty() ? "." : path.parent_path();
-  const std::filesystem::path tmp =
-      dir / (path.filename().string() + ".tmp." + std::to_string(::getpid()));
-  auto fail = [&](const std::string& what) {
-    throw InputError(file_message(path, "cannot write the checkpoint: " + what));
-  };
-
-  std::FILE* file = std::fopen(tmp.c_str(), "wb");
-  if (!file) fail("cannot create " + tmp.string() + ": " + errno_text());
-  try {
-    auto put = [&](const void* data, size_t bytes) {
-      if (bytes && std::fwrite(data, 1, bytes, file) != bytes)
-        fail("writing " + tmp.string() + ": " + errno_text());
-    };
-    uint8_t length[8];
-    for (int i = 0; i < 8; ++i) length[i] = static_cast<uint8_t>(uint64_t{header.size()} >> (8 * i));
-    put(length, sizeof length);
-    put(header.data(), header.size());
-    for (const NamedTensor& nt : tensors) {
-      const Tensor host = host_nchw(nt.tensor);
-      put(host.raw(), host.nbytes());
-    }
-    if (std::fflush(file) != 0) fail("writing " + tmp.string() + ": " + errno_text());
-    if (::fsync(::fileno(file)) != 0) fail("fsync of " + tmp.string() + ": " + errno_text());
-    std::FILE* closing = std::exchange(file, nullptr);
-    if (std::fclose(closing) != 0) fail("closing " + tmp.string() + ": " + errno_text());
-    if (std::rename(tmp.c_str(), path.c_str()) != 0)
-      fail("renaming " + tmp.string() + " over it: " + errno_text());
-  } catch (...) {
-    if (file) std::fclose(file);
-    ::unlink(tmp.c_str());
-    throw;
-  }
-  // Make the rename itself durable.
-  const int dir_fd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-  if (dir_fd < 0) fail("opening its directory to fsync: " + errno_text());
-  const int rc = ::fsync(dir_fd);
-  const int err = errno;
-  ::close(dir_fd);
-  if (rc != 0) fail(std::string("fsync of its directory: ") + std::strerror(err));
+  OutputFile out(path, "the checkpoint");
+  write_safetensors(out, tensors, metadata);
+  out.commit();
 }
 
 bool SafetensorsFile::contains(std::string_view name) const {

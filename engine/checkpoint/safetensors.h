@@ -9,19 +9,22 @@
 #include <string_view>
 #include <vector>
 
+#include "engine/core/file_io.h"
 #include "engine/core/named_tensor.h"
 #include "engine/core/tensor.h"
 
 namespace convoy {
 
-
-// Writes atomically: the data goes to "<path>.tmp.<pid>" in the same directory, which is
-// flushed, fsynced and renamed over `path`, and the directory is fsynced. On any failure
-// (including a tensor whose copy to the host throws) the temporary file is removed, the
-// old file at `path` is left intact, and the error propagates (I/O errors as InputError
-// naming the file). GPU tensors are copied to the host; nhwc tensors are written in
-// their logical (N, C, H, W) order. Names must be unique and not "__metadata__".
+// Writes atomically through OutputFile (engine/core/file_io.h): a temporary file beside
+// `path`, fsynced and renamed over it. On any failure (including a tensor whose copy to the
+// host throws) the temporary file is removed, the old file at `path` is left intact, and the
+// error propagates (I/O errors as InputError naming the file; a target that is not a regular
+// file is refused). GPU tensors are copied to the host; nhwc tensors are written in their
+// logical (N, C, H, W) order. Names must be unique and not "__metadata__".
 void write_safetensors(const std::filesystem::path& path, std::span<const NamedTensor> tensors,
+                       const std::map<std::string, std::string>& metadata = {});
+// The same into `out`, not committed: for a command that commits several files only once all are written.
+void write_safetensors(OutputFile& out, std::span<const NamedTensor> tensors,
                        const std::map<std::string, std::string>& metadata = {});
 
 struct SafetensorsFile {

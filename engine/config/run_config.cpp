@@ -100,6 +100,7 @@ RunConfig parse_run_config(const std::string& yaml_text, const std::string& sour
   c.dataset.kind = data.get_choice("kind", c.dataset.kind, dataset_kind_names());
   if (data.has("path")) c.dataset.path = resolve_path(base_dir, data.get_string("path"));
   c.dataset.train_split = data.get_string("train_split", c.dataset.train_split);
+  c.dataset.test_split_given = data.has("test_split");
   c.dataset.test_split = data.get_string("test_split", c.dataset.test_split);
   c.dataset.train_limit = data.get_int("train_limit", 0);
   c.dataset.test_limit = data.get_int("test_limit", 0);
@@ -249,6 +250,7 @@ RunConfig parse_run_config(const std::string& yaml_text, const std::string& sour
   c.log_every = out.get_int("log_every", c.log_every);
   check_positive(out, "log_every", static_cast<double>(c.log_every));
   c.log_every = get_int_in(out, "log_every", c.log_every, 1, int64_t{1} << 40);
+  c.tensorboard = out.get_bool("tensorboard", c.tensorboard);
   out.finish();
   top.finish();
 

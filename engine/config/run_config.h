@@ -18,6 +18,7 @@ struct DatasetConfig {
   std::string path;  // empty: the kind's default location (Fashion-MNIST's Debian package)
   std::string train_split = "train";
   std::string test_split = "test";
+  bool test_split_given = false;  // else an image folder with val/ and no test/ evaluates on val
   int64_t train_limit = 0;  // first N samples only; 0 = all
   int64_t test_limit = 0;
   std::vector<int64_t> synthetic_shape = {3, 224, 224};  // synthetic: (C, H, W), classes, size
@@ -90,6 +91,7 @@ struct RunConfig {
   int64_t threads = 0;             // CPU threads; 0 = all cores
   std::string output_dir = "runs"; // the run writes to <output_dir>/<name>/
   int64_t log_every = 50;          // steps between plain progress lines (not a terminal)
+  bool tensorboard = false;        // output.tensorboard: event files in the run directory
   std::string resolved_yaml;       // the final config with overrides, for checkpoints
   // Data-parallel runs (several ranks): `distributed:` in the file.
   double distributed_timeout_seconds = 300;  // a collective not done by then stops the job

@@ -60,7 +60,7 @@ bool plan::runs_winograd(Model& model, int64_t batch, const InferenceOptions& op
 using dnnl::algorithm;
 using dnnl::prop_kind;
 
-std::vector<Group> InferencePlan::Impl::fuse(const std::vector<Model::GraphNode>& nodes) const {
+std::vector<Group> fuse_groups(const Model& model, const std::vector<Model::GraphNode>& nodes) {
   const int n = static_cast<int>(nodes.size());
   std::vector<std::vector<int>> consumers(static_cast<size_t>(n));
   for (int i = 0; i < n; ++i)
@@ -100,6 +100,19 @@ std::vector<Group> InferencePlan::Impl::fuse(const std::vector<Model::GraphNode>
   // file than the convolution that takes the add.
   std::stable_sort(groups.begin(), groups.end(), [](const Group& a, const Group& b) { return a.last < b.last; });
   return groups;
+}
+
+std::vector<bool> InferencePlan::quantized_outputs(Model& model) {
+  const std::vector<Model::GraphNode> nodes = model.graph_nodes();
+  std::vector<bool> out(nodes.size(), false);
+  for (const Group& g : fuse_groups(model, nodes)) {
+    const LayerSpec head = nodes[g.head].layer->spec();
+    const bool computes = std::holds_alternative<Conv2dSpec>(head) || std::holds_alternative<BatchNormSpec>(head) ||
+                          std::holds_alternative<LinearSpec>(head);
+    // As emit_conv and emit_linear read range_of(g.last); the logits stay f32.
+    if (computes && g.last != model.output_node()) out[static_cast<size_t>(g.last)] = true;
+  }
+  return out;
 }
 
 // The data type a convolution or inner product writes: the logits stay f32; int8 writes u8
@@ -313,7 +326,7 @@ void InferencePlan::Impl::build() {
   values[0].range = range_of(-1);
   done.assign(nodes.size(), false);
   if (blocked) activations = Tag::aBcd16b;  // PlanLayout::blocked (the constructor chose)
-  for (const Group& g : fuse(nodes)) {
+  for (const Group& g : fuse_groups(model, nodes)) {
     value_of[g.last + 1] = emit(g, nodes, value_of);
     for (int j : {g.head, g.bn, g.add, g.act})
       if (j >= 0) done[j] = true;

@@ -75,6 +75,11 @@ class InferencePlan {
   // CPU), or "" when it can.
   static std::string unsupported_reason(Model& model);
 
+  // Per graph node: whether an int8 plan quantizes its output with the node's calibrated range
+  // (the output of each fused convolution, batch-norm or linear group but the logits). Nodes
+  // fused into a later one have no output of their own: calibration leaves their range 0.
+  static std::vector<bool> quantized_outputs(Model& model);
+
   // x (batch, C, H, W) f32 nchw on the CPU -> logits (batch, classes) f32, a tensor owned by the
   // plan and overwritten by the next run(). Re-reads the weights first if they changed.
   const Tensor& run(const Tensor& x);

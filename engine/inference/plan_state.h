@@ -33,6 +33,9 @@ struct Group {
   int last = -1;      // the node whose output this group produces
 };
 
+// The steps a plan of `model` runs: its graph's nodes in fused groups, in the order they run.
+std::vector<Group> fuse_groups(const Model& model, const std::vector<Model::GraphNode>& nodes);
+
 struct InferencePlan::Impl {
   // A tensor of the plan: its memory format and the arena buffer holding it.
   struct Value {
@@ -168,7 +171,6 @@ struct InferencePlan::Impl {
 
   Dt dst_type(const Group& g, const std::vector<Model::GraphNode>& nodes, Dt residual) const;
   void build();
-  std::vector<Group> fuse(const std::vector<Model::GraphNode>& nodes) const;
   int emit(const Group& g, const std::vector<Model::GraphNode>& nodes, std::vector<int>& value_of);
   int emit_conv(const Group& g, const std::vector<Model::GraphNode>& nodes, std::vector<int>& value_of);
   int emit_linear(const Group& g, const std::vector<Model::GraphNode>& nodes, std::vector<int>& value_of);

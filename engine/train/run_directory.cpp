@@ -8,8 +8,6 @@
 #include <cerrno>
 #include <cstdlib>
 #include <cstring>
-#include <fstream>
-#include <iterator>
 #include <ostream>
 #include <regex>
 #include <string>
@@ -53,7 +51,7 @@ RunDirLock::~RunDirLock() {
 }
 
 void remove_stale_temporaries(const fs::path& run_dir, std::ostream& log) {
-  static const std::regex stale(R"((.+\.safetensors|metrics\.csv)\.tmp\.[0-9]+)");
+  static const std::regex stale(R"((.+\.safetensors|metrics\.csv)\.tmp\.[0-9]+(\.[0-9]+)?)");
   std::error_code error;
   for (const auto& entry : fs::directory_iterator(run_dir, error)) {
     const std::string name = entry.path().filename().string();
@@ -64,8 +62,7 @@ void remove_stale_temporaries(const fs::path& run_dir, std::ostream& log) {
 }
 
 void drop_metrics_rows_after(const fs::path& path, int64_t epochs_done) {
-  std::ifstream in(path, std::ios::binary);
-  const std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  const std::string text = read_text_file(path, "the metrics file", uint64_t{1} << 30);  // refuses a FIFO or device
   std::string kept;
   bool dropped = false;
   size_t begin = 0;
@@ -86,15 +83,7 @@ void drop_metrics_rows_after(const fs::path& path, int64_t epochs_done) {
     kept += line + "\n";
   }
   if (!dropped) return;
-  const fs::path tmp = path.string() + ".tmp." + std::to_string(::getpid());
-  {
-    std::ofstream out(tmp, std::ios::trunc);
-    out << kept;
-    if (!out.flush()) throw InputError(tmp.string() + ": cannot write the metrics file");
-  }
-  std::error_code error;
-  fs::rename(tmp, path, error);
-  if (error) throw InputError(path.string() + ": cannot replace the metrics file: " + error.message());
+  write_file_atomically(path, "the metrics file", kept);
 }
 
 }  // namespace convoy

@@ -22,8 +22,8 @@ class RunDirLock {
   int fd_ = -1;
 };
 
-// Temporary files a killed writer left (write_safetensors' "<name>.safetensors.tmp.<pid>",
-// the metrics rewrite's "metrics.csv.tmp.<pid>"), removed with a line each to `log`. Call it
+// Temporary files a killed writer left (OutputFile's "<name>.safetensors.tmp.<pid>[.<n>]" and
+// "metrics.csv.tmp.<pid>[.<n>]"), removed with a line each to `log`. Call it
 // with the run's lock held: no other writer is at work in the directory.
 void remove_stale_temporaries(const std::filesystem::path& run_dir, std::ostream& log);
 

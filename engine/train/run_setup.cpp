@@ -1,6 +1,7 @@
 #include "engine/train/run_setup.h"
 
 #include <algorithm>
+#include <filesystem>
 #include <ostream>
 #include <thread>
 #include <vector>
@@ -8,6 +9,7 @@
 #include "datasets/nvjpeg.h"
 #include "engine/checkpoint/safetensors.h"
 #include "engine/core/error.h"
+#include "engine/config/dataset_kinds.h"
 #include "engine/core/usable_cpus.h"
 #include "engine/graph/load_weights.h"
 
@@ -53,6 +55,18 @@ std::unique_ptr<Backend> open_backend(const RunConfig& config, const EngineOptio
   options.tf32 = config.precision == Precision::tf32;
   options.cuda = engine.cuda;
   return select_backend(config.device, options, log);
+}
+
+std::string test_split_of(const RunConfig& config, std::ostream& log) {
+  const DatasetConfig& d = config.dataset;
+  if (d.test_split_given || dataset_kind_from_name(d.kind) != DatasetKind::image_folder) return d.test_split;
+  const std::filesystem::path root(d.path);
+  std::error_code ec;
+  if (std::filesystem::exists(root / d.test_split, ec) || !std::filesystem::is_directory(root / "val", ec))
+    return d.test_split;
+  log << "dataset: " << root.string() << " has val/ and no " << d.test_split
+      << "/ (torchvision's layout): evaluating on val (dataset.test_split chooses)" << std::endl;
+  return "val";
 }
 
 std::unique_ptr<Dataset> load_split(const RunConfig& config, const EngineOptions& engine, const std::string& split,

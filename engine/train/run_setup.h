@@ -18,6 +18,10 @@ namespace convoy {
 std::unique_ptr<Backend> open_backend(const RunConfig& config, const EngineOptions& engine, std::ostream& log);
 // The config's dataset, split `split`, its first `limit` samples (0 = all); `engine` says where a
 // container mounts the datasets.
+// dataset.test_split; or, where none is given and an image folder is in torchvision's layout
+// (ROOT/train and ROOT/val, no ROOT/test), "val", said on `log`.
+std::string test_split_of(const RunConfig& config, std::ostream& log);
+
 std::unique_ptr<Dataset> load_split(const RunConfig& config, const EngineOptions& engine, const std::string& split,
                                     int64_t limit);
 // The model's input (C, H, W), and the crops of the config that reach it.

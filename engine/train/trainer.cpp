@@ -70,6 +70,7 @@ TrainResult TrainingRun::run_epochs() {
          << pos_.step << ")" << std::endl;
   }
   std::ofstream metrics = open_metrics();
+  open_tensorboard();
 
   result_.run_dir = run_dir_.string();
   result_.device = backend_->device().str();
@@ -78,9 +79,11 @@ TrainResult TrainingRun::run_epochs() {
   run_start_ = Clock::now();
   for (; pos_.epoch < config_.epochs; ++pos_.epoch, pos_.batch = 0) {
     EpochTally tally;
+    if (pos_.batch > 0) continue_tally(tally);
+    tensorboard_window(tally);
     if (!train_epoch(loader, tally)) {
       result_.skipped_steps += tally.skipped;
-      return stop_with_checkpoint();
+      return stop_with_checkpoint(tally);
     }
     tally.loader = loader.stats();
     if (config_.dataset.skip_bad_images)  // rank 0 reports every rank's
@@ -184,6 +187,7 @@ bool TrainingRun::train_epoch(DataLoader& loader, EpochTally& tally) {
       read_pending(tally);
       tally.loader_images_per_second = loader.images_per_second();
       show_progress(tally);
+      tensorboard_steps(tally);
     }
   }
   read_pending(tally);
@@ -265,7 +269,7 @@ void TrainingRun::diverged(const BadStep& bad) const {
 }
 
 void TrainingRun::show_progress(const EpochTally& tally) {
-  const double ips = static_cast<double>(tally.images + tally.skipped_images) / std::max(1e-9, seconds_since(tally.start));
+  const double ips = static_cast<double>(tally.timed_images()) / std::max(1e-9, seconds_since(tally.start));
   const double remaining_images = static_cast<double>((total_steps_ - pos_.step) * global_batch_);
   progress_.update(pos_.epoch + 1, config_.epochs, pos_.batch, batches_,
                    tally.loss_sum / static_cast<double>(std::max<int64_t>(1, tally.steps)),
@@ -304,13 +308,14 @@ void TrainingRun::end_epoch(const EpochTally& tally, std::ostream& metrics) {
   if (is_best) save(best_path_, /*with_optimizer=*/false, info);
   save(last_path_, /*with_optimizer=*/true, info);
   report_epoch(tally, eval, epoch_seconds, is_best, metrics);
+  tensorboard_epoch(tally, eval, epoch_seconds);
 }
 
 void TrainingRun::report_epoch(const EpochTally& tally, const EvalResult& eval, double epoch_seconds, bool is_best,
                                std::ostream& metrics) const {
   const double train_loss = tally.loss_sum / std::max<int64_t>(1, tally.steps);
   const double train_acc = static_cast<double>(tally.correct) / std::max<int64_t>(1, tally.images);
-  const double images_per_second = static_cast<double>(tally.images + tally.skipped_images) / epoch_seconds;
+  const double images_per_second = static_cast<double>(tally.timed_images()) / epoch_seconds;
   const double loader_ips = tally.loader_images_per_second;
   metrics << pos_.epoch + 1 << ',' << pos_.step << ',' << tally.lr << ',' << train_loss << ',' << train_acc << ','
           << eval.loss << ',' << eval.accuracy << ',' << epoch_seconds << ',' << images_per_second << ','

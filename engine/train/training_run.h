@@ -24,6 +24,7 @@
 #include "engine/train/progress.h"
 #include "engine/train/run_directory.h"
 #include "engine/train/run_setup.h"
+#include "engine/train/tensorboard.h"
 #include "engine/train/train_step.h"
 #include "engine/train/trainer.h"
 
@@ -70,6 +71,7 @@ struct EpochTally {
   int64_t images = 0;  // their images
   int64_t skipped = 0;  // steps with a non-finite loss whose update was skipped (nan_policy: skip_step)
   int64_t skipped_images = 0;
+  int64_t resumed_images = 0;  // of `images`, those trained before a resume: in the accuracy, not the throughput
   int64_t left_out_batches = 0;  // batches with no readable image (on any rank), not trained on
   double loader_images_per_second = 0;  // what the loader alone could deliver (so far, then the epoch's)
   double data_wait_seconds = 0;         // the training thread's time waiting for the loader's next batch
@@ -78,6 +80,9 @@ struct EpochTally {
   std::vector<PendingStep> pending;
 
   double grad_norm = 0;  // the last step's global gradient norm read back (finite gradients)
+
+  // Images trained or skipped since `start`: what the epoch's throughput divides.
+  int64_t timed_images() const { return images - resumed_images + skipped_images; }
 
   // Adds the pending results up; the first step whose loss or gradients are not finite stops
   // the reading and is returned (nan_policy: stop checks them here, within 64 steps of the
@@ -125,7 +130,7 @@ class TrainingRun {
                                        : make_communicator(*backend_, options.world, communicator_options(config))),
         comm_(options.communicator ? options.communicator : own_comm_.get()),
         train_data_(load_split(config, options.engine, config.dataset.train_split, config.dataset.train_limit)),
-        test_data_(load_split(config, options.engine, config.dataset.test_split, config.dataset.test_limit)),
+        test_data_(load_split(config, options.engine, test_split_of(config, log), config.dataset.test_limit)),
         model_(build_model(config, options.engine, *train_data_, *backend_, log)), dtype_(model_.compute_dtype()),
         preprocess_(preprocess_of(config, model_)),
         normalize_(make_normalize(config.dataset.mean, config.dataset.std)),
@@ -164,7 +169,16 @@ class TrainingRun {
   void end_epoch(const EpochTally& tally, std::ostream& metrics);
   void report_epoch(const EpochTally& tally, const EvalResult& eval, double epoch_seconds, bool is_best,
                     std::ostream& metrics) const;
-  TrainResult stop_with_checkpoint();
+  // output.tensorboard (training_run_tensorboard.cpp): the run's config, the scalars of each
+  // progress point (the steps since the last one) and of each epoch.
+  void open_tensorboard();
+  void tensorboard_window(const EpochTally& tally);  // the next progress point's steps start here
+  void tensorboard_steps(const EpochTally& tally);
+  void tensorboard_epoch(const EpochTally& tally, const EvalResult& eval, double epoch_seconds);
+  template <typename Write>
+  void to_tensorboard(Write&& write);
+  void continue_tally(EpochTally& tally);
+  TrainResult stop_with_checkpoint(const EpochTally& tally);
   TrainResult result_so_far(bool interrupted);
   RunCheckpointInfo checkpoint_info(const Position& pos, double test_accuracy) const;
 
@@ -189,12 +203,19 @@ class TrainingRun {
   int64_t batches_ = 0;  // per epoch
   int64_t global_batch_ = 0;  // samples per step over all ranks
   int64_t resumed_global_batch_ = 0;  // the checkpoint's, while its position is not converted yet
+  std::optional<RunCheckpointInfo::EpochSoFar> resumed_epoch_;  // the checkpoint's, until the epoch takes it
   int64_t total_steps_ = 0;
   int64_t skipped_in_a_row_ = 0;  // nan_policy: skip_step
   int64_t fault_step_ = options_.engine.fault_inject_step;  // the device fails as this step (1-based) starts; 0: never
   Clock::time_point run_start_;
   double eval_seconds_ = 0;  // left out of the training time
   DataLoader* test_loader_ = nullptr;  // run()'s, while it runs
+  std::unique_ptr<TensorBoardWriter> tensorboard_;  // rank 0's, with output.tensorboard
+  struct Logged {  // the epoch's tally at the last TensorBoard point
+    int64_t steps = 0, images = 0, correct = 0;
+    double loss_sum = 0;
+    Clock::time_point at;
+  } logged_;
 };
 
 }  // namespace convoy::training

@@ -2,6 +2,8 @@
 // and the metrics file (the epoch loop is in trainer.cpp).
 #include "engine/train/training_run.h"
 
+#include "engine/core/file_io.h"
+
 namespace convoy::training {
 
 void TrainingRun::resume() {
@@ -37,6 +39,7 @@ void TrainingRun::read_checkpoint() {
   step_.optimizer().load_state(ckpt.tensors, pos_.step, source);
   model_.refresh_compute_weights(*backend_);
   if (ckpt.info.global_batch != global_batch_) resumed_global_batch_ = ckpt.info.global_batch;
+  if (pos_.batch > 0) resumed_epoch_ = ckpt.info.epoch_so_far;
   log_ << "resuming " << source << " at epoch " << pos_.epoch + 1 << ", step " << pos_.step << std::endl;
 }
 
@@ -46,6 +49,10 @@ void TrainingRun::read_checkpoint() {
 std::ofstream TrainingRun::open_metrics() const {
   if (!lead()) return std::ofstream();  // not open: the rows it is given go nowhere
   const fs::path path = run_dir_ / "metrics.csv";
+  // Appended to row by row, so not an OutputFile; but never a device, FIFO or directory. The
+  // checkpoints' targets too, now rather than after an epoch's training.
+  check_output_target(path, "the metrics file");
+  for (const fs::path& checkpoint : {last_path_, best_path_}) check_output_target(checkpoint, "the checkpoint");
   std::error_code ec;
   bool fresh = !fs::exists(path, ec) || pos_.step == 0;
   if (!fresh) {
@@ -75,11 +82,29 @@ void TrainingRun::save(const fs::path& path, bool with_optimizer, const RunCheck
   }
 }
 
-// A mid-epoch checkpoint that --resume continues from exactly.
-TrainResult TrainingRun::stop_with_checkpoint() {
+// An epoch resumed in its middle: its training figures before the stop, from the checkpoint,
+// so that its metrics row covers the whole epoch as an uninterrupted run's does.
+void TrainingRun::continue_tally(EpochTally& tally) {
+  if (!lead()) return;  // rank 0 alone writes the row
+  if (!resumed_epoch_) {
+    log_ << "epoch " << pos_.epoch + 1 << ": its train loss and accuracy (metrics.csv) cover the batches after the "
+            "resume only: the checkpoint has no figures of the " << pos_.batch << " before it" << std::endl;
+    return;
+  }
+  tally.loss_sum = resumed_epoch_->loss_sum;
+  tally.correct = resumed_epoch_->correct;
+  tally.steps = resumed_epoch_->steps;
+  tally.images = tally.resumed_images = resumed_epoch_->images;
+  resumed_epoch_.reset();
+}
+
+// A mid-epoch checkpoint that --resume continues from exactly, the epoch's figures included.
+TrainResult TrainingRun::stop_with_checkpoint(const EpochTally& tally) {
   comm_->finish();
   if (!lead()) return result_so_far(/*interrupted=*/true);
-  save(last_path_, /*with_optimizer=*/true, checkpoint_info(pos_, result_.test_accuracy));
+  RunCheckpointInfo info = checkpoint_info(pos_, result_.test_accuracy);
+  if (pos_.batch > 0) info.epoch_so_far = {tally.loss_sum, tally.correct, tally.steps, tally.images};
+  save(last_path_, /*with_optimizer=*/true, info);
   log_ << "stopped at epoch " << pos_.epoch + 1 << ", step " << pos_.step << "; checkpoint "
        << last_path_.string() << " (continue with --resume)" << std::endl;
   return result_so_far(/*interrupted=*/true);

@@ -18,6 +18,7 @@
 #include "engine/bundle/run_checkpoint.h"
 #include "engine/core/error.h"
 #include "engine/graph/model.h"
+#include "engine/inference/graphed_batches.h"
 #include "tests/model_step.h"
 #include "tests/temp_dir.h"
 
@@ -129,6 +130,51 @@ TEST_F(ServedGpu, BatchedRequestsAgreeWithTheCpuInEachPrecision) {
     const std::vector<float> got_more = serve_all(v, more);
     EXPECT_LE(relative_difference(got_more, cpu_probabilities(more)), tol) << v.execution();
     v.stop();
+  }
+}
+
+// The plan's own answer for each image alone: GraphedBatches over the checkpoint's model (the
+// same weights: the checkpoint is Model::from_file's) in `precision`, prepared as serve does.
+std::vector<float> plan_probabilities(const Tensor& images, Precision precision) {
+  BackendOptions options;
+  options.tf32 = precision == Precision::tf32;
+  auto gpu = make_cuda_backend(0, options);
+  Model m = Model::from_file(kModel, 5);
+  m.to(*gpu, DType::f32);
+  const DType dtype = precision == Precision::bf16 ? DType::bf16 : DType::f32;
+  m.to(*gpu, dtype, gpu->preferred_layout(dtype));
+  GraphedBatches plan(*gpu, m, 8, make_normalize({0.49, 0.48, 0.45}, {0.25, 0.24, 0.26}));
+  std::vector<float> out, logits, probs;
+  for (int64_t i = 0; i < images.dim(0); ++i) {
+    plan.run(images.slice_rows(i, i + 1), logits, probs);
+    out.insert(out.end(), probs.begin(), probs.end());
+  }
+  return out;
+}
+
+// Served one request at a time, each batch is one image, run by the same recording of the same
+// plan as GraphedBatches alone: the answers are the plan's, bit for bit, in every precision.
+TEST_F(ServedGpu, OneRequestAtATimeGetsThePlansAnswerExactly) {
+  convoy::testing::TempDir dir("convoy-served-gpu");
+  const std::string checkpoint = write_checkpoint(dir.path(), Precision::bf16);
+  const Tensor images = random_images(5, 17);
+  for (Precision precision : {Precision::fp32, Precision::tf32, Precision::bf16}) {
+    ModelConfig config;
+    config.name = "r20";
+    config.device = "cuda";
+    config.max_batch_size = 8;
+    config.precision = precision;
+    MetricsRegistry metrics;
+    ServedVersion v(config, 1, checkpoint, 0, metrics, EngineOptions{});
+    std::vector<float> served;
+    for (int64_t i = 0; i < images.dim(0); ++i) {  // each waits for its answer: batches of one
+      const std::vector<float> one = serve_all(v, images.slice_rows(i, i + 1));
+      served.insert(served.end(), one.begin(), one.end());
+    }
+    v.stop();
+    const std::vector<float> want = plan_probabilities(images, precision);
+    ASSERT_EQ(served.size(), want.size());
+    EXPECT_EQ(relative_difference(served, want), 0.0) << to_string(precision) << ": " << v.execution();
   }
 }
 

@@ -2,13 +2,15 @@
 // apps/serve/kserve_request.cpp and Triton's binary tensor extension) and reply writer on arbitrary
 // bodies. The first byte chooses: bit 0, an Inference-Header-Content-Length, the next two bytes
 // (bit 2: counted back from one past the body's end, so that lengths at and past it are reached);
-// bit 1, a budget of 2 KiB instead of the model's default, so that the 413 paths are. A refused
-// request must be a RequestError of 400 or 413; anything else is a finding.
+// bit 1, a budget of 2 KiB instead of the model's default, so that the 413 paths are; bit 3, no
+// shared memory served (else a registry with a 4 KiB region "r"). A refused request must be a
+// RequestError of 400 or 413; anything else is a finding.
 #include <cstdio>
 #include <cstdlib>
 #include <string_view>
 
 #include "apps/serve/kserve_json.h"
+#include "tests/fuzz/serve_fuzz_support.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   if (size < 3) return 0;
@@ -19,11 +21,12 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   convoy::serve::TensorSpec spec{{1, 4, 4}, 2, 3};  // input (n, 1, 4, 4), n <= 2
   if (data[0] & 2) spec.memory_budget = 2048;
   try {
-    const convoy::serve::InferRequest r = convoy::serve::parse_infer_request(body, header_length, spec);
+    const convoy::serve::SharedMemoryRegistry* shm = data[0] & 8 ? nullptr : &convoy::fuzz::serve_registry();
+    const convoy::serve::InferRequest r = convoy::serve::parse_infer_request(body, header_length, spec, shm);
     const int64_t n = r.input.defined() ? r.input.dim(0) : static_cast<int64_t>(r.encoded.size());
     if (n < 1 || n > 2 || r.outputs.empty() || r.outputs.size() > 16) std::abort();
     if (r.input.defined() && r.input.numel() != n * 16) std::abort();
-    // The reply for it: every output of the request, JSON or binary.
+    // The reply for it: every output of the request, JSON, binary or in shared memory.
     const std::vector<float> values(static_cast<size_t>(n * 3), 0.5f);
     (void)convoy::serve::make_infer_reply(r, "m", 1, values, values, 3, {"a", "b", "c"});
   } catch (const convoy::serve::RequestError& e) {

@@ -1,6 +1,5 @@
 """Triton's statistics and classification extensions over gRPC, for the serve tests: stubs
-generated at test time from apps/serve/grpc/kserve_v2.proto with python3-grpc-tools, as
-grpc_client.py does.
+generated at test time from apps/serve/grpc/kserve_v2.proto (grpc_stubs.py).
 
 usage: grpc_extensions.py PROTO_DIR WORK_DIR HTTP_PORT GRPC_PORT MODEL PIXELS_FILE N
 In order: 3 plain ModelInfer calls of the N images (UINT8, N x 1 x 28 x 28); one asking for
@@ -13,7 +12,7 @@ import struct
 import sys
 import urllib.request
 
-from grpc_tools import protoc
+from grpc_stubs import code_of, generate
 
 
 def bytes_elements(raw):
@@ -28,11 +27,7 @@ def bytes_elements(raw):
 def main():
     proto_dir, work_dir, http_port, grpc_port, model, pixels_file, n = sys.argv[1:8]
     n = int(n)
-    for proto in ("model_config.proto", "kserve_v2.proto"):
-        if protoc.main(["protoc", "-I" + proto_dir, "--python_out=" + work_dir, "--grpc_python_out=" + work_dir,
-                        proto_dir + "/" + proto]) != 0:
-            sys.exit("protoc failed on " + proto)
-    sys.path.insert(0, work_dir)
+    generate(proto_dir, work_dir)
     import grpc
     from google.protobuf import json_format
     import kserve_v2_pb2 as pb
@@ -61,13 +56,6 @@ def main():
     r = stub.ModelInfer(request([("probabilities", 3), ("logits", 10)]), timeout=30)
     out["classified"] = {o.name: {"datatype": o.datatype, "shape": list(o.shape), "data": bytes_elements(b)}
                          for o, b in zip(r.outputs, r.raw_output_contents)}
-
-    def code_of(call, req):
-        try:
-            call(req, timeout=30)
-            return "OK"
-        except grpc.RpcError as e:
-            return e.code().name + ": " + e.details()
 
     out["bad_k"] = {str(k): code_of(stub.ModelInfer, request([("probabilities", k)])) for k in (0, -1, 11, "3")}
 

@@ -68,7 +68,7 @@ class ServerProcess {
   int port() const { return port_; }
   int metrics_port() const { return metrics_port_; }
   int grpc_port() const { return grpc_port_; }  // -1 when gRPC is not built in
-  pid_t pid() const { return pid_; }  // the server's process (sh execs it); -1 once it stopped
+  pid_t pid() const { return pid_; }  // the server's own process (sh execs it)
   std::string url(const std::string& path) const { return "http://127.0.0.1:" + std::to_string(port_) + path; }
   std::string log() const { return read_text(err_); }
   std::string request_log() const { return read_text(out_); }

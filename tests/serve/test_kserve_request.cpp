@@ -260,7 +260,7 @@ json dom_reply(const InferRequest& request, const std::vector<float>& logits, co
   if (!request.id.empty()) doc["id"] = request.id;
   const auto n = static_cast<int64_t>(logits.size()) / classes;
   json outputs = json::array();
-  for (const auto& [name, as_binary, k] : request.outputs) {
+  for (const auto& [name, as_binary, k, shm] : request.outputs) {
     const std::vector<float>& values = name == kLogitsName ? logits : probs;
     json out = {{"name", name}, {"datatype", k ? "BYTES" : "FP32"}, {"shape", {n, k ? k : classes}}};
     if (as_binary)
@@ -283,7 +283,8 @@ TEST(KserveRequest, TheReplyIsTheDocumentTheDomWrote) {
   for (const bool binary : {false, true}) {
     InferRequest r;
     r.id = "id \"1\" \xe2\x82\xac";
-    r.outputs = {{kLogitsName, binary, 0}, {kProbabilitiesName, !binary, 2}, {kProbabilitiesName, binary, 0}};
+    r.outputs = {{kLogitsName, binary, 0, nullptr}, {kProbabilitiesName, !binary, 2, nullptr},
+                 {kProbabilitiesName, binary, 0, nullptr}};
     const InferReplyBody reply = make_infer_reply(r, "m\"odel", 3, logits, probs, 4, names);
     const std::string_view text = reply.header_length ? std::string_view(reply.body).substr(0, *reply.header_length)
                                                       : std::string_view(reply.body);
@@ -293,7 +294,7 @@ TEST(KserveRequest, TheReplyIsTheDocumentTheDomWrote) {
   }
   // Values that are not finite are null, as nlohmann wrote them.
   InferRequest r;
-  r.outputs = {{kLogitsName, false, 0}};
+  r.outputs = {{kLogitsName, false, 0, nullptr}};
   const std::vector<float> odd = {std::nanf(""), std::numeric_limits<float>::infinity(), 1, 2};
   EXPECT_NE(make_infer_reply(r, "m", 1, odd, odd, 4, {}).body.find(R"("data":[null,null,1,2])"), std::string::npos);
 }

@@ -41,8 +41,10 @@ TEST_F(ServeRoutes, ServerEndpoints) {
   HttpReply r = call("GET", "/v2");
   EXPECT_EQ(r.status, 200u);
   EXPECT_NE(r.body.find("\"name\":\"convoy\""), std::string::npos) << r.body;
+  // CUDA shared memory only where CUDA is built in and a GPU usable.
+  const std::string cuda = cuda_shared_memory_unavailable_reason().empty() ? ",\"cuda_shared_memory\"" : "";
   EXPECT_NE(r.body.find("\"extensions\":[\"binary_tensor_data\",\"model_repository\",\"classification\","
-                        "\"statistics\"]"),
+                        "\"statistics\",\"system_shared_memory\"" + cuda + "]"),
             std::string::npos)
       << r.body;
   EXPECT_EQ(call("GET", "/v2/health/live").body, "{}");

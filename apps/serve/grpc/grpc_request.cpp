@@ -5,19 +5,45 @@
 
 namespace convoy::serve {
 
-InferRequest grpc_infer_request(const inference::ModelInferRequest& q, const TensorSpec& spec) {
+std::shared_ptr<const SharedMemorySlice> shared_memory_slice(
+    const SharedMemoryRegistry& shm, const google::protobuf::Map<std::string, inference::InferParameter>& parameters,
+    const std::string& what) {
+  SharedMemoryParams p;
+  if (const auto it = parameters.find("shared_memory_region"); it != parameters.end()) {
+    if (it->second.parameter_choice_case() != inference::InferParameter::kStringParam)
+      throw RequestError(400, what + ": parameters[\"shared_memory_region\"] must be a string_param");
+    p.region = it->second.string_param();
+  }
+  for (auto [key, field] : {std::pair{"shared_memory_byte_size", &p.byte_size}, {"shared_memory_offset", &p.offset}})
+    if (const auto it = parameters.find(key); it != parameters.end()) {
+      if (it->second.parameter_choice_case() != inference::InferParameter::kInt64Param)
+        throw RequestError(400, what + ": parameters[\"" + key + "\"] must be an int64_param");
+      *field = it->second.int64_param();
+    }
+  if (!p.any()) return nullptr;
+  return std::make_shared<const SharedMemorySlice>(shm.slice(what, p));
+}
+
+InferRequest grpc_infer_request(const inference::ModelInferRequest& q, const TensorSpec& spec,
+                                const SharedMemoryRegistry& shm) {
   if (q.inputs_size() != 1) throw RequestError(400, "give one input, '" + std::string(kInputName) + "'");
   const auto& in = q.inputs(0);
   InferRequest req;
   req.id = q.id();
-  req.input = make_input_tensor(in.name(), in.datatype(), Shape(in.shape().begin(), in.shape().end()), spec);
+  const auto in_shm = shared_memory_slice(shm, in.parameters(), "input 'input'");  // read in place
+  req.input = make_input_tensor(in.name(), in.datatype(), Shape(in.shape().begin(), in.shape().end()), spec,
+                                in_shm ? in_shm->allocator("input 'input'") : cpu_allocator());
   const Tensor& input = req.input;
   const auto count = static_cast<size_t>(input.defined() ? input.numel() : 0);
   const bool is_u8 = input.defined() && input.dtype() == DType::u8;
   // Triton's rule: an input's data comes from raw_input_contents or from its contents, not both.
   if (q.raw_input_contents_size() > 0 && in.has_contents())
     throw RequestError(400, "input 'input': give its data in raw_input_contents or in contents, not both");
-  if (!input.defined()) {  // BYTES: encoded images, decoded by the model's instance
+  if (in_shm) {
+    if (q.raw_input_contents_size() > 0 || in.has_contents())
+      throw RequestError(400, "input 'input': give its data in shared memory or in the request, not both");
+    if (!input.defined()) req.encoded = split_bytes_elements(in_shm->read(), in.shape(0));
+  } else if (!input.defined()) {  // BYTES: encoded images, decoded by the model's instance
     const int64_t n = in.shape(0);
     if (q.raw_input_contents_size() > 0) {
       if (q.raw_input_contents_size() != 1) throw RequestError(400, "raw_input_contents: one entry per input (1)");
@@ -53,11 +79,12 @@ InferRequest grpc_infer_request(const inference::ModelInferRequest& q, const Ten
                                   std::to_string(count) + " elements");
     std::memcpy(req.input.raw(), v.data(), count * sizeof(float));
   }
-  if (input.defined() && !is_u8) {
+  if (input.defined() && !is_u8 && input.device().is_cpu()) {
     const float* f = input.data<float>();
     for (size_t i = 0; i < count; ++i)
       if (!std::isfinite(f[i])) throw RequestError(400, "input 'input': FP32 data must be finite");
   }
+  const int64_t rows = input.defined() ? input.dim(0) : static_cast<int64_t>(req.encoded.size());
   for (const auto& o : q.outputs()) {
     if (o.name() != kLogitsName && o.name() != kProbabilitiesName)
       throw RequestError(400, "unknown output '" + o.name() + "'");
@@ -68,9 +95,12 @@ InferRequest grpc_infer_request(const inference::ModelInferRequest& q, const Ten
                                 "the number of classes to return");
       k = check_classification(o.name(), it->second.int64_param(), spec.classes);
     }
-    req.outputs.push_back({o.name(), true, k});
+    auto out_shm = shared_memory_slice(shm, o.parameters(), "output '" + o.name() + "'");
+    if (out_shm && k == 0)  // FP32 (rows, classes): refused now if it cannot fit
+      out_shm->check_fits("output '" + o.name() + "'", static_cast<uint64_t>(rows * spec.classes) * sizeof(float));
+    req.outputs.push_back({o.name(), true, k, std::move(out_shm)});
   }
-  if (req.outputs.empty()) req.outputs = {{kLogitsName, true, 0}, {kProbabilitiesName, true, 0}};
+  if (req.outputs.empty()) req.outputs = {{kLogitsName, true, 0, nullptr}, {kProbabilitiesName, true, 0, nullptr}};
   if (auto it = q.parameters().find("timeout"); it != q.parameters().end()) {
     if (it->second.parameter_choice_case() != inference::InferParameter::kInt64Param)
       throw RequestError(400, "parameters[\"timeout\"] must be an int64_param, microseconds >= 0");

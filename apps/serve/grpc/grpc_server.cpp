@@ -13,6 +13,7 @@
 #include "apps/serve/endpoints.h"
 #include "apps/serve/grpc/grpc_request.h"
 #include "apps/serve/grpc/health_service.h"
+#include "apps/serve/grpc/shared_memory_rpc.h"
 #include "apps/serve/grpc_endpoint.h"
 #include "apps/serve/kserve_json.h"
 #include "apps/serve/triton_config.h"
@@ -52,8 +53,9 @@ int64_t parse_version(const std::string& text) {
 
 class Service final : public inference::GRPCInferenceService::Service {
  public:
-  Service(ModelRepository& repository, MetricsRegistry& metrics, const std::atomic<bool>& ready)
-      : repository_(repository), metrics_(metrics), ready_(ready) {}
+  Service(ModelRepository& repository, MetricsRegistry& metrics, const std::atomic<bool>& ready,
+          SharedMemoryRegistry& shm)
+      : repository_(repository), metrics_(metrics), ready_(ready), shm_(shm) {}
 
   Status ServerLive(ServerContext*, const inference::ServerLiveRequest*, inference::ServerLiveResponse* r) override {
     r->set_live(true);
@@ -67,7 +69,7 @@ class Service final : public inference::GRPCInferenceService::Service {
                         inference::ServerMetadataResponse* r) override {
     r->set_name(kServerName);
     r->set_version(CONVOY_VERSION);
-    for (const char* e : kServerExtensions) r->add_extensions(e);
+    for (const std::string& e : server_extensions()) r->add_extensions(e);
     return Status::OK;
   }
   // A model not in the repository is NOT_FOUND (as for ModelMetadata); a version not ready is
@@ -157,6 +159,32 @@ class Service final : public inference::GRPCInferenceService::Service {
     return Status::OK;
   }
 
+  // Triton's shared-memory extensions (shared_memory_rpc.h).
+  Status SystemSharedMemoryStatus(ServerContext*, const inference::SystemSharedMemoryStatusRequest* q,
+                                  inference::SystemSharedMemoryStatusResponse* r) override {
+    return system_shm_status(shm_, *q, *r);
+  }
+  Status SystemSharedMemoryRegister(ServerContext*, const inference::SystemSharedMemoryRegisterRequest* q,
+                                    inference::SystemSharedMemoryRegisterResponse*) override {
+    return system_shm_register(shm_, *q);
+  }
+  Status SystemSharedMemoryUnregister(ServerContext*, const inference::SystemSharedMemoryUnregisterRequest* q,
+                                      inference::SystemSharedMemoryUnregisterResponse*) override {
+    return system_shm_unregister(shm_, *q);
+  }
+  Status CudaSharedMemoryStatus(ServerContext*, const inference::CudaSharedMemoryStatusRequest* q,
+                                inference::CudaSharedMemoryStatusResponse* r) override {
+    return cuda_shm_status(shm_, *q, *r);
+  }
+  Status CudaSharedMemoryRegister(ServerContext*, const inference::CudaSharedMemoryRegisterRequest* q,
+                                  inference::CudaSharedMemoryRegisterResponse*) override {
+    return cuda_shm_register(shm_, *q);
+  }
+  Status CudaSharedMemoryUnregister(ServerContext*, const inference::CudaSharedMemoryUnregisterRequest* q,
+                                    inference::CudaSharedMemoryUnregisterResponse*) override {
+    return cuda_shm_unregister(shm_, *q);
+  }
+
   Status ModelInfer(ServerContext*, const inference::ModelInferRequest* q, inference::ModelInferResponse* r) override {
     try {
       return infer(*q, *r);
@@ -184,7 +212,7 @@ class Service final : public inference::GRPCInferenceService::Service {
     const std::shared_ptr<ServedVersion> served = repository_.find(q.model_name(), version, why);
     if (!served) return Status(StatusCode::NOT_FOUND, why);
     const TensorSpec spec{served->input_shape(), served->config().max_batch_size, served->classes()};
-    InferRequest req = grpc_infer_request(q, spec);
+    InferRequest req = grpc_infer_request(q, spec, shm_);
 
     std::promise<InferResult> promise;
     std::future<InferResult> future = promise.get_future();
@@ -201,21 +229,27 @@ class Service final : public inference::GRPCInferenceService::Service {
     r.set_model_name(served->config().name);
     r.set_model_version(std::to_string(served->version()));
     r.set_id(q.id());
-    for (const auto& [name, binary, k] : req.outputs) {
+    // An output in shared memory is written there, and keeps its place in raw_output_contents empty.
+    for (const auto& [name, binary, k, out_shm] : req.outputs) {
       const std::vector<float>& values = name == kLogitsName ? result.logits : result.probabilities;
       auto* out = r.add_outputs();
       out->set_name(name);
       out->add_shape(n);
+      std::string bytes;
       if (k > 0) {  // Triton's classification: BYTES (n, k), serialized in raw_output_contents as every output is
         out->set_datatype("BYTES");
         out->add_shape(k);
-        r.add_raw_output_contents(
-            serialize_bytes_elements(top_k_classes(values, served->classes(), k, served->class_names())));
-        continue;
+        bytes = serialize_bytes_elements(top_k_classes(values, served->classes(), k, served->class_names()));
+      } else {
+        out->set_datatype("FP32");
+        out->add_shape(served->classes());
+        bytes.assign(reinterpret_cast<const char*>(values.data()), values.size() * sizeof(float));
       }
-      out->set_datatype("FP32");
-      out->add_shape(served->classes());
-      r.add_raw_output_contents(reinterpret_cast<const char*>(values.data()), values.size() * sizeof(float));
+      if (out_shm) {
+        write_shared_memory_output(*out_shm, "output '" + name + "'", bytes.data(), bytes.size(), *out);
+        bytes.clear();
+      }
+      r.add_raw_output_contents(std::move(bytes));
     }
     return Status::OK;
   }
@@ -223,18 +257,28 @@ class Service final : public inference::GRPCInferenceService::Service {
   ModelRepository& repository_;
   MetricsRegistry& metrics_;
   const std::atomic<bool>& ready_;
+  SharedMemoryRegistry& shm_;
 };
+
+constexpr int kMaxIdleGrpcThreads = 1024;
 
 class GrpcServer final : public GrpcEndpoint {
  public:
-  GrpcServer(ModelRepository& repository, MetricsRegistry& metrics, const std::atomic<bool>& ready)
-      : service_(repository, metrics, ready), health_(repository, ready) {}
+  GrpcServer(ModelRepository& repository, MetricsRegistry& metrics, const std::atomic<bool>& ready,
+             SharedMemoryRegistry& shm)
+      : service_(repository, metrics, ready, shm), health_(repository, ready) {}
   bool start(const std::string& host, int port) {
     grpc::ServerBuilder builder;
     builder.AddListeningPort(host + ":" + std::to_string(port), grpc::InsecureServerCredentials(), &port_);
     builder.RegisterService(&service_);
     builder.RegisterService(&health_);  // grpc.health.v1.Health (health_service.h)
     builder.SetMaxReceiveMessageSize(64 << 20);
+    // A ModelInfer call holds one of the synchronous server's threads until its batch ran, and a
+    // thread that finishes while more than MAX_POLLERS threads wait for calls exits: with
+    // gRPC's default of 2, a batch of 64 answered at once ended 62 threads that the next 62
+    // calls made again (557 threads made for 692 calls at 256 connections). Threads that stay
+    // cost a sleeping stack each.
+    builder.SetSyncServerOption(grpc::ServerBuilder::SyncServerOption::MAX_POLLERS, kMaxIdleGrpcThreads);
     server_ = builder.BuildAndStart();
     return server_ != nullptr && port_ > 0;
   }
@@ -264,9 +308,9 @@ std::vector<std::string> grpc_service_methods() {
 }
 
 std::unique_ptr<GrpcEndpoint> start_grpc_endpoint(ModelRepository& repository, MetricsRegistry& metrics,
-                                                  const std::atomic<bool>& ready, const std::string& host, int port,
-                                                  std::string& why) {
-  auto endpoint = std::make_unique<GrpcServer>(repository, metrics, ready);
+                                                  const std::atomic<bool>& ready, SharedMemoryRegistry& shm,
+                                                  const std::string& host, int port, std::string& why) {
+  auto endpoint = std::make_unique<GrpcServer>(repository, metrics, ready, shm);
   if (!endpoint->start(host, port)) {
     why = "cannot listen for gRPC on " + host + ":" + std::to_string(port);
     return nullptr;
