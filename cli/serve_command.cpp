@@ -14,6 +14,7 @@
 #include "apps/serve/memory_release.h"
 #include "apps/serve/repository.h"
 #include "apps/serve/routes.h"
+#include "apps/serve/worker_pool.h"
 #include "cli/commands.h"
 #include "engine/core/error.h"
 #include "engine/core/stop_signals.h"
@@ -38,6 +39,11 @@ struct ServeArgs {
   int64_t max_input_bytes = int64_t{64} << 20;
   int64_t max_request_memory = 0;
   bool log_requests = false;
+  int64_t max_connections = 0;
+  int64_t header_timeout_secs = 10;
+  int64_t worker_threads = 0;
+  int64_t worker_queue = 512;
+  serve::ImageBudget images;
 };
 
 // Polls the repository every `secs` on a thread of its own until destroyed.
@@ -82,9 +88,12 @@ int run_serve(const ServeArgs& args, const EngineOptions& engine) {
     throw InputError("--load-model needs --model-control explicit");
   serve::MetricsRegistry metrics;
   serve::ModelRepository repository(args.repository, control, metrics, std::cerr, engine);
+  repository.set_image_budget(args.images);
   std::atomic<bool> ready{false};
   auto shared_memory = std::make_shared<serve::SharedMemoryRegistry>();  // HTTP's and gRPC's
-  serve::Router router(repository, metrics, ready, shared_memory);
+  serve::WorkerPool workers(static_cast<int>(args.worker_threads), static_cast<size_t>(args.worker_queue),
+                            metrics.server());
+  serve::Router router(repository, metrics, ready, shared_memory, &workers);
   router.set_request_memory_budget(static_cast<uint64_t>(args.max_request_memory));
   serve::HttpOptions options;
   options.host = args.host;
@@ -94,6 +103,8 @@ int run_serve(const ServeArgs& args, const EngineOptions& engine) {
   options.drain = std::chrono::seconds(args.drain_secs);
   options.max_body_bytes = static_cast<uint64_t>(args.max_input_bytes);
   options.log_requests = args.log_requests;
+  options.max_connections = args.max_connections;
+  options.header_timeout = std::chrono::seconds(args.header_timeout_secs);
   // Listening first: a port in use fails at once, before any model is loaded.
   serve::HttpServer server(router, options, ready);
   StopSignalWatcher watcher([&server](int signal) { server.stop(signal); });
@@ -104,6 +115,8 @@ int run_serve(const ServeArgs& args, const EngineOptions& engine) {
           : nullptr;
   if (args.allow_grpc && !grpc && grpc_why.find("not built in") == std::string::npos) throw InputError(grpc_why);
   repository.load_initial(args.load_models);
+  std::cerr << "convoy serve: at most " << server.max_connections() << " HTTP connections, " << workers.threads()
+            << " request workers" << std::endl;
   std::cerr << "convoy serve: HTTP on " << args.host << ":" << server.http_port();
   if (server.metrics_port() >= 0) std::cerr << ", metrics on " << args.host << ":" << server.metrics_port();
   if (grpc)
@@ -119,6 +132,7 @@ int run_serve(const ServeArgs& args, const EngineOptions& engine) {
   }
   if (grpc) grpc->shutdown();  // calls in flight finish: the models still run
   repository.stop_all();  // before the server goes: completions post to its executor
+  workers.stop();         // the replies of the last completions, before the router goes
   std::cerr << "convoy serve: stopped" << std::endl;
   return 0;
 }
@@ -164,6 +178,29 @@ void add_serve_command(CLI::App& app, Action& chosen) {
       ->check(CLI::Range(int64_t{0}, int64_t{1} << 40))
       ->capture_default_str();
   cmd->add_flag("--log-requests", args->log_requests, "one JSON line per request on stdout");
+  cmd->add_option("--max-connections", args->max_connections,
+                  "HTTP connections open at once; at the cap the longest idle or slow one is closed for a new one "
+                  "(0: three quarters of the open files limit, less 64, at most 4096)")
+      ->check(CLI::Range(int64_t{0}, int64_t{1} << 20))
+      ->capture_default_str();
+  cmd->add_option("--http-header-timeout-secs", args->header_timeout_secs,
+                  "seconds from a request's first byte to the end of its headers")
+      ->check(CLI::Range(1, 3600))
+      ->capture_default_str();
+  cmd->add_option("--worker-thread-count", args->worker_threads,
+                  "threads that parse requests, decode images and build replies (0: half the cores, 2 to 8)")
+      ->check(CLI::Range(0, 256))
+      ->capture_default_str();
+  cmd->add_option("--worker-queue-size", args->worker_queue, "requests that may wait for a worker; more get 503")
+      ->check(CLI::Range(1, 1 << 20))
+      ->capture_default_str();
+  cmd->add_option("--max-image-pixels", args->images.max_pixels, "pixels of a request's encoded images, from their headers (413 over it)")
+      ->check(CLI::Range(int64_t{1}, int64_t{1} << 40))
+      ->capture_default_str();
+  cmd->add_option("--max-image-bytes", args->images.max_bytes,
+                  "decoded bytes of a request's images, 16-bit samples and alpha counted (413 over it)")
+      ->check(CLI::Range(int64_t{1}, int64_t{1} << 40))
+      ->capture_default_str();
   cmd->callback([args, &chosen] { chosen = [args](const EngineOptions& engine) { return run_serve(*args, engine); }; });
 }
 

@@ -21,8 +21,8 @@ void configure_serving_heap() {
 }
 
 // Free chunks inside an arena (not at its top) stay in RSS whatever the threshold: malloc_trim
-// hands their pages back (after large requests only, whose reading took
-// far longer).
+// hands their pages back (after large requests only, whose reading took far longer; on the
+// thread that frees the body, a worker's or an I/O thread's: HttpRequest::release).
 void release_memory_after_request(uint64_t body_bytes) {
   if (body_bytes >= kReleaseAfterBytes) malloc_trim(0);
 }

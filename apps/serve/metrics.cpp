@@ -85,7 +85,44 @@ std::string MetricsRegistry::prometheus_text() const {
     for (const auto& [key, m] : models_)
       out << f.name << "{model=\"" << key.first << "\",version=\"" << key.second << "\"} " << f.value(*m) << "\n";
   }
+  server_text(out);
   return out.str();
+}
+
+void MetricsRegistry::server_text(std::ostream& out) const {
+  struct Series {
+    const char* name;
+    const char* labels;
+    const char* type;
+    const char* help;  // of the first series of a name
+    std::atomic<int64_t> ServerMetrics::*value;
+  };
+  static constexpr Series kSeries[] = {
+      {"convoy_http_connections", "", "gauge", "HTTP connections open", &ServerMetrics::connections},
+      {"convoy_http_connections_max", "", "gauge", "The cap on open HTTP connections (--max-connections)",
+       &ServerMetrics::max_connections},
+      {"convoy_http_connections_shed_total", "{reason=\"idle\"}", "counter",
+       "HTTP connections closed to make room for a new one: idle, or slow (a request or reply half sent)",
+       &ServerMetrics::shed_idle},
+      {"convoy_http_connections_shed_total", "{reason=\"slow\"}", "", "", &ServerMetrics::shed_slow},
+      {"convoy_http_connections_refused_total", "", "counter", "New HTTP connections closed at the cap, every open one busy",
+       &ServerMetrics::refused},
+      {"convoy_http_header_timeouts_total", "", "counter", "HTTP requests whose headers were not complete in time",
+       &ServerMetrics::header_timeouts},
+      {"convoy_http_accept_errors_total", "", "counter", "Failed accepts (out of descriptors, ...), each backed off",
+       &ServerMetrics::accept_errors},
+      {"convoy_worker_threads", "", "gauge", "Threads of the pool that parses, decodes and builds replies",
+       &ServerMetrics::worker_threads},
+      {"convoy_worker_queue_size", "", "gauge", "Requests waiting for a worker", &ServerMetrics::worker_queue},
+      {"convoy_worker_rejected_total", "", "counter", "Requests answered 503 because the worker queue was full",
+       &ServerMetrics::worker_rejected},
+      {"convoy_image_budget_refused_total", "", "counter",
+       "Requests refused (413) for images over the pixel or byte budget", &ServerMetrics::image_budget_refused},
+  };
+  for (const Series& s : kSeries) {
+    if (*s.type) out << "# HELP " << s.name << " " << s.help << "\n# TYPE " << s.name << " " << s.type << "\n";
+    out << s.name << s.labels << " " << (server_.*s.value).load() << "\n";
+  }
 }
 
 }  // namespace convoy::serve

@@ -7,6 +7,7 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <ostream>
 #include <string>
 #include <utility>
 
@@ -65,14 +66,34 @@ struct ModelMetrics {
   std::map<int64_t, BatchStat> batches_;
 };
 
+// The server's own resources, which hostile clients go after first: connections (capped, the
+// idle and slow shed to make room), the worker pool that does requests' heavy work, the image budget.
+struct ServerMetrics {
+  std::atomic<int64_t> connections{0};           // gauge: HTTP connections open (both ports)
+  std::atomic<int64_t> max_connections{0};       // gauge: the cap
+  std::atomic<int64_t> shed_idle{0};             // closed to make room: waiting for a request
+  std::atomic<int64_t> shed_slow{0};             // closed to make room: a request or reply half sent
+  std::atomic<int64_t> refused{0};               // new connections closed: every open one busy
+  std::atomic<int64_t> header_timeouts{0};       // request headers not complete in time
+  std::atomic<int64_t> accept_errors{0};         // accept() failures (EMFILE, ...), each backed off
+  std::atomic<int64_t> worker_threads{0};        // gauge
+  std::atomic<int64_t> worker_queue{0};          // gauge: requests waiting for a worker
+  std::atomic<int64_t> worker_rejected{0};       // answered 503: the worker queue was full
+  std::atomic<int64_t> image_budget_refused{0};  // answered 413: images over the pixel or byte budget
+};
+
 // The metrics of every (model, version) ever served; entries live as long as the registry, so
 // counters keep counting across an unload and a reload, as Prometheus expects.
 class MetricsRegistry {
  public:
   ModelMetrics& get(const std::string& model, int64_t version);
+  ServerMetrics& server() { return server_; }
   std::string prometheus_text() const;
 
  private:
+  void server_text(std::ostream& out) const;
+
+  ServerMetrics server_;
   mutable std::mutex mutex_;
   std::map<std::pair<std::string, int64_t>, std::unique_ptr<ModelMetrics>> models_;
 };

@@ -12,6 +12,7 @@
 #include <string>
 #include <vector>
 
+#include "apps/serve/image_budget.h"
 #include "apps/serve/metrics.h"
 #include "apps/serve/model_config.h"
 #include "apps/serve/served_model.h"
@@ -57,6 +58,9 @@ class ModelRepository {
   std::vector<int64_t> ready_versions(const std::string& name) const;
   std::vector<IndexEntry> index() const;
   ModelControl control() const { return control_; }
+  // What every request's images are held to, on both protocols; set before serving.
+  void set_image_budget(const ImageBudget& budget) { image_budget_ = budget; }
+  const ImageBudget& image_budget() const { return image_budget_; }
 
  private:
   struct VersionEntry {
@@ -79,6 +83,7 @@ class ModelRepository {
   MetricsRegistry& metrics_;
   std::ostream& log_;
   const EngineOptions engine_;
+  ImageBudget image_budget_;
   std::mutex load_mutex_;  // one load or unload at a time
   mutable std::mutex mutex_;  // guards models_
   std::map<std::string, ModelEntry> models_;

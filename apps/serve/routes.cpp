@@ -8,6 +8,7 @@
 #include <nlohmann/json.hpp>
 
 #include "apps/serve/endpoints.h"
+#include "apps/serve/image_budget.h"
 #include "apps/serve/kserve_json.h"
 #include "apps/serve/triton_config.h"
 #include "apps/serve/triton_stats.h"
@@ -114,26 +115,33 @@ unsigned status_of(InferResult::Status s) {
   return 500;
 }
 
-// Queues a request on `served` through submit_request; `make` turns a success into its reply.
-void run_job(const std::shared_ptr<ServedVersion>& served, MetricsRegistry& metrics, Tensor input,
-             std::vector<std::string> encoded, int64_t timeout_us, std::function<HttpReply(InferResult&)> make,
-             ReplyFn reply) {
+// The operations whose work is more than a lookup: run by the worker pool, never an I/O thread.
+bool heavy(Operation operation) {
+  return operation == Operation::model_infer || operation == Operation::model_classify ||
+         operation == Operation::model_load || operation == Operation::model_unload;
+}
+
+// Queues a request on `served` through submit_request; `make` turns a success into its reply, on a
+// worker (the JSON of a big reply is no work for a model's instance thread).
+void run_job(const std::shared_ptr<ServedVersion>& served, MetricsRegistry& metrics, WorkerPool* workers,
+             Tensor input, std::vector<std::string> encoded, int64_t timeout_us,
+             std::function<HttpReply(InferResult&)> make, ReplyFn reply) {
   const std::string model = served->config().name;
-  const bool queued = submit_request(served, metrics, std::move(input), std::move(encoded), timeout_us,
-                                     [model, make = std::move(make), reply](InferResult result) {
-                                       HttpReply r;
-                                       try {  // an output's shared memory may refuse it (too small)
-                                         r = result.status == InferResult::Status::ok
-                                                 ? make(result)
-                                                 : error_reply(status_of(result.status), result.error);
-                                       } catch (const RequestError& e) {
-                                         r = error_reply(e.status(), e.what());
-                                       } catch (const std::exception& e) {
-                                         r = error_reply(500, std::string("inference failed: ") + e.what());
-                                       }
-                                       r.model = model;
-                                       reply(std::move(r));
-                                     });
+  auto done = [model, make = std::move(make), reply, workers](InferResult result) {
+    auto finish = [model, make, reply, result = std::move(result)]() mutable {
+      answer_errors(reply, [&] {
+        HttpReply r = result.status == InferResult::Status::ok ? make(result)
+                                                               : error_reply(status_of(result.status), result.error);
+        r.model = model;
+        reply(std::move(r));
+      });
+    };
+    if (workers)
+      workers->post(std::move(finish));
+    else
+      finish();
+  };
+  const bool queued = submit_request(served, metrics, std::move(input), std::move(encoded), timeout_us, std::move(done));
   if (!queued) {
     HttpReply r = error_reply(503, "model '" + model + "' version " + std::to_string(served->version()) +
                                        ": the queue is full (max_queue_size " +
@@ -147,6 +155,25 @@ void run_job(const std::shared_ptr<ServedVersion>& served, MetricsRegistry& metr
 
 HttpReply error_reply(unsigned status, const std::string& message) { return json_reply(status, {{"error", message}}); }
 
+HttpReply workers_busy_reply(const WorkerPool& workers) {
+  return error_reply(503, "the server's request workers are busy (" + std::to_string(workers.max_queued()) +
+                              " requests waiting, --worker-queue-size); try again later");
+}
+
+void answer_errors(const ReplyFn& reply, const std::function<void()>& work) {
+  try {
+    work();
+  } catch (const RequestError& e) {
+    reply(error_reply(e.status(), e.what()));
+  } catch (const Error& e) {
+    reply(error_reply(400, e.what()));
+  } catch (const std::bad_alloc&) {
+    reply(error_reply(503, "out of memory"));
+  } catch (const std::exception& e) {
+    reply(error_reply(500, std::string("internal error: ") + e.what()));
+  }
+}
+
 void Router::handle_metrics(const HttpRequest& request, ReplyFn reply) {
   if (request.target != "/metrics" || request.method != "GET")
     return reply(error_reply(404, "the metrics port serves GET /metrics only"));
@@ -156,30 +183,42 @@ void Router::handle_metrics(const HttpRequest& request, ReplyFn reply) {
   reply(std::move(r));
 }
 
-void Router::handle(const HttpRequest& request, ReplyFn reply) {
+void Router::handle(HttpRequest request, ReplyFn reply) {
   const size_t q = request.target.find('?');
   const std::string path = request.target.substr(0, q);
   const std::string query = q == std::string::npos ? "" : request.target.substr(q + 1);
   const std::vector<std::string> p = split_path(path);
-  try {
-    if (p.empty() || p[0] != "v2") return reply(error_reply(404, "not found: " + path));
-    // A version in the path is checked before the endpoint is looked up: a bad one is a 400
-    // whatever follows it.
-    if (p.size() >= 5 && p[1] == "models" && p[3] == "versions" && parse_positive(p[4]) == 0)
-      return reply(error_reply(400, "bad version '" + p[4] + "'"));
-    RouteMatch m;
-    for (const Route& route : routes())
-      if (route.endpoint->method == request.method && match_route(route, p, m))
-        return serve(route.endpoint->operation, m, request, query, reply);
-    return reply(error_reply(404, "no endpoint " + request.method + " " + path));
-  } catch (const RequestError& e) {
-    return reply(error_reply(e.status(), e.what()));
-  } catch (const Error& e) {
-    return reply(error_reply(400, e.what()));
+  if (p.empty() || p[0] != "v2") return reply(error_reply(404, "not found: " + path));
+  // A version in the path is checked before the endpoint is looked up: a bad one is a 400
+  // whatever follows it.
+  if (p.size() >= 5 && p[1] == "models" && p[3] == "versions" && parse_positive(p[4]) == 0)
+    return reply(error_reply(400, "bad version '" + p[4] + "'"));
+  RouteMatch m;
+  const Route* found = nullptr;
+  for (const Route& route : routes())
+    if (route.endpoint->method == request.method && match_route(route, p, m)) {
+      found = &route;
+      break;
+    }
+  if (!found) return reply(error_reply(404, "no endpoint " + request.method + " " + path));
+  const Operation operation = found->endpoint->operation;
+  if (!heavy(operation) || !workers_ || WorkerPool::on_worker())
+    return answer_errors(reply, [&] { serve(operation, m, request, query, reply); });
+  if (operation == Operation::model_classify && repository_.has_model(m.model)) {
+    // An image over budget is refused before it waits for a worker: its header is enough.
+    try {
+      admit_image_cost(image_cost(request.body), 1, repository_.image_budget(), metrics_.server());
+    } catch (const RequestError& e) {
+      return reply(error_reply(e.status(), e.what()));
+    }
   }
+  auto work = [this, operation, m, request = std::move(request), query, reply]() mutable {
+    answer_errors(reply, [&] { serve(operation, m, request, query, reply); });
+  };
+  if (!workers_->try_submit(std::move(work))) reply(workers_busy_reply(*workers_));
 }
 
-void Router::serve(Operation operation, const RouteMatch& m, const HttpRequest& request, const std::string& query,
+void Router::serve(Operation operation, const RouteMatch& m, HttpRequest& request, const std::string& query,
                    const ReplyFn& reply) {
   switch (operation) {
     case Operation::server_metadata: {
@@ -268,9 +307,10 @@ void Router::infer(const std::string& model, int64_t version, const HttpRequest&
                         request_memory_budget_};
   auto parsed = std::make_shared<InferRequest>(
       parse_infer_request(request.body, request.inference_header_length, spec, shm_.get()));
+  admit_images(*served, parsed->encoded, parsed->input, repository_.image_budget(), metrics_);
   const int64_t classes = served->classes(), v = served->version();
   Tensor input = parsed->input;
-  run_job(served, metrics_, std::move(input), std::move(parsed->encoded), parsed->timeout_us,
+  run_job(served, metrics_, workers_, std::move(input), std::move(parsed->encoded), parsed->timeout_us,
           [parsed, model, v, classes, names = served->class_names()](InferResult& r) {
             InferReplyBody body = make_infer_reply(*parsed, model, v, r.logits, r.probabilities, classes, names);
             HttpReply out;
@@ -282,17 +322,20 @@ void Router::infer(const std::string& model, int64_t version, const HttpRequest&
           reply);
 }
 
-void Router::classify(const std::string& model, int64_t version, const HttpRequest& request, int64_t top_k,
+void Router::classify(const std::string& model, int64_t version, HttpRequest& request, int64_t top_k,
                       const ReplyFn& reply) {
   std::string why;
   std::shared_ptr<ServedVersion> served = repository_.find(model, version, why);
   if (!served) return reply(error_reply(404, why));
   if (request.body.empty()) return reply(error_reply(400, "classify: the body must be a JPEG or PNG image"));
-  // Decoded by the model's instance (nvJPEG on a GPU), not on this I/O thread; an unreadable
-  // image is a 400 from there.
+  // Decoded here on the CPU, by the model's instance on a GPU (nvJPEG); an unreadable image is a
+  // 400 from either.
+  std::vector<std::string> encoded{std::move(request.body)};
+  Tensor input;
+  admit_images(*served, encoded, input, repository_.image_budget(), metrics_);
   const std::vector<std::string> names = served->class_names();
   const int64_t v = served->version();
-  run_job(served, metrics_, Tensor{}, {request.body}, 0,
+  run_job(served, metrics_, workers_, std::move(input), std::move(encoded), 0,
           [names, model, v, top_k](InferResult& r) {
             std::vector<int> order(r.probabilities.size());
             std::iota(order.begin(), order.end(), 0);

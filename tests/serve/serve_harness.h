@@ -28,12 +28,13 @@ inline std::string read_text(const std::filesystem::path& p) {
 }
 
 // `convoy serve --host 127.0.0.1 --http-port 0 --metrics-port 0 --grpc-port 0 ARGS`, its output in files in
-// `dir`; stopped (SIGTERM, then SIGKILL after a bound) when destroyed.
+// `dir`; stopped (SIGTERM, then SIGKILL after a bound) when destroyed. `shell_prefix` runs first in
+// the same shell (e.g. "ulimit -Sn 128; ").
 class ServerProcess {
  public:
-  ServerProcess(const std::string& args, const std::filesystem::path& dir)
+  ServerProcess(const std::string& args, const std::filesystem::path& dir, const std::string& shell_prefix = "")
       : out_(dir / ("serve" + std::to_string(next_id()) + ".out")), err_(out_.string().substr(0, out_.string().size() - 4) + ".err") {
-    const std::string command = std::string("exec ") + CONVOY_BINARY +
+    const std::string command = shell_prefix + "exec " + CONVOY_BINARY +
                                 " serve --host 127.0.0.1 --http-port 0 --metrics-port 0 --grpc-port 0 " + args + " >" +
                                 out_.string() + " 2>" + err_.string();
     pid_ = fork();
@@ -68,7 +69,7 @@ class ServerProcess {
   int port() const { return port_; }
   int metrics_port() const { return metrics_port_; }
   int grpc_port() const { return grpc_port_; }  // -1 when gRPC is not built in
-  pid_t pid() const { return pid_; }  // the server's own process (sh execs it)
+  pid_t pid() const { return pid_; }  // the server's own (sh execs it); -1 once stopped
   std::string url(const std::string& path) const { return "http://127.0.0.1:" + std::to_string(port_) + path; }
   std::string log() const { return read_text(err_); }
   std::string request_log() const { return read_text(out_); }

@@ -3,7 +3,10 @@
 // make them), and a deliberately slow network (initialized, not trained) that keeps an
 // instance busy long enough to fill a queue.
 #include <filesystem>
+#include <fstream>
+#include <iterator>
 #include <string>
+#include <vector>
 
 #include "engine/bundle/run_checkpoint.h"
 #include "engine/graph/model.h"
@@ -42,9 +45,9 @@ layers:
   - {name: fc, type: linear, out_features: 4}
 )";
 
-// A checkpoint of the model `yaml` as initialized (seed 7), not trained, with `class_names`.
-inline void write_initialized_checkpoint(const std::filesystem::path& path, const std::string& yaml,
-                                         std::vector<std::string> class_names) {
+// The model of `yaml` initialized, not trained, as a checkpoint with `class_names`.
+inline void write_untrained_checkpoint(const std::filesystem::path& path, const std::string& yaml,
+                                       std::vector<std::string> class_names) {
   Model model = Model::from_yaml(yaml, path.string(), 7);
   RunCheckpointInfo info;
   info.model_yaml = yaml;
@@ -57,7 +60,17 @@ inline void write_initialized_checkpoint(const std::filesystem::path& path, cons
 }
 
 inline void write_slow_checkpoint(const std::filesystem::path& path) {
-  write_initialized_checkpoint(path, kSlowModelYaml, {"a", "b", "c", "d"});
+  write_untrained_checkpoint(path, kSlowModelYaml, {"a", "b", "c", "d"});
+}
+
+// REPO/tiny/1: LeNet-5 (models/lenet5.yaml) untrained, on the CPU, max batch 4: answers at once
+// and needs no dataset.
+inline void write_tiny_repository(const std::filesystem::path& repo) {
+  std::ifstream f(std::string(CONVOY_SOURCE_DIR) + "/models/lenet5.yaml");
+  const std::string yaml((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
+  write_untrained_checkpoint(repo / "tiny" / "1" / "model.safetensors", yaml,
+                             {"0", "1", "2", "3", "4", "5", "6", "7", "8", "9"});
+  std::ofstream(repo / "tiny" / "config.yaml") << "max_batch_size: 4\ndevice: cpu\n";
 }
 
 }  // namespace convoy::testing

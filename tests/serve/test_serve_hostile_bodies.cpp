@@ -86,13 +86,10 @@ class Watch {
 TEST(ServeHostileBodies, RefusedAtOnceWithTheMemoryGivenBackAndHealthAnswering) {
   if (run_command("command -v curl && command -v gzip").status != 0) GTEST_SKIP() << "curl or gzip is not installed";
   convoy::testing::TempDir dir("convoy-serve-hostile");
-  const std::string lenet = convoy::testing::read_text(std::string(CONVOY_SOURCE_DIR) + "/models/lenet5.yaml");
-  convoy::testing::write_initialized_checkpoint(dir / "repo/fm/1/model.safetensors", lenet,
-                                                {"0", "1", "2", "3", "4", "5", "6", "7", "8", "9"});
-  convoy::testing::write_text_file(dir / "repo/fm/config.yaml", "max_batch_size: 8\ndevice: cpu\n");
+  convoy::testing::write_tiny_repository(dir / "repo");  // LeNet-5, max batch 4
   ServerProcess server("--model-repository " + (dir / "repo").string(), dir.path());
   ASSERT_TRUE(server.started()) << server.log();
-  const std::string infer = server.url("/v2/models/fm/infer");
+  const std::string infer = server.url("/v2/models/tiny/infer");
   // Warm: a request answered and one refused, so that idle includes what any request leaves.
   const json ok = {{"inputs", {{{"name", "input"}, {"shape", {1, 1, 28, 28}}, {"datatype", "UINT8"},
                                 {"data", std::vector<int>(784, 7)}}}}};
@@ -121,7 +118,7 @@ TEST(ServeHostileBodies, RefusedAtOnceWithTheMemoryGivenBackAndHealthAnswering) 
       {"brackets.json", "", 400, "the request body must be a JSON object"},
       // Chunked, the body grows in steps as it arrives, each step freed into the heap.
       {"deep_data.json", "-H 'Transfer-Encoding: chunked'", 400, "input 'input': data nested deeper than its shape"},
-      {"data_first.json", "", 413, "the request needs more than 1073664 bytes of memory to read"},
+      {"data_first.json", "", 413, "the request needs more than 1061120 bytes of memory to read"},
       {"data_past.json.gz", "-H 'Content-Encoding: gzip'", 400, "more data elements than its shape holds (784)"},
   };
   for (const Case& c : cases) {

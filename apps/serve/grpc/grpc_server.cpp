@@ -15,6 +15,7 @@
 #include "apps/serve/grpc/health_service.h"
 #include "apps/serve/grpc/shared_memory_rpc.h"
 #include "apps/serve/grpc_endpoint.h"
+#include "apps/serve/image_budget.h"
 #include "apps/serve/kserve_json.h"
 #include "apps/serve/triton_config.h"
 #include "apps/serve/triton_stats.h"
@@ -213,6 +214,7 @@ class Service final : public inference::GRPCInferenceService::Service {
     if (!served) return Status(StatusCode::NOT_FOUND, why);
     const TensorSpec spec{served->input_shape(), served->config().max_batch_size, served->classes()};
     InferRequest req = grpc_infer_request(q, spec, shm_);
+    admit_images(*served, req.encoded, req.input, repository_.image_budget(), metrics_);
 
     std::promise<InferResult> promise;
     std::future<InferResult> future = promise.get_future();
