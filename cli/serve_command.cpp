@@ -7,14 +7,17 @@
 #include <condition_variable>
 #include <iostream>
 #include <mutex>
+#include <sstream>
 #include <thread>
 
 #include "apps/serve/grpc_endpoint.h"
 #include "apps/serve/http_server.h"
+#include "apps/serve/log_settings.h"
 #include "apps/serve/memory_release.h"
 #include "apps/serve/repository.h"
 #include "apps/serve/routes.h"
 #include "apps/serve/worker_pool.h"
+#include "apps/serve/trace.h"
 #include "cli/commands.h"
 #include "engine/core/error.h"
 #include "engine/core/stop_signals.h"
@@ -44,19 +47,32 @@ struct ServeArgs {
   int64_t worker_threads = 0;
   int64_t worker_queue = 512;
   serve::ImageBudget images;
+  serve::LogSettings log;
+  std::vector<std::string> trace_config;
+};
+
+// Redirects std::cerr into a stream for as long as it lives.
+class RedirectCerr {
+ public:
+  explicit RedirectCerr(std::ostream& to) : old_(std::cerr.rdbuf(to.rdbuf())) {}
+  ~RedirectCerr() { std::cerr.rdbuf(old_); }
+
+ private:
+  std::streambuf* old_;
 };
 
 // Polls the repository every `secs` on a thread of its own until destroyed.
 class Poller {
  public:
-  Poller(serve::ModelRepository& repository, int64_t secs) : thread_([this, &repository, secs] {
+  Poller(serve::ModelRepository& repository, int64_t secs, serve::ServeLog& log)
+      : thread_([this, &repository, secs, &log] {
       std::unique_lock lock(mutex_);
       while (!wake_.wait_for(lock, std::chrono::seconds(secs), [this] { return stop_; })) {
         lock.unlock();
         try {
           repository.poll();
         } catch (const std::exception& e) {
-          std::cerr << "convoy serve: repository poll failed: " << e.what() << std::endl;
+          log.message(serve::LogSeverity::error, std::string("convoy serve: repository poll failed: ") + e.what());
         }
         lock.lock();
       }
@@ -87,7 +103,16 @@ int run_serve(const ServeArgs& args, const EngineOptions& engine) {
   if (!args.load_models.empty() && control != serve::ModelControl::explicit_)
     throw InputError("--load-model needs --model-control explicit");
   serve::MetricsRegistry metrics;
-  serve::ModelRepository repository(args.repository, control, metrics, std::cerr, engine);
+  serve::ServeLog& log = metrics.log();
+  serve::LogSettings log_settings = args.log;
+  if (args.log_requests) log_settings.verbose_level = std::max<uint32_t>(log_settings.verbose_level, 1);
+  log.configure(log_settings);
+  metrics.tracer().configure(serve::parse_trace_config(args.trace_config));
+  // What other code writes to std::cerr while serving (the engine's notices of a fallback, the HTTP
+  // server's stop lines) follows the log's settings as a warning.
+  RedirectCerr redirect(log.stream(serve::LogSeverity::warning));
+  serve::ModelRepository repository(args.repository, control, metrics, log.stream(serve::LogSeverity::info), engine,
+                                    &log.stream(serve::LogSeverity::error));
   repository.set_image_budget(args.images);
   std::atomic<bool> ready{false};
   auto shared_memory = std::make_shared<serve::SharedMemoryRegistry>();  // HTTP's and gRPC's
@@ -102,9 +127,9 @@ int run_serve(const ServeArgs& args, const EngineOptions& engine) {
   options.threads = static_cast<int>(args.http_threads);
   options.drain = std::chrono::seconds(args.drain_secs);
   options.max_body_bytes = static_cast<uint64_t>(args.max_input_bytes);
-  options.log_requests = args.log_requests;
   options.max_connections = args.max_connections;
   options.header_timeout = std::chrono::seconds(args.header_timeout_secs);
+  options.log = &log;
   // Listening first: a port in use fails at once, before any model is loaded.
   serve::HttpServer server(router, options, ready);
   StopSignalWatcher watcher([&server](int signal) { server.stop(signal); });
@@ -115,25 +140,26 @@ int run_serve(const ServeArgs& args, const EngineOptions& engine) {
           : nullptr;
   if (args.allow_grpc && !grpc && grpc_why.find("not built in") == std::string::npos) throw InputError(grpc_why);
   repository.load_initial(args.load_models);
-  std::cerr << "convoy serve: at most " << server.max_connections() << " HTTP connections, " << workers.threads()
-            << " request workers" << std::endl;
-  std::cerr << "convoy serve: HTTP on " << args.host << ":" << server.http_port();
-  if (server.metrics_port() >= 0) std::cerr << ", metrics on " << args.host << ":" << server.metrics_port();
+  log.message(serve::LogSeverity::info, "convoy serve: at most " + std::to_string(server.max_connections()) +
+                                           " HTTP connections, " + std::to_string(workers.threads()) + " request workers");
+  std::ostringstream started;
+  started << "convoy serve: HTTP on " << args.host << ":" << server.http_port();
+  if (server.metrics_port() >= 0) started << ", metrics on " << args.host << ":" << server.metrics_port();
   if (grpc)
-    std::cerr << ", gRPC on " << args.host << ":" << grpc->port();
+    started << ", gRPC on " << args.host << ":" << grpc->port();
   else if (args.allow_grpc)
-    std::cerr << " (no gRPC: " << grpc_why << ")";
-  std::cerr << std::endl;
+    started << " (no gRPC: " << grpc_why << ")";
+  log.message(serve::LogSeverity::info, started.str());
   ready = true;
   {
     std::optional<Poller> poller;
-    if (control == serve::ModelControl::poll) poller.emplace(repository, args.poll_secs);
+    if (control == serve::ModelControl::poll) poller.emplace(repository, args.poll_secs, log);
     server.run();
   }
   if (grpc) grpc->shutdown();  // calls in flight finish: the models still run
   repository.stop_all();  // before the server goes: completions post to its executor
   workers.stop();         // the replies of the last completions, before the router goes
-  std::cerr << "convoy serve: stopped" << std::endl;
+  log.message(serve::LogSeverity::info, "convoy serve: stopped");
   return 0;
 }
 
@@ -177,7 +203,21 @@ void add_serve_command(CLI::App& app, Action& chosen) {
                   "batch as FP32 plus 1 MiB)")
       ->check(CLI::Range(int64_t{0}, int64_t{1} << 40))
       ->capture_default_str();
-  cmd->add_flag("--log-requests", args->log_requests, "one JSON line per request on stdout");
+  cmd->add_flag("--log-requests", args->log_requests, "one JSON line per request on stdout (--log-verbose 1)");
+  // Triton's logging options; GET/POST /v2/logging reads and changes all but the file while serving.
+  cmd->add_option("--log-file", args->log.file, "write the log (messages and request lines) to this file");
+  cmd->add_option("--log-info", args->log.info, "log info messages")->capture_default_str();
+  cmd->add_option("--log-warning", args->log.warning, "log warnings")->capture_default_str();
+  cmd->add_option("--log-error", args->log.error, "log errors")->capture_default_str();
+  cmd->add_option("--log-verbose", args->log.verbose_level, "verbose level: 1 and more logs each HTTP request")
+      ->check(CLI::Range(0, 1 << 30))
+      ->capture_default_str();
+  cmd->add_option("--log-format", args->log.format, "default, or ISO8601 (a timestamp, severity and pid first)")
+      ->check(CLI::IsMember({"default", "ISO8601"}))
+      ->capture_default_str();
+  cmd->add_option("--trace-config", args->trace_config,
+                  "Triton's trace settings: level=OFF|TIMESTAMPS, rate=N, count=N, triton,file=PATH, "
+                  "triton,log-frequency=N (repeat the option)");
   cmd->add_option("--max-connections", args->max_connections,
                   "HTTP connections open at once; at the cap the longest idle or slow one is closed for a new one "
                   "(0: three quarters of the open files limit, less 64, at most 4096)")

@@ -23,11 +23,19 @@ ConnectionTable::ConnectionTable(int64_t max_connections, ServerMetrics& metrics
   metrics_.max_connections = max_;
 }
 
+constexpr int64_t kMaxShedding = 32;  // connections closing at once, at most
+
 bool ConnectionTable::admit(const std::shared_ptr<TrackedConnection>& c) {
   std::shared_ptr<TrackedConnection> victim;
   {
     std::lock_guard lock(mutex_);
     if (static_cast<int64_t>(open_.size()) - shedding_ >= max_) {
+      // A shed connection holds its descriptor until its own thread closes it: in a burst of new
+      // connections the ones still closing would add up past the descriptors the cap leaves.
+      if (shedding_ >= kMaxShedding) {
+        metrics_.refused++;
+        return false;
+      }
       victim = pick_victim(c.get());
       if (!victim) {
         metrics_.refused++;

@@ -37,11 +37,13 @@ enum class Operation {
   cuda_shm_status,
   cuda_shm_register,
   cuda_shm_unregister,
+  trace_setting,  // Triton's trace extension (trace.h)
+  log_settings,   // Triton's logging extension (log_settings.h)
 };
 
 struct Endpoint {
   Operation operation;
-  std::string_view method;  // HTTP
+  std::string_view method;  // HTTP; empty, as the path: gRPC only
   // The HTTP path: literal segments, {model}, {version} (a positive integer) and {region} captured;
   // "[/versions/{version}]" may be left out (the newest ready version), "[/region/{region}]" too
   // (every region).
@@ -49,8 +51,8 @@ struct Endpoint {
   std::string_view grpc_method;  // in GRPCInferenceService; empty: HTTP only
 };
 
-// Every endpoint, one row each. A request's path matches at most one row; another method on a
-// row's path gets the same 404 as a path of none.
+// Every endpoint, one row each. A request's path and method match at most one row; another
+// method on a row's path is a 405 (Triton's), a path of none a 404.
 inline constexpr Endpoint kEndpoints[] = {
     {Operation::server_metadata, "GET", "/v2", "ServerMetadata"},
     {Operation::server_live, "GET", "/v2/health/live", "ServerLive"},
@@ -75,13 +77,22 @@ inline constexpr Endpoint kEndpoints[] = {
     {Operation::cuda_shm_register, "POST", "/v2/cudasharedmemory/region/{region}/register", "CudaSharedMemoryRegister"},
     {Operation::cuda_shm_unregister, "POST", "/v2/cudasharedmemory[/region/{region}]/unregister",
      "CudaSharedMemoryUnregister"},
+    // ModelInfer's requests on a bidirectional stream, answered as they finish (grpc/stream_infer.h).
+    {Operation::model_infer, "", "", "ModelStreamInfer"},
+    {Operation::trace_setting, "GET", "/v2/trace/setting", "TraceSetting"},
+    {Operation::trace_setting, "POST", "/v2/trace/setting", ""},
+    {Operation::trace_setting, "GET", "/v2/models/{model}/trace/setting", ""},
+    {Operation::trace_setting, "POST", "/v2/models/{model}/trace/setting", ""},
+    {Operation::log_settings, "GET", "/v2/logging", "LogSettings"},
+    {Operation::log_settings, "POST", "/v2/logging", ""},
 };
 
 // The server metadata (GET /v2, ServerMetadata); its version is CONVOY_VERSION. Its extensions are
 // these, and "cuda_shared_memory" where CUDA is built in and a GPU usable (server_extensions()).
 inline constexpr const char* kServerName = "convoy";
-inline constexpr const char* kServerExtensions[] = {"binary_tensor_data", "model_repository", "classification",
-                                                   "statistics", "system_shared_memory"};
+inline constexpr const char* kServerExtensions[] = {"binary_tensor_data", "model_repository", "model_configuration",
+                                                   "classification",     "statistics",       "trace",
+                                                   "logging",            "system_shared_memory"};
 std::vector<std::string> server_extensions();
 
 // A version or count as written in a request: digits only, at most 18 of them; else nullopt.
@@ -104,12 +115,23 @@ inline constexpr const char* kExplicitControlOnly =
 // Loads (model_load) or unloads (model_unload) `model`; false, doing nothing, unless the
 // repository's control is explicit. The repository's errors pass through.
 bool load_or_unload(ModelRepository& repository, Operation operation, const std::string& model);
+// A load's or unload's parameter, as either protocol carries it.
+struct RepositoryParameter {
+  std::string name;
+  bool is_bool = false;
+};
+// RequestError 501 for any load parameter (Triton's "config" and "file:..." overrides: a Convoy
+// model loads as its folder has it), 400 for an unload's unload_dependents that is not a bool;
+// other unload parameters are ignored, as Triton ignores them.
+void check_repository_parameters(Operation operation, const std::vector<RepositoryParameter>& parameters);
 
 // Queues `input` (n, C, H, W), or the `encoded` images where `input` is undefined, on `served`
 // with a deadline of timeout_us from now (0 or less: none; cut to kMaxTimeoutUs, one hour). `done` gets the result on an instance thread, a success already counted in `metrics`
 // with its duration. False when the queue is full: the request is counted as failed and `done`
-// never runs.
+// never runs. A request the tracer samples (trace.h) is traced, with its `request_id`, once
+// `done` returned.
 bool submit_request(const std::shared_ptr<ServedVersion>& served, MetricsRegistry& metrics, Tensor input,
-                    std::vector<std::string> encoded, int64_t timeout_us, std::function<void(InferResult)> done);
+                    std::vector<std::string> encoded, int64_t timeout_us, std::function<void(InferResult)> done,
+                    const std::string& request_id = {});
 
 }  // namespace convoy::serve

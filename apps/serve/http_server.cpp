@@ -44,7 +44,6 @@ struct Shared {
   ConnectionTable connections;
   std::atomic<int64_t> in_flight{0};
   std::atomic<bool> stopping{false};
-  std::mutex log_mutex;
 };
 
 using Response = std::shared_ptr<http::response<http::string_body>>;
@@ -210,14 +209,12 @@ class Session : public TrackedConnection, public std::enable_shared_from_this<Se
   }
 
   void log(const HttpReply& r) {
-    if (!shared_.options.log_requests) return;
+    if (!shared_.options.log || !shared_.options.log->verbose(1)) return;
     const auto us = std::chrono::duration_cast<std::chrono::microseconds>(std::chrono::steady_clock::now() - started_);
     nlohmann::json line = {{"method", method_}, {"target", target_}, {"status", r.status},
                            {"duration_us", us.count()}, {"bytes", r.body.size()}};
     if (!r.model.empty()) line["model"] = r.model;
-    const std::string text = line.dump() + "\n";
-    std::lock_guard lock(shared_.log_mutex);
-    std::cout << text << std::flush;
+    shared_.options.log->request_line(line.dump());
   }
 
   void close() {

@@ -9,6 +9,7 @@
 #include <memory>
 #include <string>
 
+#include "apps/serve/log_settings.h"
 #include "apps/serve/routes.h"
 
 namespace convoy::serve {
@@ -24,7 +25,7 @@ struct HttpOptions {
   // timeout (60 s), so that a client trickling headers (slowloris) cannot hold a connection.
   std::chrono::seconds header_timeout{10};
   std::chrono::seconds drain{30};  // how long in-flight requests may take after a stop signal
-  bool log_requests = false;       // one JSON line per request on stdout
+  ServeLog* log = nullptr;         // one JSON line per request there, at verbose level 1 or more
 };
 
 class HttpServer {

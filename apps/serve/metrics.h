@@ -1,6 +1,7 @@
 #pragma once
 // Per model and version counters, kept once for two readers: Prometheus's text format in Triton's
-// metric names (GET /metrics) and Triton's statistics extension (triton_stats.h).
+// metric names (GET /metrics) and Triton's statistics extension (triton_stats.h). The registry also
+// holds the rest of what the server records: request traces (trace.h) and its log (log_settings.h).
 #include <atomic>
 #include <chrono>
 #include <cstdint>
@@ -10,6 +11,9 @@
 #include <ostream>
 #include <string>
 #include <utility>
+
+#include "apps/serve/log_settings.h"
+#include "apps/serve/trace.h"
 
 namespace convoy::serve {
 
@@ -89,11 +93,17 @@ class MetricsRegistry {
   ModelMetrics& get(const std::string& model, int64_t version);
   ServerMetrics& server() { return server_; }
   std::string prometheus_text() const;
+  // Beside the counters, so that both protocols and the batcher's callers reach them as they do
+  // the counters: the sampled requests' traces, and the log.
+  RequestTracer& tracer() { return tracer_; }
+  ServeLog& log() { return log_; }
 
  private:
   void server_text(std::ostream& out) const;
 
   ServerMetrics server_;
+  RequestTracer tracer_;
+  ServeLog log_;
   mutable std::mutex mutex_;
   std::map<std::pair<std::string, int64_t>, std::unique_ptr<ModelMetrics>> models_;
 };

@@ -42,8 +42,9 @@ std::string mtime_of(const fs::path& p) {
 }  // namespace
 
 ModelRepository::ModelRepository(fs::path root, ModelControl control, MetricsRegistry& metrics, std::ostream& log,
-                                 const EngineOptions& engine)
-    : root_(std::move(root)), control_(control), metrics_(metrics), log_(log), engine_(engine) {
+                                 const EngineOptions& engine, std::ostream* error_log)
+    : root_(std::move(root)), control_(control), metrics_(metrics), log_(log), error_log_(error_log ? *error_log : log),
+      engine_(engine) {
   std::error_code ec;
   if (!fs::is_directory(root_, ec)) throw InputError(root_.string() + ": the model repository is not a folder");
 }
@@ -79,13 +80,13 @@ ModelRepository::ModelEntry ModelRepository::build(const std::string& name) {
     config = read_model_config((dir / "config.yaml").string(), name);
   } catch (const Error& e) {
     entry.config_error = e.what();
-    log_ << "convoy serve: model '" << name << "' UNAVAILABLE: " << e.what() << std::endl;
+    error_log_ << "convoy serve: model '" << name << "' UNAVAILABLE: " << e.what() << std::endl;
     return entry;
   }
   const std::vector<int64_t> versions = select_versions(config.version_policy, version_folders(dir));
   if (versions.empty()) {
     entry.config_error = "no version folder " + dir.string() + "/<N>/ that the version policy selects";
-    log_ << "convoy serve: model '" << name << "' UNAVAILABLE: " << entry.config_error << std::endl;
+    error_log_ << "convoy serve: model '" << name << "' UNAVAILABLE: " << entry.config_error << std::endl;
     return entry;
   }
   uint64_t used = 0;
@@ -105,7 +106,7 @@ ModelRepository::ModelEntry ModelRepository::build(const std::string& name) {
     } catch (const Error& e) {
       ve.state = "UNAVAILABLE";
       ve.reason = e.what();
-      log_ << "convoy serve: model '" << name << "' version " << v << " UNAVAILABLE: " << e.what() << std::endl;
+      error_log_ << "convoy serve: model '" << name << "' version " << v << " UNAVAILABLE: " << e.what() << std::endl;
     }
   }
   return entry;
@@ -129,7 +130,7 @@ void ModelRepository::load_initial(const std::vector<std::string>& names) {
   const std::vector<std::string> all = model_folders();
   for (const std::string& name : control_ == ModelControl::explicit_ ? names : all) {
     if (!valid_model_name(name) || !fs::is_directory(root_ / name)) {
-      log_ << "convoy serve: --load-model " << name << ": no such model folder in " << root_.string() << std::endl;
+      error_log_ << "convoy serve: --load-model " << name << ": no such model folder in " << root_.string() << std::endl;
       continue;
     }
     install(name, build(name));

@@ -32,9 +32,10 @@ struct IndexEntry {
 
 class ModelRepository {
  public:
-  // Every version served runs with `engine`'s tunables.
+  // Every version served runs with `engine`'s tunables. What loads and unloads is said on `log`,
+  // what fails on `error_log` (null: `log` too).
   ModelRepository(std::filesystem::path root, ModelControl control, MetricsRegistry& metrics, std::ostream& log,
-                  const EngineOptions& engine);
+                  const EngineOptions& engine, std::ostream* error_log = nullptr);
   ~ModelRepository();
 
   // Loads every model folder (none, poll) or just `names` (explicit); failures are logged and
@@ -82,6 +83,7 @@ class ModelRepository {
   ModelControl control_;
   MetricsRegistry& metrics_;
   std::ostream& log_;
+  std::ostream& error_log_;
   const EngineOptions engine_;
   ImageBudget image_budget_;
   std::mutex load_mutex_;  // one load or unload at a time

@@ -51,6 +51,26 @@ std::string query_value(const std::string& query, const std::string& key, const 
   return fallback;
 }
 
+// A request body that is a JSON object, or empty (an empty object); else RequestError(400).
+json body_object(const std::string& body) {
+  if (body.find_first_not_of(" \t\r\n") == std::string::npos) return json::object();
+  json doc = json::parse(body, nullptr, false);
+  if (doc.is_discarded()) throw RequestError(400, "malformed JSON in the request body");
+  if (!doc.is_object()) throw RequestError(400, "the request body must be a JSON object, got " + std::string(doc.type_name()));
+  return doc;
+}
+
+// A load's or unload's body: empty, or {"parameters": {...}} as check_repository_parameters takes them.
+void check_repository_body(Operation operation, const std::string& body) {
+  const json doc = body_object(body);
+  const auto parameters = doc.find("parameters");
+  if (parameters == doc.end()) return;
+  if (!parameters->is_object()) throw RequestError(400, "'parameters' must be an object");
+  std::vector<RepositoryParameter> checked;
+  for (const auto& [name, value] : parameters->items()) checked.push_back({name, value.is_boolean()});
+  check_repository_parameters(operation, checked);
+}
+
 // A version or count in a request: a positive integer, else 0.
 int64_t parse_positive(const std::string& text) { return parse_count(text).value_or(0); }
 
@@ -65,6 +85,7 @@ const std::vector<Route>& routes() {
   static const std::vector<Route> all = [] {
     std::vector<Route> r;
     for (const Endpoint& e : kEndpoints) {
+      if (e.method.empty()) continue;  // gRPC only
       const std::string path(e.path);
       const size_t open = path.find('['), close = path.find(']');
       if (open == std::string::npos) {
@@ -125,7 +146,7 @@ bool heavy(Operation operation) {
 // worker (the JSON of a big reply is no work for a model's instance thread).
 void run_job(const std::shared_ptr<ServedVersion>& served, MetricsRegistry& metrics, WorkerPool* workers,
              Tensor input, std::vector<std::string> encoded, int64_t timeout_us,
-             std::function<HttpReply(InferResult&)> make, ReplyFn reply) {
+             std::function<HttpReply(InferResult&)> make, ReplyFn reply, const std::string& request_id = {}) {
   const std::string model = served->config().name;
   auto done = [model, make = std::move(make), reply, workers](InferResult result) {
     auto finish = [model, make, reply, result = std::move(result)]() mutable {
@@ -141,7 +162,8 @@ void run_job(const std::shared_ptr<ServedVersion>& served, MetricsRegistry& metr
     else
       finish();
   };
-  const bool queued = submit_request(served, metrics, std::move(input), std::move(encoded), timeout_us, std::move(done));
+  const bool queued = submit_request(served, metrics, std::move(input), std::move(encoded), timeout_us, std::move(done),
+                                     request_id);
   if (!queued) {
     HttpReply r = error_reply(503, "model '" + model + "' version " + std::to_string(served->version()) +
                                        ": the queue is full (max_queue_size " +
@@ -200,7 +222,12 @@ void Router::handle(HttpRequest request, ReplyFn reply) {
       found = &route;
       break;
     }
-  if (!found) return reply(error_reply(404, "no endpoint " + request.method + " " + path));
+  if (!found) {
+    for (const Route& route : routes())
+      if (match_route(route, p, m))
+        return reply(error_reply(405, "method " + request.method + " is not allowed on " + path));
+    return reply(error_reply(404, "no endpoint " + request.method + " " + path));
+  }
   const Operation operation = found->endpoint->operation;
   if (!heavy(operation) || !workers_ || WorkerPool::on_worker())
     return answer_errors(reply, [&] { serve(operation, m, request, query, reply); });
@@ -230,9 +257,14 @@ void Router::serve(Operation operation, const RouteMatch& m, HttpRequest& reques
       return reply(json_reply(200, json::object()));
     case Operation::server_ready:
       return reply(ready_ ? json_reply(200, json::object()) : error_reply(503, "not ready"));
-    case Operation::repository_index: {
+    case Operation::repository_index: {  // {"ready": true}: the ready models only, as gRPC's
+      const json body = body_object(request.body);
+      const auto ready = body.find("ready");
+      if (ready != body.end() && !ready->is_boolean()) throw RequestError(400, "'ready' must be a bool");
+      const bool only_ready = ready != body.end() && ready->get<bool>();
       json index = json::array();
       for (const IndexEntry& e : repository_.index()) {
+        if (only_ready && e.state != "READY") continue;
         json item = {{"name", e.name}, {"state", e.state}, {"reason", e.reason}};
         if (!e.version.empty()) item["version"] = e.version;
         index.push_back(std::move(item));
@@ -241,6 +273,7 @@ void Router::serve(Operation operation, const RouteMatch& m, HttpRequest& reques
     }
     case Operation::model_load:
     case Operation::model_unload:
+      check_repository_body(operation, request.body);
       if (!load_or_unload(repository_, operation, m.model)) return reply(error_reply(400, kExplicitControlOnly));
       return reply(json_reply(200, json::object()));
     case Operation::model_metadata:
@@ -273,6 +306,15 @@ void Router::serve(Operation operation, const RouteMatch& m, HttpRequest& reques
     case Operation::cuda_shm_register:
     case Operation::cuda_shm_unregister:
       return reply(shared_memory_reply(*shm_, operation, m.region, request.body));
+    case Operation::trace_setting:  // a GET reads the settings, a POST changes them first
+    case Operation::log_settings: {
+      const std::string* update = request.method == "POST" ? &request.body : nullptr;
+      HttpReply r;
+      r.body = operation == Operation::trace_setting
+                   ? trace_setting_json(metrics_.tracer(), repository_, m.model, update)
+                   : log_settings_json(metrics_.log(), update);
+      return reply(std::move(r));
+    }
   }
 }
 
@@ -319,7 +361,7 @@ void Router::infer(const std::string& model, int64_t version, const HttpRequest&
             if (out.inference_header_length) out.content_type = "application/octet-stream";
             return out;
           },
-          reply);
+          reply, parsed->id);
 }
 
 void Router::classify(const std::string& model, int64_t version, HttpRequest& request, int64_t top_k,

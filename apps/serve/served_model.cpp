@@ -452,8 +452,9 @@ void ServedVersion::answer(Instance& instance, Batch& b) {
     results[i].probabilities.assign(b.probs.begin() + begin, b.probs.begin() + stop);
     rows += m;
   }
+  const Clock::time_point outputs_done = Clock::now();
   const uint64_t input_ns = ns_of(b.inputs_ready - b.start), infer_ns = ns_of(end - b.inputs_ready),
-                 output_ns = ns_of(Clock::now() - end);
+                 output_ns = ns_of(outputs_done - end);
   if (rows > 0) {
     metrics_.exec_count++;
     metrics_.record_batch(rows, input_ns, infer_ns, output_ns);
@@ -468,6 +469,7 @@ void ServedVersion::answer(Instance& instance, Batch& b) {
       continue;
     }
     metrics_.inference_count += static_cast<uint64_t>(j.rows());
+    results[i].compute = InferResult::ComputeTimes{b.start, b.inputs_ready, end, outputs_done};
     j.done(std::move(results[i]));
   }
 }

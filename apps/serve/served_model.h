@@ -8,6 +8,7 @@
 #include <functional>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <thread>
 #include <vector>
@@ -37,6 +38,12 @@ struct InferResult {
   std::string error;
   std::vector<float> logits;         // (n, classes)
   std::vector<float> probabilities;  // (n, classes)
+  // When its batch ran, for Triton's trace timestamps (trace.h): COMPUTE_START, COMPUTE_INPUT_END,
+  // COMPUTE_OUTPUT_START, COMPUTE_END. Unset where the request's batch did not run.
+  struct ComputeTimes {
+    Clock::time_point start, input_end, output_start, end;
+  };
+  std::optional<ComputeTimes> compute = std::nullopt;
 };
 
 // One request's samples, queued for a batch. `input` is (n, C, H, W) on the CPU (or in a client's

@@ -147,6 +147,11 @@ TEST_F(ServeConnections, HeadersNotCompleteInTimeAreCutOffIdleOnesWait) {
 }
 
 TEST_F(ServeConnections, OutOfDescriptorsAcceptBacksOffAndShedsInsteadOfSpinning) {
+#if defined(__SANITIZE_ADDRESS__)  // scripts/test-sanitizers.sh: ASan and UBSan together
+  // UBSan's vptr check tests memory through a pipe of its own (IsAccessibleMemoryRange), which a
+  // process out of descriptors cannot open: it reports every virtual call as a bad one.
+  GTEST_SKIP() << "under the sanitizers a process out of descriptors gets false UBSan vptr reports";
+#endif
   // A cap far above what 128 descriptors allow: accept itself fails (EMFILE).
   ServerProcess server(repo_arg() + "--max-connections 5000", dir_.path(), "ulimit -Sn 128; ");
   ASSERT_TRUE(server.started()) << server.log();

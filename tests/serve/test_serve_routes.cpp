@@ -43,8 +43,8 @@ TEST_F(ServeRoutes, ServerEndpoints) {
   EXPECT_NE(r.body.find("\"name\":\"convoy\""), std::string::npos) << r.body;
   // CUDA shared memory only where CUDA is built in and a GPU usable.
   const std::string cuda = cuda_shared_memory_unavailable_reason().empty() ? ",\"cuda_shared_memory\"" : "";
-  EXPECT_NE(r.body.find("\"extensions\":[\"binary_tensor_data\",\"model_repository\",\"classification\","
-                        "\"statistics\",\"system_shared_memory\"" + cuda + "]"),
+  EXPECT_NE(r.body.find("\"extensions\":[\"binary_tensor_data\",\"model_repository\",\"model_configuration\","
+                        "\"classification\",\"statistics\",\"trace\",\"logging\",\"system_shared_memory\"" + cuda + "]"),
             std::string::npos)
       << r.body;
   EXPECT_EQ(call("GET", "/v2/health/live").body, "{}");
@@ -57,14 +57,17 @@ TEST_F(ServeRoutes, ServerEndpoints) {
   EXPECT_EQ(call("POST", "/v2/repository/index").body, "[]");
 }
 
-TEST_F(ServeRoutes, UnknownPathsAndMethodsAre404) {
+// Triton's statuses: an unknown path is a 404, another method on an endpoint's path a 405.
+TEST_F(ServeRoutes, UnknownPathsAre404AndOtherMethods405) {
   HttpReply r = call("GET", "/metrics");
   EXPECT_EQ(r.status, 404u);
   EXPECT_EQ(r.body, "{\"error\":\"not found: /metrics\"}");
   r = call("POST", "/v2/health/live");
-  EXPECT_EQ(r.status, 404u);
-  EXPECT_EQ(r.body, "{\"error\":\"no endpoint POST /v2/health/live\"}");
-  EXPECT_EQ(call("GET", "/v2/repository/index").body, "{\"error\":\"no endpoint GET /v2/repository/index\"}");
+  EXPECT_EQ(r.status, 405u);
+  EXPECT_EQ(r.body, "{\"error\":\"method POST is not allowed on /v2/health/live\"}");
+  EXPECT_EQ(call("GET", "/v2/repository/index").status, 405u);
+  EXPECT_EQ(call("DELETE", "/v2/logging").status, 405u);
+  EXPECT_EQ(call("PUT", "/v2/models/m/trace/setting").status, 405u);
   EXPECT_EQ(call("GET", "/v2/models/m/versions").body, "{\"error\":\"no endpoint GET /v2/models/m/versions\"}");
   EXPECT_EQ(call("GET", "/v2/models/m/x/ready").status, 404u);
   EXPECT_EQ(call("GET", "/v2/health/other").status, 404u);

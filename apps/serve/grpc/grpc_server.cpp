@@ -14,6 +14,8 @@
 #include "apps/serve/grpc/grpc_request.h"
 #include "apps/serve/grpc/health_service.h"
 #include "apps/serve/grpc/shared_memory_rpc.h"
+#include "apps/serve/grpc/settings_rpc.h"
+#include "apps/serve/grpc/stream_infer.h"
 #include "apps/serve/grpc_endpoint.h"
 #include "apps/serve/image_budget.h"
 #include "apps/serve/kserve_json.h"
@@ -41,10 +43,15 @@ StatusCode code_of(unsigned http_status) {
       return StatusCode::DEADLINE_EXCEEDED;
     case 500:
       return StatusCode::INTERNAL;
+    case 501:
+      return StatusCode::UNIMPLEMENTED;
     default:
       return StatusCode::INVALID_ARGUMENT;
   }
 }
+
+// Triton's answer to a repository call that names a repository: there is one.
+constexpr const char* kNoRepositoryName = "'repository_name' specification is not supported";
 
 // A request's model version: "" is the newest ready one (0); -1 for text that is not a version.
 int64_t parse_version(const std::string& text) {
@@ -52,11 +59,17 @@ int64_t parse_version(const std::string& text) {
   return parse_count(text).value_or(-1);
 }
 
-class Service final : public inference::GRPCInferenceService::Service {
+// ModelStreamInfer is on gRPC's callback API, its messages as bytes (stream_infer.h); the other
+// methods are synchronous.
+class Service final : public inference::GRPCInferenceService::WithRawCallbackMethod_ModelStreamInfer<
+                          inference::GRPCInferenceService::Service> {
  public:
   Service(ModelRepository& repository, MetricsRegistry& metrics, const std::atomic<bool>& ready,
           SharedMemoryRegistry& shm)
-      : repository_(repository), metrics_(metrics), ready_(ready), shm_(shm) {}
+      : repository_(repository), metrics_(metrics), ready_(ready), shm_(shm),
+        streams_([this](const inference::ModelInferRequest& q, inference::ModelInferResponse& r) {
+          return infer_or_refuse(q, r);
+        }) {}
 
   Status ServerLive(ServerContext*, const inference::ServerLiveRequest*, inference::ServerLiveResponse* r) override {
     r->set_live(true);
@@ -79,7 +92,8 @@ class Service final : public inference::GRPCInferenceService::Service {
     if (!repository_.has_model(q->name())) return Status(StatusCode::NOT_FOUND, "unknown model '" + q->name() + "'");
     std::string why;
     const int64_t v = parse_version(q->version());
-    r->set_ready(v >= 0 && repository_.find(q->name(), v, why) != nullptr);
+    if (v < 0) return Status(StatusCode::INVALID_ARGUMENT, "bad version '" + q->version() + "'");
+    r->set_ready(repository_.find(q->name(), v, why) != nullptr);
     return Status::OK;
   }
   // Triton's ModelConfig, from the text GET .../config returns (triton_config.h), parsed strictly:
@@ -89,7 +103,8 @@ class Service final : public inference::GRPCInferenceService::Service {
     std::string why;
     const int64_t v = parse_version(q->version());
     const auto served = v < 0 ? nullptr : repository_.find(q->name(), v, why);
-    if (!served) return Status(StatusCode::NOT_FOUND, v < 0 ? "bad version '" + q->version() + "'" : why);
+    if (v < 0) return Status(StatusCode::INVALID_ARGUMENT, "bad version '" + q->version() + "'");
+    if (!served) return Status(StatusCode::NOT_FOUND, why);
     google::protobuf::util::JsonParseOptions options;
     options.ignore_unknown_fields = false;
     const auto parsed = google::protobuf::util::JsonStringToMessage(triton_model_config_json(*served),
@@ -102,7 +117,8 @@ class Service final : public inference::GRPCInferenceService::Service {
     std::string why;
     const int64_t v = parse_version(q->version());
     const auto served = v < 0 ? nullptr : repository_.find(q->name(), v, why);
-    if (!served) return Status(StatusCode::NOT_FOUND, v < 0 ? "bad version '" + q->version() + "'" : why);
+    if (v < 0) return Status(StatusCode::INVALID_ARGUMENT, "bad version '" + q->version() + "'");
+    if (!served) return Status(StatusCode::NOT_FOUND, why);
     const serve::ModelMetadata meta = model_metadata(repository_, q->name(), *served);
     r->set_name(meta.name);
     r->set_platform("convoy");
@@ -122,6 +138,7 @@ class Service final : public inference::GRPCInferenceService::Service {
   }
   Status RepositoryIndex(ServerContext*, const inference::RepositoryIndexRequest* q,
                          inference::RepositoryIndexResponse* r) override {
+    if (!q->repository_name().empty()) return Status(StatusCode::UNIMPLEMENTED, kNoRepositoryName);
     for (const IndexEntry& e : repository_.index()) {
       if (q->ready() && e.state != "READY") continue;
       auto* m = r->add_models();
@@ -134,11 +151,11 @@ class Service final : public inference::GRPCInferenceService::Service {
   }
   Status RepositoryModelLoad(ServerContext*, const inference::RepositoryModelLoadRequest* q,
                              inference::RepositoryModelLoadResponse*) override {
-    return load_or_unload_call(Operation::model_load, q->model_name());
+    return load_or_unload_call(Operation::model_load, *q);
   }
   Status RepositoryModelUnload(ServerContext*, const inference::RepositoryModelUnloadRequest* q,
                                inference::RepositoryModelUnloadResponse*) override {
-    return load_or_unload_call(Operation::model_unload, q->model_name());
+    return load_or_unload_call(Operation::model_unload, *q);
   }
 
   // Triton's statistics, from the text GET .../stats returns (triton_stats.h), parsed strictly.
@@ -187,8 +204,28 @@ class Service final : public inference::GRPCInferenceService::Service {
   }
 
   Status ModelInfer(ServerContext*, const inference::ModelInferRequest* q, inference::ModelInferResponse* r) override {
+    return infer_or_refuse(*q, *r);
+  }
+  StreamInfer::Reactor* ModelStreamInfer(grpc::CallbackServerContext* context) override {
+    return streams_.open(context);
+  }
+  // Streams end before the server's shutdown, which would otherwise wait for them to its deadline.
+  void end_streams() { streams_.shutdown(); }
+
+  // Triton's trace and logging extensions (settings_rpc.h).
+  Status TraceSetting(ServerContext*, const inference::TraceSettingRequest* q,
+                      inference::TraceSettingResponse* r) override {
+    return trace_setting_rpc(metrics_.tracer(), repository_, *q, *r);
+  }
+  Status LogSettings(ServerContext*, const inference::LogSettingsRequest* q, inference::LogSettingsResponse* r) override {
+    return log_settings_rpc(metrics_.log(), *q, *r);
+  }
+
+ private:
+  // ModelInfer's work, a request of a stream's too: the answer, or the status that refuses it.
+  Status infer_or_refuse(const inference::ModelInferRequest& q, inference::ModelInferResponse& r) {
     try {
-      return infer(*q, *r);
+      return infer(q, r);
     } catch (const RequestError& e) {
       return Status(code_of(e.status()), e.what());
     } catch (const Error& e) {
@@ -196,10 +233,19 @@ class Service final : public inference::GRPCInferenceService::Service {
     }
   }
 
- private:
-  Status load_or_unload_call(Operation operation, const std::string& model) {
+  // A RepositoryModelLoadRequest or RepositoryModelUnloadRequest.
+  template <class Request>
+  Status load_or_unload_call(Operation operation, const Request& q) {
+    if (!q.repository_name().empty()) return Status(StatusCode::UNIMPLEMENTED, kNoRepositoryName);
     try {
-      if (!load_or_unload(repository_, operation, model)) return Status(StatusCode::UNAVAILABLE, kExplicitControlOnly);
+      std::vector<RepositoryParameter> parameters;
+      for (const auto& [name, value] : q.parameters())
+        parameters.push_back({name, value.parameter_choice_case() == inference::ModelRepositoryParameter::kBoolParam});
+      check_repository_parameters(operation, parameters);
+      if (!load_or_unload(repository_, operation, q.model_name()))
+        return Status(StatusCode::UNAVAILABLE, kExplicitControlOnly);
+    } catch (const RequestError& e) {
+      return Status(code_of(e.status()), e.what());
     } catch (const Error& e) {
       return Status(StatusCode::INVALID_ARGUMENT, e.what());
     }
@@ -220,7 +266,7 @@ class Service final : public inference::GRPCInferenceService::Service {
     std::future<InferResult> future = promise.get_future();
     const int64_t n = req.input.defined() ? req.input.dim(0) : static_cast<int64_t>(req.encoded.size());
     if (!submit_request(served, metrics_, std::move(req.input), std::move(req.encoded), req.timeout_us,
-                        [&promise](InferResult result) { promise.set_value(std::move(result)); }))
+                        [&promise](InferResult result) { promise.set_value(std::move(result)); }, q.id()))
       return Status(StatusCode::UNAVAILABLE, "model '" + served->config().name + "': the queue is full");
     InferResult result = future.get();
     if (result.status != InferResult::Status::ok)
@@ -260,6 +306,7 @@ class Service final : public inference::GRPCInferenceService::Service {
   MetricsRegistry& metrics_;
   const std::atomic<bool>& ready_;
   SharedMemoryRegistry& shm_;
+  StreamInfer streams_;
 };
 
 constexpr int kMaxIdleGrpcThreads = 1024;
@@ -287,6 +334,7 @@ class GrpcServer final : public GrpcEndpoint {
   int port() const override { return port_; }
   void shutdown() override {
     health_.shutdown();  // Watch streams end now rather than at the deadline below
+    service_.end_streams();  // so do ModelStreamInfer streams, once their requests are answered
     if (server_) server_->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(30));
   }
   ~GrpcServer() override { shutdown(); }
