@@ -13,6 +13,7 @@
 #include "apps/serve/grpc_endpoint.h"
 #include "apps/serve/http_server.h"
 #include "apps/serve/log_settings.h"
+#include "apps/serve/memory_release.h"
 #include "apps/serve/repository.h"
 #include "apps/serve/routes.h"
 #include "apps/serve/worker_pool.h"
@@ -39,6 +40,7 @@ struct ServeArgs {
   int64_t http_threads = 0;
   int64_t drain_secs = 30;
   int64_t max_input_bytes = int64_t{64} << 20;
+  int64_t max_request_memory = 0;
   bool log_requests = false;
   int64_t max_connections = 0;
   int64_t header_timeout_secs = 10;
@@ -94,6 +96,7 @@ class Poller {
 int run_serve(const ServeArgs& args, const EngineOptions& engine) {
   // Before the first thread starts (see stop_signals.h for why not a handler).
   BlockedStopSignals blocked;
+  serve::configure_serving_heap();
   const serve::ModelControl control = args.model_control == "poll"       ? serve::ModelControl::poll
                                       : args.model_control == "explicit" ? serve::ModelControl::explicit_
                                                                          : serve::ModelControl::none;
@@ -116,6 +119,7 @@ int run_serve(const ServeArgs& args, const EngineOptions& engine) {
   serve::WorkerPool workers(static_cast<int>(args.worker_threads), static_cast<size_t>(args.worker_queue),
                             metrics.server());
   serve::Router router(repository, metrics, ready, shared_memory, &workers);
+  router.set_request_memory_budget(static_cast<uint64_t>(args.max_request_memory));
   serve::HttpOptions options;
   options.host = args.host;
   options.http_port = args.http_port;
@@ -192,6 +196,12 @@ void add_serve_command(CLI::App& app, Action& chosen) {
   // Triton's option: it bounds a request body both as sent and once a gzip/deflate body is inflated.
   cmd->add_option("--http-max-input-size", args->max_input_bytes, "largest HTTP request body in bytes, after decompression")
       ->check(CLI::Range(int64_t{1}, int64_t{2147483647}))
+      ->capture_default_str();
+  // Ours: what reading a request's JSON may take beyond its body, checked as it is read.
+  cmd->add_option("--http-max-request-memory", args->max_request_memory,
+                  "bytes reading an HTTP infer request's JSON may take, else 413 (0: per model, its input at max "
+                  "batch as FP32 plus 1 MiB)")
+      ->check(CLI::Range(int64_t{0}, int64_t{1} << 40))
       ->capture_default_str();
   cmd->add_flag("--log-requests", args->log_requests, "one JSON line per request on stdout (--log-verbose 1)");
   // Triton's logging options; GET/POST /v2/logging reads and changes all but the file while serving.

@@ -137,6 +137,7 @@ class Session : public TrackedConnection, public std::enable_shared_from_this<Se
         return send(respond(error_reply(400, "Inference-Header-Content-Length must be a byte count, got '" + v + "'")));
       request.inference_header_length = std::stoull(v);
     }
+    request.release.add(req.body().size());
     request.body = std::move(req.body());
     const ReplyFn reply = replier();
     if (metrics_port_) return answer_errors(reply, [&] { shared_.router.handle_metrics(request, reply); });
@@ -155,6 +156,8 @@ class Session : public TrackedConnection, public std::enable_shared_from_this<Se
   void handle(HttpRequest request, ContentCoding coding, const ReplyFn& reply) {
     if (coding != ContentCoding::identity) {
       InflateResult inflated = inflate_body(request.body, coding, shared_.options.max_body_bytes);
+      request.release.add(inflated.status == InflateResult::Status::too_large ? shared_.options.max_body_bytes
+                                                                               : inflated.body.size());
       if (inflated.status == InflateResult::Status::too_large)
         return reply(error_reply(413, std::string("Content-Encoding ") + coding_name(coding) + ": " + inflated.error +
                                           " (--http-max-input-size)"));

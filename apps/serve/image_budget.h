@@ -8,10 +8,12 @@
 #include <vector>
 
 #include "apps/serve/metrics.h"
-#include "apps/serve/served_model.h"
 #include "engine/core/tensor.h"
 
 namespace convoy::serve {
+
+class ServedVersion;  // apps/serve/served_model.h; declared only, so that image_cost.cpp's part
+                      // (the cost and the check) builds without the engine's inference headers
 
 struct ImageBudget {
   // A request's images together. 40 MP takes a 4K frame (8.3 MP) four times over, or 32 photos
@@ -28,6 +30,7 @@ struct ImageCost {
   int64_t bytes = 0;
 };
 ImageCost image_cost(std::string_view encoded);
+ImageCost image_cost(const std::vector<std::string>& encoded);  // their sum
 
 // RequestError(413) naming the totals and the flag when `count` images costing `total` together
 // are over `budget`; the second form sums the costs of `encoded`.

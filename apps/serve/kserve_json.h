@@ -32,12 +32,22 @@ inline constexpr const char* kInputName = "input";
 inline constexpr const char* kLogitsName = "logits";
 inline constexpr const char* kProbabilitiesName = "probabilities";
 
-// What a served model expects: its input (C, H, W) and batch limit.
+// What a served model expects: its input (C, H, W) and batch limit, and what reading a request
+// may take.
 struct TensorSpec {
   Shape input;  // (C, H, W)
   int64_t max_batch_size = 1;
   int64_t classes = 0;
+  uint64_t memory_budget = 0;  // bytes; 0: request_memory_budget's default
 };
+
+// What a request's JSON may take beside its input's data (ids, names, shape, parameters).
+inline constexpr uint64_t kRequestMetadataBytes = uint64_t{1} << 20;
+
+// The bytes parse_infer_request may spend reading one request: the input tensor, data sent before
+// its shape, and 16 bytes for each other JSON value plus its strings. spec.memory_budget, or else
+// the model's input at max batch as FP32 plus kRequestMetadataBytes.
+uint64_t request_memory_budget(const TensorSpec& spec);
 
 // An output to return: as JSON data or binary, and as its tensor, or (classification k > 0) as
 // Triton's classification extension gives it: BYTES (n, k), each row's k highest values.
@@ -86,11 +96,13 @@ Tensor make_input_tensor(const std::string& name, const std::string& datatype, c
 // that many bytes), exactly n of them filling `data`; RequestError(400) otherwise.
 std::vector<std::string> split_bytes_elements(std::string_view data, int64_t n);
 
-// Parses an infer request body. `header_length`: the Inference-Header-Content-Length header,
-// when present (the JSON is the body's first that many bytes, binary tensors follow). Throws
-// RequestError(400) naming what is wrong: malformed JSON, unknown input or output, wrong
-// datatype or shape, too few or too many data elements, truncated binary data. Tensors in shared
-// memory (Triton's shared_memory_region parameters) are looked up in `shm`; without it they are refused.
+// Parses an infer request body, streaming (no DOM): the input's numbers go straight into its
+// tensor. `header_length`: the Inference-Header-Content-Length header, when present (the JSON is
+// the body's first that many bytes, binary tensors follow). Throws RequestError(400) naming what
+// is wrong: malformed JSON, nesting deeper than a request needs, unknown input or output, wrong
+// datatype or shape, too few or too many data elements, truncated binary data; RequestError(413)
+// as soon as reading it would pass request_memory_budget. Tensors in shared memory (Triton's
+// shared_memory_region parameters) are looked up in `shm`; without it they are refused.
 InferRequest parse_infer_request(std::string_view body, std::optional<size_t> header_length, const TensorSpec& spec,
                                  const SharedMemoryRegistry* shm = nullptr);
 

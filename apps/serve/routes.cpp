@@ -345,7 +345,8 @@ void Router::infer(const std::string& model, int64_t version, const HttpRequest&
   std::string why;
   std::shared_ptr<ServedVersion> served = repository_.find(model, version, why);
   if (!served) return reply(error_reply(404, why));
-  const TensorSpec spec{served->input_shape(), served->config().max_batch_size, served->classes()};
+  const TensorSpec spec{served->input_shape(), served->config().max_batch_size, served->classes(),
+                        request_memory_budget_};
   auto parsed = std::make_shared<InferRequest>(
       parse_infer_request(request.body, request.inference_header_length, spec, shm_.get()));
   admit_images(*served, parsed->encoded, parsed->input, repository_.image_budget(), metrics_);

@@ -10,6 +10,7 @@
 #include <string>
 
 #include "apps/serve/endpoints.h"
+#include "apps/serve/memory_release.h"
 #include "apps/serve/metrics.h"
 #include "apps/serve/repository.h"
 #include "apps/serve/shared_memory.h"
@@ -20,6 +21,7 @@ namespace convoy::serve {
 struct HttpRequest {
   std::string method;  // "GET", "POST", ...
   std::string target;  // path and query
+  ReleaseAfterRequest release;  // the body's bytes as received and inflated: before `body`, freed after it
   std::string body;
   std::optional<size_t> inference_header_length;  // the Inference-Header-Content-Length header
 };
@@ -53,6 +55,9 @@ class Router {
   void handle(HttpRequest request, ReplyFn reply);
   // The metrics port's only endpoint.
   void handle_metrics(const HttpRequest& request, ReplyFn reply);
+  // The bytes reading one infer request's JSON may take (TensorSpec::memory_budget); 0: each
+  // model's default.
+  void set_request_memory_budget(uint64_t bytes) { request_memory_budget_ = bytes; }
   WorkerPool* workers() const { return workers_; }
   MetricsRegistry& metrics() const { return metrics_; }
 
@@ -68,6 +73,7 @@ class Router {
   ModelRepository& repository_;
   MetricsRegistry& metrics_;
   const std::atomic<bool>& ready_;
+  uint64_t request_memory_budget_ = 0;
   std::shared_ptr<SharedMemoryRegistry> shm_;
   WorkerPool* workers_;
 };

@@ -141,7 +141,7 @@ TEST(ServeExtensions, StatisticsOfAnEmptyRepository) {
   auto get = [&](const std::string& target) {
     HttpReply out;
     out.status = 0;
-    router.handle({"GET", target, "", std::nullopt}, [&](HttpReply r) { out = std::move(r); });
+    router.handle({"GET", target, {}, "", std::nullopt}, [&](HttpReply r) { out = std::move(r); });
     return out;
   };
   EXPECT_EQ(get("/v2/models/stats").status, 200u);

@@ -11,6 +11,7 @@
 #include <grpcpp/grpcpp.h>
 
 #include "apps/serve/endpoints.h"
+#include "apps/serve/grpc/grpc_request.h"
 #include "apps/serve/grpc/health_service.h"
 #include "apps/serve/grpc/shared_memory_rpc.h"
 #include "apps/serve/grpc/settings_rpc.h"
@@ -257,91 +258,14 @@ class Service final : public inference::GRPCInferenceService::WithRawCallbackMet
     if (version < 0) return Status(StatusCode::INVALID_ARGUMENT, "bad version '" + q.model_version() + "'");
     const std::shared_ptr<ServedVersion> served = repository_.find(q.model_name(), version, why);
     if (!served) return Status(StatusCode::NOT_FOUND, why);
-    if (q.inputs_size() != 1) throw RequestError(400, "give one input, '" + std::string(kInputName) + "'");
-    const auto& in = q.inputs(0);
     const TensorSpec spec{served->input_shape(), served->config().max_batch_size, served->classes()};
-    const auto in_shm = shared_memory_slice(shm_, in.parameters(), "input 'input'");  // read in place
-    Tensor input = make_input_tensor(in.name(), in.datatype(), Shape(in.shape().begin(), in.shape().end()), spec,
-                                     in_shm ? in_shm->allocator("input 'input'") : cpu_allocator());
-    std::vector<std::string> encoded;  // BYTES: encoded images, decoded by the model's instance
-    const auto count = static_cast<size_t>(input.defined() ? input.numel() : 0);
-    const bool is_u8 = input.defined() && input.dtype() == DType::u8;
-    // Triton's rule: an input's data comes from raw_input_contents or from its contents, not both.
-    if (q.raw_input_contents_size() > 0 && in.has_contents())
-      throw RequestError(400, "input 'input': give its data in raw_input_contents or in contents, not both");
-    if (in_shm) {
-      if (q.raw_input_contents_size() > 0 || in.has_contents())
-        throw RequestError(400, "input 'input': give its data in shared memory or in the request, not both");
-      if (!input.defined()) encoded = split_bytes_elements(in_shm->read(), in.shape(0));
-    } else if (!input.defined()) {
-      const int64_t n = in.shape(0);
-      if (q.raw_input_contents_size() > 0) {
-        if (q.raw_input_contents_size() != 1) throw RequestError(400, "raw_input_contents: one entry per input (1)");
-        encoded = split_bytes_elements(q.raw_input_contents(0), n);
-      } else {
-        const auto& v = in.contents().bytes_contents();
-        if (v.size() != n)
-          throw RequestError(400, "input 'input': " + std::to_string(v.size()) + " bytes_contents for shape [" +
-                                      std::to_string(n) + "]");
-        encoded.assign(v.begin(), v.end());
-      }
-    } else if (q.raw_input_contents_size() > 0) {
-      if (q.raw_input_contents_size() != 1) throw RequestError(400, "raw_input_contents: one entry per input (1)");
-      const std::string& raw = q.raw_input_contents(0);
-      if (raw.size() != input.nbytes())
-        throw RequestError(400, "input 'input': raw_input_contents holds " + std::to_string(raw.size()) + " bytes, its shape and datatype " +
-                                    std::to_string(input.nbytes()));
-      std::memcpy(input.raw(), raw.data(), raw.size());
-    } else if (is_u8) {
-      const auto& v = in.contents().uint_contents();
-      if (static_cast<size_t>(v.size()) != count)
-        throw RequestError(400, "input 'input': " + std::to_string(v.size()) + " uint_contents for " + std::to_string(count) + " elements");
-      uint8_t* dst = input.data<uint8_t>();
-      for (size_t i = 0; i < count; ++i) {
-        if (v[static_cast<int>(i)] > 255) throw RequestError(400, "input 'input': UINT8 data must be 0 to 255");
-        dst[i] = static_cast<uint8_t>(v[static_cast<int>(i)]);
-      }
-    } else {
-      const auto& v = in.contents().fp32_contents();
-      if (static_cast<size_t>(v.size()) != count)
-        throw RequestError(400, "input 'input': " + std::to_string(v.size()) + " fp32_contents for " + std::to_string(count) + " elements");
-      std::memcpy(input.raw(), v.data(), count * sizeof(float));
-    }
-    if (input.defined() && !is_u8 && input.device().is_cpu()) {
-      const float* f = input.data<float>();
-      for (size_t i = 0; i < count; ++i)
-        if (!std::isfinite(f[i])) throw RequestError(400, "input 'input': FP32 data must be finite");
-    }
-    std::vector<RequestedOutput> outputs;  // classification 0: the tensor
-    const int64_t rows = input.defined() ? input.dim(0) : static_cast<int64_t>(encoded.size());
-    for (const auto& o : q.outputs()) {
-      if (o.name() != kLogitsName && o.name() != kProbabilitiesName)
-        throw RequestError(400, "unknown output '" + o.name() + "'");
-      int64_t k = 0;
-      if (auto it = o.parameters().find("classification"); it != o.parameters().end()) {
-        if (it->second.parameter_choice_case() != inference::InferParameter::kInt64Param)
-          throw RequestError(400, "output '" + o.name() + "': parameters[\"classification\"] must be an int64_param, "
-                                  "the number of classes to return");
-        k = check_classification(o.name(), it->second.int64_param(), served->classes());
-      }
-      auto out_shm = shared_memory_slice(shm_, o.parameters(), "output '" + o.name() + "'");
-      if (out_shm && k == 0)  // FP32 (rows, classes): refused now if it cannot fit
-        out_shm->check_fits("output '" + o.name() + "'", static_cast<uint64_t>(rows * served->classes()) * sizeof(float));
-      outputs.push_back({o.name(), true, k, std::move(out_shm)});
-    }
-    if (outputs.empty()) outputs = {{kLogitsName, true, 0, nullptr}, {kProbabilitiesName, true, 0, nullptr}};
-    int64_t timeout_us = 0;
-    if (auto it = q.parameters().find("timeout"); it != q.parameters().end()) {
-      if (it->second.parameter_choice_case() != inference::InferParameter::kInt64Param)
-        throw RequestError(400, "parameters[\"timeout\"] must be an int64_param, microseconds >= 0");
-      timeout_us = check_timeout(it->second.int64_param());
-    }
+    InferRequest req = grpc_infer_request(q, spec, shm_);
+    admit_images(*served, req.encoded, req.input, repository_.image_budget(), metrics_);
 
-    admit_images(*served, encoded, input, repository_.image_budget(), metrics_);
     std::promise<InferResult> promise;
     std::future<InferResult> future = promise.get_future();
-    const int64_t n = rows;
-    if (!submit_request(served, metrics_, std::move(input), std::move(encoded), timeout_us,
+    const int64_t n = req.input.defined() ? req.input.dim(0) : static_cast<int64_t>(req.encoded.size());
+    if (!submit_request(served, metrics_, std::move(req.input), std::move(req.encoded), req.timeout_us,
                         [&promise](InferResult result) { promise.set_value(std::move(result)); }, q.id()))
       return Status(StatusCode::UNAVAILABLE, "model '" + served->config().name + "': the queue is full");
     InferResult result = future.get();
@@ -354,7 +278,7 @@ class Service final : public inference::GRPCInferenceService::WithRawCallbackMet
     r.set_model_version(std::to_string(served->version()));
     r.set_id(q.id());
     // An output in shared memory is written there, and keeps its place in raw_output_contents empty.
-    for (const auto& [name, binary, k, out_shm] : outputs) {
+    for (const auto& [name, binary, k, out_shm] : req.outputs) {
       const std::vector<float>& values = name == kLogitsName ? result.logits : result.probabilities;
       auto* out = r.add_outputs();
       out->set_name(name);

@@ -69,25 +69,6 @@ Status cuda_shm_unregister(SharedMemoryRegistry& shm, const inference::CudaShare
   return call([&] { shm.unregister_cuda(q.name()); });
 }
 
-std::shared_ptr<const SharedMemorySlice> shared_memory_slice(
-    const SharedMemoryRegistry& shm, const google::protobuf::Map<std::string, inference::InferParameter>& parameters,
-    const std::string& what) {
-  SharedMemoryParams p;
-  if (const auto it = parameters.find("shared_memory_region"); it != parameters.end()) {
-    if (it->second.parameter_choice_case() != inference::InferParameter::kStringParam)
-      throw RequestError(400, what + ": parameters[\"shared_memory_region\"] must be a string_param");
-    p.region = it->second.string_param();
-  }
-  for (auto [key, field] : {std::pair{"shared_memory_byte_size", &p.byte_size}, {"shared_memory_offset", &p.offset}})
-    if (const auto it = parameters.find(key); it != parameters.end()) {
-      if (it->second.parameter_choice_case() != inference::InferParameter::kInt64Param)
-        throw RequestError(400, what + ": parameters[\"" + key + "\"] must be an int64_param");
-      *field = it->second.int64_param();
-    }
-  if (!p.any()) return nullptr;
-  return std::make_shared<const SharedMemorySlice>(shm.slice(what, p));
-}
-
 void write_shared_memory_output(const SharedMemorySlice& shm, const std::string& what, const void* data, size_t bytes,
                                 inference::ModelInferResponse::InferOutputTensor& out) {
   shm.write(what, data, bytes);

@@ -1,6 +1,7 @@
 #pragma once
 // Triton's shared-memory RPCs of GRPCInferenceService (SystemSharedMemory* and CudaSharedMemory*),
-// and the shared-memory parameters of ModelInfer's tensors, over the SharedMemoryRegistry that the
+// and ModelInfer's outputs written to shared memory (its tensors' parameters are read by
+// grpc_request.h's shared_memory_slice), over the SharedMemoryRegistry that the
 // HTTP endpoints serve too (a region registered on one protocol is used from the other).
 #include <memory>
 #include <string>
@@ -20,13 +21,6 @@ grpc::Status cuda_shm_status(const SharedMemoryRegistry& shm, const inference::C
                              inference::CudaSharedMemoryStatusResponse& r);
 grpc::Status cuda_shm_register(SharedMemoryRegistry& shm, const inference::CudaSharedMemoryRegisterRequest& q);
 grpc::Status cuda_shm_unregister(SharedMemoryRegistry& shm, const inference::CudaSharedMemoryUnregisterRequest& q);
-
-// The slice a tensor's `parameters` name (shared_memory_region as string_param, shared_memory_offset
-// and shared_memory_byte_size as int64_param), or null; RequestError(400) naming `what` when they
-// are of the wrong type, incomplete, or name no registered bytes.
-std::shared_ptr<const SharedMemorySlice> shared_memory_slice(
-    const SharedMemoryRegistry& shm, const google::protobuf::Map<std::string, inference::InferParameter>& parameters,
-    const std::string& what);
 
 // Writes an output's `bytes` to its slice, and says so in the output's parameters (as HTTP's reply does).
 void write_shared_memory_output(const SharedMemorySlice& shm, const std::string& what, const void* data, size_t bytes,

@@ -1,0 +1,3 @@
+"
+timeoutÿÿÿÿÿÿÿÿÿ*
+inputBYTES*B‰PNG
