@@ -4,12 +4,15 @@
 
 #ifdef CONVOY_HAVE_SERVE
 #include <atomic>
+#include <chrono>
 #include <condition_variable>
 #include <iostream>
+#include <memory>
 #include <mutex>
 #include <sstream>
 #include <thread>
 
+#include "apps/serve/device_metrics.h"
 #include "apps/serve/grpc_endpoint.h"
 #include "apps/serve/http_server.h"
 #include "apps/serve/log_settings.h"
@@ -36,6 +39,9 @@ struct ServeArgs {
   int grpc_port = 8001;
   int metrics_port = 8002;
   bool allow_metrics = true;
+  bool allow_gpu_metrics = true;
+  bool allow_cpu_metrics = true;
+  int64_t metrics_interval_ms = 2000;
   bool allow_grpc = true;
   int64_t http_threads = 0;
   int64_t drain_secs = 30;
@@ -111,6 +117,18 @@ int run_serve(const ServeArgs& args, const EngineOptions& engine) {
   // What other code writes to std::cerr while serving (the engine's notices of a fallback, the HTTP
   // server's stop lines) follows the log's settings as a warning.
   RedirectCerr redirect(log.stream(serve::LogSeverity::warning));
+  // The GPUs' and the host's samples for /metrics, taken on a thread of their own (never on a
+  // request's path); the GPUs' ids also name the GPU each model runs on.
+  std::unique_ptr<serve::DeviceMetrics> devices;
+  if (args.allow_metrics && (args.allow_gpu_metrics || args.allow_cpu_metrics)) {
+    serve::DeviceMetricsOptions device_options;
+    device_options.gpu = args.allow_gpu_metrics;
+    device_options.cpu = args.allow_cpu_metrics;
+    device_options.interval = std::chrono::milliseconds(args.metrics_interval_ms);
+    device_options.gpu_uuids = serve::cuda_gpu_uuids();
+    devices = std::make_unique<serve::DeviceMetrics>(device_options, log.stream(serve::LogSeverity::info));
+    metrics.set_device_metrics(devices.get());
+  }
   serve::ModelRepository repository(args.repository, control, metrics, log.stream(serve::LogSeverity::info), engine,
                                     &log.stream(serve::LogSeverity::error));
   repository.set_image_budget(args.images);
@@ -186,6 +204,14 @@ void add_serve_command(CLI::App& app, Action& chosen) {
       ->check(CLI::Range(0, 65535))
       ->capture_default_str();
   cmd->add_option("--allow-metrics", args->allow_metrics, "serve /metrics")->capture_default_str();
+  // Triton's options for the sampled metrics: GPUs through NVML (the driver's libnvidia-ml.so.1,
+  // where there is one), the host's CPU and memory from /proc.
+  cmd->add_option("--allow-gpu-metrics", args->allow_gpu_metrics, "nv_gpu_* and nv_energy_consumption in /metrics")
+      ->capture_default_str();
+  cmd->add_option("--allow-cpu-metrics", args->allow_cpu_metrics, "nv_cpu_* in /metrics")->capture_default_str();
+  cmd->add_option("--metrics-interval-ms", args->metrics_interval_ms, "how often the GPU and CPU metrics are sampled")
+      ->check(CLI::Range(int64_t{10}, int64_t{86400000}))
+      ->capture_default_str();
   cmd->add_option("--allow-grpc", args->allow_grpc, "serve gRPC (when built in)")->capture_default_str();
   cmd->add_option("--http-thread-count", args->http_threads, "HTTP I/O threads (0: by the cores)")
       ->check(CLI::Range(0, 256))

@@ -4,7 +4,31 @@
 #include <sstream>
 #include <vector>
 
+#include "apps/serve/device_metrics.h"
+#include "apps/serve/prometheus_text.h"
+
 namespace convoy::serve {
+
+void AtomicHistogram::observe(uint64_t value) {
+  const auto bucket = static_cast<size_t>(std::lower_bound(bounds_.begin(), bounds_.end(), value) - bounds_.begin());
+  counts_[bucket].fetch_add(1, std::memory_order_relaxed);
+  sum_.fetch_add(value, std::memory_order_relaxed);
+}
+
+void AtomicHistogram::write(std::ostream& out, const char* name, const std::string& labels) const {
+  uint64_t cumulative = 0;
+  for (size_t i = 0; i < counts_.size(); ++i) {
+    cumulative += counts_[i].load(std::memory_order_relaxed);
+    out << name << "_bucket{" << labels << ",le=\"";
+    if (i < bounds_.size())
+      out << bounds_[i];
+    else
+      out << "+Inf";
+    out << "\"} " << cumulative << '\n';
+  }
+  out << name << "_sum{" << labels << "} " << sum_.load(std::memory_order_relaxed) << '\n';
+  out << name << "_count{" << labels << "} " << cumulative << '\n';
+}
 
 void ModelMetrics::record_request(uint64_t queue_ns, uint64_t input_ns, uint64_t infer_ns, uint64_t output_ns) {
   queue.add(queue_ns);
@@ -14,6 +38,8 @@ void ModelMetrics::record_request(uint64_t queue_ns, uint64_t input_ns, uint64_t
 }
 
 void ModelMetrics::record_batch(int64_t batch_size, uint64_t input_ns, uint64_t infer_ns, uint64_t output_ns) {
+  batch_size_histogram.observe(static_cast<uint64_t>(batch_size));
+  exec_infer_ns.fetch_add(infer_ns, std::memory_order_relaxed);
   std::lock_guard lock(batches_mutex_);
   BatchStat& b = batches_[batch_size];
   b.count++;
@@ -27,6 +53,7 @@ void ModelMetrics::record_completion(bool success, uint64_t duration_ns) {
   if (success) {
     request_success++;
     request_duration_ns += duration_ns;
+    request_duration_us.observe(duration_ns / 1000);
   } else {
     failure_duration_ns += duration_ns;
   }
@@ -48,6 +75,17 @@ ModelMetrics& MetricsRegistry::get(const std::string& model, int64_t version) {
 }
 
 std::string MetricsRegistry::prometheus_text() const {
+  std::ostringstream out;
+  {
+    std::lock_guard lock(mutex_);
+    model_text(out);
+  }
+  server_text(out);
+  if (const DeviceMetrics* devices = devices_.load()) devices->write_prometheus(out);
+  return out.str();
+}
+
+void MetricsRegistry::model_text(std::ostream& out) const {
   struct Family {
     const char* name;
     const char* type;
@@ -75,18 +113,44 @@ std::string MetricsRegistry::prometheus_text() const {
        [](const ModelMetrics& m) -> uint64_t { return m.compute_output.ns / 1000; }},
       {"nv_inference_pending_request_count", "gauge", "Instantaneous number of pending requests awaiting execution",
        [](const ModelMetrics& m) -> uint64_t { return static_cast<uint64_t>(std::max<int64_t>(0, m.queue_size)); }},
-      {"convoy_model_memory_bytes", "gauge", "Estimated memory of the loaded model version (weights and activations)",
+      {"convoy_inference_execution_duration_us", "counter",
+       "Cumulative compute inference duration of model executions in microseconds, each batch once "
+       "(nv_inference_compute_infer_duration_us counts a batch once per request in it)",
+       [](const ModelMetrics& m) -> uint64_t { return m.exec_infer_ns / 1000; }},
+      {"convoy_model_memory_bytes", "gauge",
+       "Estimated memory of the loaded model version (weights and activations), as accounted against max_memory",
        [](const ModelMetrics& m) -> uint64_t { return m.memory_bytes; }},
+      {"convoy_model_memory_budget_bytes", "gauge",
+       "The model's max_memory, for all its loaded versions together (0: no budget)",
+       [](const ModelMetrics& m) -> uint64_t { return m.memory_budget_bytes; }},
+      {"convoy_model_instance_count", "gauge", "Execution instances of the loaded model version (0: not loaded)",
+       [](const ModelMetrics& m) -> uint64_t { return static_cast<uint64_t>(std::max<int64_t>(0, m.instance_count)); }},
   };
-  std::lock_guard lock(mutex_);
-  std::ostringstream out;
+  auto labels_of = [](const std::pair<std::string, int64_t>& key) {
+    return "model=\"" + prometheus_label(key.first) + "\",version=\"" + std::to_string(key.second) + "\"";
+  };
   for (const Family& f : families) {
-    out << "# HELP " << f.name << " " << f.help << "\n# TYPE " << f.name << " " << f.type << "\n";
-    for (const auto& [key, m] : models_)
-      out << f.name << "{model=\"" << key.first << "\",version=\"" << key.second << "\"} " << f.value(*m) << "\n";
+    prometheus_header(out, f.name, f.type, f.help);
+    for (const auto& [key, m] : models_) out << f.name << '{' << labels_of(key) << "} " << f.value(*m) << '\n';
   }
-  server_text(out);
-  return out.str();
+  prometheus_header(out, "convoy_inference_batch_size", "histogram",
+                    "Samples per model execution: the batches the (dynamic) batcher formed and ran");
+  for (const auto& [key, m] : models_) m->batch_size_histogram.write(out, "convoy_inference_batch_size", labels_of(key));
+  prometheus_header(out, "convoy_inference_request_duration_us", "histogram",
+                    "Inference request duration in microseconds, successful requests (nv_inference_request_duration_us "
+                    "in buckets, for quantiles)");
+  for (const auto& [key, m] : models_) m->request_duration_us.write(out, "convoy_inference_request_duration_us", labels_of(key));
+  // Where each loaded version runs, to join its series with the nv_gpu_* ones of its GPU.
+  prometheus_header(out, "convoy_model_device_info", "gauge",
+                    "1 for each loaded model version, labelled with its device (cpu, cuda:N) and that GPU's gpu_uuid");
+  const DeviceMetrics* devices = devices_.load();
+  for (const auto& [key, m] : models_) {
+    if (m->instance_count <= 0) continue;
+    const int cuda = m->cuda_device;
+    const std::string uuid = cuda >= 0 && devices != nullptr ? devices->gpu_uuid(cuda) : "";
+    out << "convoy_model_device_info{" << labels_of(key) << ",device=\"" << (cuda >= 0 ? "cuda:" + std::to_string(cuda) : "cpu")
+        << "\",gpu_uuid=\"" << prometheus_label(uuid) << "\"} 1\n";
+  }
 }
 
 void MetricsRegistry::server_text(std::ostream& out) const {

@@ -183,7 +183,15 @@ ServedVersion::ServedVersion(const ModelConfig& config, int64_t version, const s
       throw;
     }
   }
+  publish_load_metrics();
+}
+
+void ServedVersion::publish_load_metrics() {
   metrics_.memory_bytes = memory_.total;
+  metrics_.memory_budget_bytes = config_.max_memory;
+  metrics_.instance_count = config_.instance_count;
+  metrics_.cuda_device = on_cpu_ ? -1 : instances_.front()->backend->device().index;
+  metrics_.loaded_by = this;
 }
 
 void ServedVersion::fit_budget(uint64_t budget_left, uint64_t per_instance, const std::string& what) {
@@ -222,7 +230,15 @@ void ServedVersion::stop() {
     }
     t.join();
   }
-  metrics_.memory_bytes = 0;
+  // A reload builds the new version before the old one stops, and both count in the same metrics:
+  // the old one's stop leaves the new one's gauges alone.
+  const void* self = this;
+  if (metrics_.loaded_by.compare_exchange_strong(self, nullptr)) {
+    metrics_.memory_bytes = 0;
+    metrics_.memory_budget_bytes = 0;
+    metrics_.instance_count = 0;
+    metrics_.cuda_device = -1;
+  }
 }
 
 size_t ServedVersion::model_copies() const {

@@ -138,6 +138,8 @@ class ServedVersion {
   // Puts the measured bytes of an instance's CPU inference plans in memory_ in place of the
   // activations' estimate; an InputError when the version no longer fits `budget_left`.
   void check_plan_memory(uint64_t plan_bytes, uint64_t budget_left);
+  // The loaded version's gauges (memory, its budget, instances, device) in metrics_, as their owner.
+  void publish_load_metrics();
 
   ModelConfig config_;
   int64_t version_;
