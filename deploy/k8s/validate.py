@@ -12,6 +12,8 @@ Needs only Debian 12's python3-kubernetes (client 22.6, the Kubernetes 1.22 API)
 4. What a data-parallel (Indexed) training Job promises: as many pods at once as ranks, RANK
    from the completion index, WORLD_SIZE the number of ranks, MASTER_ADDR pod 0's name under a
    headless Service of the same file that selects the pods and serves MASTER_PORT.
+5. What the serving Deployment promises (deploy/monitoring/): its pods annotated for Prometheus to
+   scrape, at the container's metrics port, where convoy serve's --metrics-port listens, /metrics.
 """
 import datetime
 import glob
@@ -238,6 +240,23 @@ def ddp_job_promises(job, services):
     ]
 
 
+def serve_promises(deployment):
+    """[(kept, promise)] of the serving Deployment (serve.yaml): scraped by Prometheus as deploy/monitoring expects."""
+    annotations = dig(deployment, 'spec', 'template', 'metadata', 'annotations') or {}
+    c = dig(deployment, 'spec', 'template', 'spec', 'containers', 0)
+    ports = {dig(p, 'name'): dig(p, 'containerPort') for p in dig(c, 'ports') or [] if isinstance(p, dict)}
+    argv = [str(a) for a in dig(c, 'args') or []]
+    listens = argv[argv.index('--metrics-port') + 1] if '--metrics-port' in argv[:-1] else '8002'  # serve's default
+    return [
+        (annotations.get('prometheus.io/scrape') == 'true', 'the pods annotated prometheus.io/scrape: "true"'),
+        (str(annotations.get('prometheus.io/port')) == str(ports.get('metrics')) == listens,
+         "prometheus.io/port the container's port named metrics, where convoy serve's --metrics-port listens"),
+        (annotations.get('prometheus.io/path') == '/metrics', 'prometheus.io/path: /metrics'),
+        (not any(a.replace(' ', '=') in ('--allow-metrics=false', '--allow-metrics=0') for a in argv),
+         'metrics not turned off (--allow-metrics)'),
+    ]
+
+
 class Loader(yaml.SafeLoader):
     def construct_mapping(self, node, deep=False):
         """Rejects duplicate keys, as kubectl does (PyYAML would keep the last one silently)."""
@@ -297,6 +316,8 @@ def validate(files):
                 results += [(kept, where, p if kept else f'expected {p}') for kept, p in training_job_promises(doc)]
                 if dig(doc, 'spec', 'completionMode') == 'Indexed':
                     indexed_jobs.append((where, doc))
+            if kind == 'Deployment' and dig(doc, 'metadata', 'labels', 'app.kubernetes.io/component') == 'serve':
+                results += [(kept, where, p if kept else f'expected {p}') for kept, p in serve_promises(doc)]
         for where, job in indexed_jobs:  # once the file's Services are known
             results += [(kept, where, p if kept else f'expected {p}') for kept, p in ddp_job_promises(job, services)]
     return results
@@ -323,6 +344,7 @@ POD = ('spec', 'template', 'spec')
 C0 = POD + ('containers', 0)
 JOB = 'train-job.yaml Job/convoy-train-fashion-mnist: '
 DDP = 'train-ddp-job.yaml Job/convoy-train-ddp: '
+SERVE = 'serve.yaml Deployment/convoy-serve: '
 # (what, file, mutation of its text, what one of the FAILs must contain; {line} stands for the
 # number of the first line that the mutation changes, {next} for the one after it)
 MUTATIONS = [
@@ -366,6 +388,12 @@ MUTATIONS = [
      DDP + "expected MASTER_ADDR naming pod 0 under the pods' subdomain"),
     ('a Service that is not headless', 'train-ddp-job.yaml', lambda t: t.replace('clusterIP: None', 'clusterIP: ""'),
      DDP + 'expected a headless Service named as the subdomain'),
+    ('serving pods not annotated for scraping', 'serve.yaml',
+     lambda t: t.replace('prometheus.io/scrape: "true"', 'prometheus.io/scrape: "false"', 1),
+     SERVE + 'expected the pods annotated prometheus.io/scrape: "true"'),
+    ('a scrape port that is not the metrics port', 'serve.yaml',
+     lambda t: t.replace('prometheus.io/port: "8002"', 'prometheus.io/port: "9102"', 1),
+     SERVE + "expected prometheus.io/port the container's port named metrics"),
     ('a duplicate key', 'train-job.yaml', lambda t: t.replace('  backoffLimit: 8', '  backoffLimit: 8\n  backoffLimit: 1'),
      "train-job.yaml:{line}: YAML: duplicate key 'backoffLimit'"),
 ]
