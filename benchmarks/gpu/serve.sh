@@ -8,7 +8,9 @@
 # shared memory, through build-gpu/convoy_shm_bench, e.g. "resnet50:bf16:64:cudashm resnet50:bf16:64:shm:grpc"), SERVE_BATCH (the server's max batch, default 64),
 # SERVE_INFER_IMAGES (JPEGs for the `convoy infer` run, default 20000; 0: none), SERVE_INFER_RUNS (its
 # batch:workers pairs, default 256:16), SERVE_INSTANCES (the batched model's instance_count, default 1),
-# SERVE_RUNS (load_test.sh's model:connections runs, instead of the case's default), SERVE_FLAGS (serve options).
+# SERVE_RUNS (load_test.sh's model:connections runs, instead of the case's default), SERVE_FLAGS (serve options),
+# SERVE_GPU_METRICS (1: nv_gpu_* before, during and after each run; benchmarks/gpu/serve_metrics.sh also
+# measures what sampling them costs).
 # Needs wrk in .deps (../shared/gpu/fetch-debs.sh .deps ... wrk libluajit-5.1-2 libboost1.74-dev).
 set -uo pipefail
 out=${1:?usage: benchmarks/gpu/serve.sh OUTDIR [SECONDS]}

@@ -15,7 +15,9 @@
 # SERVE_INPUT (u8: decoded pixels, UINT8 [n, C, H, W]; jpeg: a BYTES input of n encoded 500x375 JPEGs,
 # decoded and preprocessed by the server, over HTTP; shm: the pixels in system shared memory and the
 # probabilities written back there, by BUILD_DIR/convoy_shm_bench over HTTP or SERVE_PROTOCOL=grpc;
-# cudashm: the same in the client's GPU memory, CUDA shared memory, on CUDA builds), SERVE_FLAGS (more `convoy serve` options).
+# cudashm: the same in the client's GPU memory, CUDA shared memory, on CUDA builds), SERVE_FLAGS (more `convoy serve` options),
+# SERVE_GPU_METRICS (1: each run's nv_gpu_* before, during and after it, by benchmarks/serve/gpu_metrics.py),
+# SERVE_OFFLINE (0: no offline bench).
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 build=${1:-build-cpu}
@@ -68,7 +70,10 @@ precision: $precision
 dynamic_batching: {max_queue_delay_microseconds: 1000, preferred_batch_size: [$batch], max_queue_size: 1024}
 YAML
 
-# Offline: the forward pass alone at batch 1 and at the batch the server forms.
+# Offline: the forward pass alone at batch 1 and at the batch the server forms (SERVE_OFFLINE=0: skipped,
+# for runs compared with each other only).
+offline1_ms=nan offline_ips=nan
+if [ "${SERVE_OFFLINE:-1}" != 0 ]; then
 sed "s|inference: \[1, 16\]|inference: [1, $batch]|; s|lenet5.yaml|$(basename "$model")|; s|precisions: \[fp32\]|precisions: [$precision]|" \
   benchmarks/suites/serve_cpu.yaml >"$work/suite.yaml"
 sed -i "s|\.\./\.\./models/|$PWD/models/|" "$work/suite.yaml"
@@ -81,6 +86,7 @@ big = next(r for r in rows if r["batch"] == int(sys.argv[2]))
 print(one["p50_ms"], big["images_per_second"])
 PY
 )
+fi
 
 # The request: SERVE_IMAGES images (n, C, H, W) UINT8 as binary tensor data, or n JPEGs as BYTES.
 python3 - "$work" "$model" "$images" "$input" <<'PY'
@@ -125,13 +131,22 @@ model_counters() {
           v["nv_inference_exec_count"], v["nv_inference_queue_duration_us"], v["nv_inference_compute_infer_duration_us"] }'
 }
 
+# A run's load command, watched by gpu_metrics.py where SERVE_GPU_METRICS=1 (its report is printed after the run).
+watched() {
+  rm -f "$work/gpu_metrics.txt"
+  if [ "${SERVE_GPU_METRICS:-0}" = 1 ]; then
+    python3 benchmarks/serve/gpu_metrics.py "http://127.0.0.1:$metrics_port/metrics" --report "$work/gpu_metrics.txt" -- "$@"
+  else
+    "$@"
+  fi
+}
 echo "offline ($device, $(basename "$model")): batch 1 p50 ${offline1_ms} ms; batch $batch ${offline_ips} img/s"
 for run in ${SERVE_RUNS:-single:1 m:1 m:16 m:256 single:1}; do
   name=${run%:*} c=${run#*:}
   threads=$(( c < 2 ? 1 : (c < 64 ? 2 : 4) ))  # 4 for 256 connections: the client must not be the limit
   read -r r0 i0 e0 q0 x0 < <(model_counters "$name")
   if [ -n "$shm" ]; then  # N request threads, each with its own connection and regions
-    line=$("$PWD/$build/convoy_shm_bench" --port "$port" --grpc-port "${grpc_port:-0}" --model "$name" --images "$images" \
+    line=$(watched "$PWD/$build/convoy_shm_bench" --port "$port" --grpc-port "${grpc_port:-0}" --model "$name" --images "$images" \
       --concurrency "$c" --seconds "$seconds" $([ "$protocol" = grpc ] && echo --grpc) $([ "$shm" = cuda ] && echo --cuda) \
       2>"$work/shm_bench.err" | grep '^SERVE') || { cat "$work/shm_bench.err" >&2; exit 1; }
     sed 's/^/    /' "$work/shm_bench.err"
@@ -139,7 +154,7 @@ for run in ${SERVE_RUNS:-single:1 m:1 m:16 m:256 single:1}; do
     python3 benchmarks/serve/grpc_request.py "$name" "$images" $(python3 -c "import re,sys; print(*re.search(r'^input:\s*\[([^\]]*)\]', open(sys.argv[1]).read(), re.M).group(1).split(','))" "$model") "$work/grpc.bin"
     before=$(failures)
     rm -f "$work/h2load.log"  # h2load appends to its log: each row counts its own requests only
-    h2load -D "$seconds" -c "$c" -t "$threads" -m 1 -H 'content-type: application/grpc' -H 'te: trailers' \
+    watched h2load -D "$seconds" -c "$c" -t "$threads" -m 1 -H 'content-type: application/grpc' -H 'te: trailers' \
       -d "$work/grpc.bin" --log-file="$work/h2load.log" "http://127.0.0.1:$grpc_port/inference.GRPCInferenceService/ModelInfer" \
       >"$work/h2load.out" 2>&1 || { cat "$work/h2load.out" >&2; exit 1; }
     line=$(python3 - "$work/h2load.log" "$seconds" "$(( $(failures) - before ))" <<'PY'
@@ -154,7 +169,7 @@ PY
 )
   else
   line=$(SERVE_BODY="$work/body.bin" SERVE_HEADER_LENGTH=$(cat "$work/header_length") \
-    wrk -t"$threads" -c"$c" -d"${seconds}s" --timeout 10s -s benchmarks/serve/post.lua \
+    watched wrk -t"$threads" -c"$c" -d"${seconds}s" --timeout 10s -s benchmarks/serve/post.lua \
     "http://127.0.0.1:$port/v2/models/$name/infer" | grep '^SERVE')
   fi
   read -r r1 i1 e1 q1 x1 < <(model_counters "$name")
@@ -171,5 +186,6 @@ PY
   python3 -c "import sys; r, i, e, q, x = (int(b) - int(a) for a, b in zip(sys.argv[1:6], sys.argv[6:11])); \
 print(f'    server: {i / max(e, 1):.1f} images an execution, queue {q / max(r, 1) / 1000:.3f} ms and compute {x / max(r, 1) / 1000:.3f} ms a request')" \
     "$r0" "$i0" "$e0" "$q0" "$x0" "$r1" "$i1" "$e1" "$q1" "$x1"
+  if [ -f "$work/gpu_metrics.txt" ]; then sed 's/^/    /' "$work/gpu_metrics.txt"; fi
 done
 kill -TERM $server; wait $server
