@@ -8,7 +8,8 @@
 #    runs' own spread. Builds convoy first (configured by run.sh). About 1.5 min a server at 10 s runs.
 #   benchmarks/gpu/serve_metrics.sh OUTDIR [SECONDS] [ROUNDS]      (default 10, 2)
 # Env: METRICS_CASE (model:precision:images per request, default resnet50:bf16:1), METRICS_RUN (load_test.sh's
-# model:connections, default m:256), SERVE_BATCH (the server's max batch, default 64).
+# model:connections, default m:256), SERVE_BATCH (the server's max batch, default 64); for a dry run on a CPU
+# machine, METRICS_DEVICE=cpu and METRICS_DATA (the Fashion-MNIST folder) with CONVOY_GPU_BUILD_DIR=build.
 set -uo pipefail
 out=${1:?usage: benchmarks/gpu/serve_metrics.sh OUTDIR [SECONDS] [ROUNDS]}
 seconds=${2:-10}
@@ -25,8 +26,8 @@ run=${METRICS_RUN:-m:256}
 
 # load NAME FLAGS WATCH RUNS: one server with FLAGS; its output in $out/metrics-NAME.txt; its img/s, one a line.
 load() {
-  SERVE_GPU_METRICS=$3 SERVE_FLAGS=$2 SERVE_OFFLINE=0 SERVE_DEVICE=cuda SERVE_MODEL=models/$model.yaml \
-    SERVE_PRECISION=$precision SERVE_IMAGES=$images SERVE_BATCH=${SERVE_BATCH:-64} SERVE_DATA=$data SERVE_RUNS=$4 \
+  SERVE_GPU_METRICS=$3 SERVE_FLAGS=$2 SERVE_OFFLINE=0 SERVE_DEVICE=${METRICS_DEVICE:-cuda} SERVE_MODEL=models/$model.yaml \
+    SERVE_PRECISION=$precision SERVE_IMAGES=$images SERVE_BATCH=${SERVE_BATCH:-64} SERVE_DATA=${METRICS_DATA:-$data} SERVE_RUNS=$4 \
     timeout 400 bash benchmarks/serve/load_test.sh "$build" "$seconds" > "$out/metrics-$1.txt" 2>&1 ||
     { echo "serve_metrics: load_test.sh failed ($1):" >&2; tail -20 "$out/metrics-$1.txt" >&2; exit 1; }
   sed -n 's/.* connections: *\([0-9.]*\) img\/s.*/\1/p' "$out/metrics-$1.txt"

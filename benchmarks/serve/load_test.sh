@@ -189,3 +189,4 @@ print(f'    server: {i / max(e, 1):.1f} images an execution, queue {q / max(r, 1
   if [ -f "$work/gpu_metrics.txt" ]; then sed 's/^/    /' "$work/gpu_metrics.txt"; fi
 done
 kill -TERM $server; wait $server
+server=""  # stopped: the exit trap has nothing to kill (a failed kill there would make the exit status 1)
