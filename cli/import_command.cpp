@@ -110,7 +110,8 @@ int run_import(const ImportArgs& args) {
   checkpoint.commit();
   yaml.commit();
   std::cout << "imported " << args.input << ": " << model.layer_infos().size() << " layers, "
-            << model.parameter_count() << " parameters, " << info.class_names.size() << " classes; model " << args.output
+            << model.parameter_count() << " parameters, " << info.class_names.size() << " classes; model "
+            << args.output
             << ", checkpoint " << weights << " (convoy infer, export and serve take it as it is; convoy train "
             << "--init-weights starts from it)" << std::endl;
   return 0;

@@ -245,7 +245,8 @@ int run_infer(const InferArgs& args, const EngineOptions& engine) {
 void add_infer_command(CLI::App& app, Action& chosen) {
   auto args = std::make_shared<InferArgs>();
   CLI::App* cmd = app.add_subcommand("infer", "Classify images, or measure accuracy on a dataset split");
-  cmd->add_option("--model,-m", args->model, "a checkpoint written by convoy train or convoy import (.safetensors)")->required();
+  cmd->add_option("--model,-m", args->model, "a checkpoint written by convoy train or convoy import (.safetensors)")
+      ->required();
   cmd->add_option("images", args->images, "JPEG/PNG files or folders of them to classify");
   cmd->add_option("--data", args->data, "evaluate on KIND:SPLIT, e.g. fashion-mnist:test");
   cmd->add_option("--data-path", args->data_path, "directory of the dataset files (default: the Debian package's)");

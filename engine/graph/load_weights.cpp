@@ -157,7 +157,8 @@ WeightsLoadReport load_matching_weights(Model& model, const std::vector<NamedTen
     throw InputError(source + ": does not match model '" + model.name() + "' (strict loading)" + why);
   }
   if (report.loaded.empty() && !slots.empty()) {
-    std::string why = "; the model's tensors are " + list(std::vector<std::string>(model_names.begin(), model_names.end()), 4);
+    const std::vector<std::string> model_list(model_names.begin(), model_names.end());
+    std::string why = "; the model's tensors are " + list(model_list, 4);
     why += file_names.empty() ? "; the file holds no tensor" : "; the file's are " + list(file_names, 4);
     if (!report.mismatched.empty()) why += "; mis-shaped: " + list(report.mismatched, 4);
     throw InputError(source + ": no tensor matches model '" + model.name() + "' by name and shape (0 of " +
