@@ -68,7 +68,8 @@ void add_export_command(CLI::App& app, Action& chosen) {
   auto args = std::make_shared<ExportArgs>();
   CLI::App* cmd = app.add_subcommand("export", "Export a model to ONNX (opset 17)");
   cmd->add_option("--model,-m", args->model,
-                  "a checkpoint written by convoy train (.safetensors), or a model YAML (untrained weights)")
+                  "a checkpoint written by convoy train or convoy import (.safetensors), or a model YAML "
+                  "(untrained weights)")
       ->required();
   cmd->add_option("--format", args->format, "the output format")->check(CLI::IsMember({"onnx"}))->capture_default_str();
   cmd->add_option("--output,-o", args->output, "the ONNX file to write")->required();

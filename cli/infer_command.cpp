@@ -3,10 +3,10 @@
 #include <filesystem>
 #include <iomanip>
 #include <iostream>
-#include <numeric>
 #include <optional>
 
 #include "cli/commands.h"
+#include "cli/infer_output.h"
 #include "datasets/dataset.h"
 #include "datasets/loader.h"
 #include "datasets/nvjpeg.h"
@@ -39,6 +39,9 @@ struct InferArgs {
   bool no_plan = false;  // run the layers one by one (the training graph's forward)
   std::string precision = "auto";  // CPU plan: kPlanPrecisions; auto = int8 for an int8 checkpoint, else fp32
   bool invert = false;
+  std::string output = "text";  // infer_output_names()
+  std::string output_file;      // empty: stdout
+  bool logits = false;
 };
 
 void print_confusion(const EvalResult& r, const std::vector<std::string>& names) {
@@ -137,21 +140,17 @@ void classify_images(const InferArgs& args, LoadedModel& loaded, Backend& backen
   loader.start_epoch(0);
   const auto plans = make_plans(args, loaded.plan_precision);
   const auto classes = static_cast<int64_t>(loaded.class_names.size());
-  const size_t k = static_cast<size_t>(std::clamp<int64_t>(args.top_k, 1, classes));
+  InferOutputOptions output;
+  output.format = infer_output_from_name(args.output);
+  output.path = args.output_file;
+  output.logits = args.logits;
+  output.top_k = args.top_k;
+  PredictionWriter writer(output, loaded.class_names);
   int64_t next_file = 0;
-  auto print = [&](const std::vector<float>& probs, int64_t rows) {
-    for (int64_t b = 0; b < rows; ++b, ++next_file) {
-      const float* row = probs.data() + b * classes;
-      std::vector<int> order(static_cast<size_t>(classes));
-      std::iota(order.begin(), order.end(), 0);
-      std::partial_sort(order.begin(), order.begin() + static_cast<long>(k), order.end(),
-                        [&](int x, int y) { return row[x] > row[y]; });
-      std::cout << files.samples()[static_cast<size_t>(next_file)].path.string() << ":";
-      for (size_t i = 0; i < k; ++i)
-        std::cout << (i ? "," : "") << " " << loaded.class_names[order[i]] << " " << std::fixed << std::setprecision(3)
-                  << row[order[i]];
-      std::cout << "\n";
-    }
+  auto print = [&](const std::vector<float>& probs, const std::vector<float>& logits, int64_t rows) {
+    for (int64_t b = 0; b < rows; ++b, ++next_file)
+      writer.add(files.samples()[static_cast<size_t>(next_file)].path.string(), probs.data() + b * classes,
+                 args.logits ? logits.data() + b * classes : nullptr);
   };
   std::optional<GraphedBatches::Pending> running;  // on a GPU: the last batch, printed once the next one is queued
   std::vector<float> probs, logits;
@@ -161,20 +160,22 @@ void classify_images(const InferArgs& args, LoadedModel& loaded, Backend& backen
     if (args.invert)
       for (int64_t i = 0; i < pixels.numel(); ++i) pixels.data<uint8_t>()[i] = 255 - pixels.data<uint8_t>()[i];
     if (!graphed) {
-      print(predict_probabilities(loaded.model, backend, pixels, loaded.normalize, plans.get()), pixels.dim(0));
+      const Predictions p = predict(loaded.model, backend, pixels, loaded.normalize, plans.get());
+      print(p.probabilities, p.logits, pixels.dim(0));
       continue;
     }
     GraphedBatches::Pending next = graphed->submit(pixels);
     if (running) {
       graphed->finish(*running, logits, probs);
-      print(probs, running->rows());
+      print(probs, logits, running->rows());
     }
     running = std::move(next);
   }
   if (running) {
     graphed->finish(*running, logits, probs);
-    print(probs, running->rows());
+    print(probs, logits, running->rows());
   }
+  writer.finish();
 }
 
 // The plan's precision (engine/bundle/inference_precision.h), refusals in the flags' terms.
@@ -202,6 +203,17 @@ int run_infer(const InferArgs& args, const EngineOptions& engine) {
   if (args.images.empty() && args.data.empty())
     throw InputError("infer: give image files or folders, or --data KIND:SPLIT (e.g. --data fashion-mnist:test)");
   if (!args.predictions.empty()) check_output_target(args.predictions, "the predictions");
+  const bool for_scripts = args.output != "text" || args.logits || !args.output_file.empty();
+  if (for_scripts && args.images.empty())
+    throw InputError("--output, --output-file and --logits are for image files; with --data, --predictions writes "
+                     "each sample's top-1 class");
+  // The accuracy report is printed on stdout: it would break a JSON or CSV document there.
+  if (!args.data.empty() && args.output != "text" && args.output_file.empty())
+    throw InputError("--output " + args.output + " with --data: the accuracy report goes to stdout too; write the "
+                     "predictions to a file with --output-file");
+  if (args.logits && args.output == "text")
+    throw InputError("--logits: the text output shows the top-k only; use --output json, jsonl or csv");
+  if (!args.output_file.empty()) check_output_target(args.output_file, "the predictions");
   BackendOptions options;
   options.threads = args.threads;
   options.cuda = engine.cuda;
@@ -233,7 +245,8 @@ int run_infer(const InferArgs& args, const EngineOptions& engine) {
 void add_infer_command(CLI::App& app, Action& chosen) {
   auto args = std::make_shared<InferArgs>();
   CLI::App* cmd = app.add_subcommand("infer", "Classify images, or measure accuracy on a dataset split");
-  cmd->add_option("--model,-m", args->model, "a checkpoint written by convoy train (.safetensors)")->required();
+  cmd->add_option("--model,-m", args->model, "a checkpoint written by convoy train or convoy import (.safetensors)")
+      ->required();
   cmd->add_option("images", args->images, "JPEG/PNG files or folders of them to classify");
   cmd->add_option("--data", args->data, "evaluate on KIND:SPLIT, e.g. fashion-mnist:test");
   cmd->add_option("--data-path", args->data_path, "directory of the dataset files (default: the Debian package's)");
@@ -250,6 +263,14 @@ void add_infer_command(CLI::App& app, Action& chosen) {
                   "convoy quantize checkpoint); auto = on a GPU the checkpoint's training precision, on the CPU int8 "
                   "for an int8 checkpoint, else fp32")
       ->capture_default_str()->check(CLI::IsMember(precision_choices()));
+  cmd->add_option("--output", args->output,
+                  "what is written per image: text (top-k, 3 decimals), or for scripts json (one array), jsonl (an "
+                  "object a line) or csv (a header row, a row an image): the file, the top-k labels, class indices "
+                  "and probabilities at full float precision")
+      ->capture_default_str()->check(CLI::IsMember(infer_output_names()));
+  cmd->add_option("--output-file", args->output_file,
+                  "write the per-image output to this file (atomically, once all images are done) instead of stdout");
+  cmd->add_flag("--logits", args->logits, "with --output json, jsonl or csv: every class's raw logit too");
   cmd->add_flag("--no-plan", args->no_plan, "CPU: run the layers one by one instead of the compiled inference plan");
   cmd->add_flag("--invert", args->invert, "invert the image (dark object on a light background, as in photos)");
   cmd->callback([args, &chosen] { chosen = [args](const EngineOptions& engine) { return run_infer(*args, engine); }; });

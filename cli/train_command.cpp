@@ -118,12 +118,23 @@ void add_train_command(CLI::App& app, Action& chosen) {
   cmd->add_flag("--resume", args->resume, "continue from <output>/<name>/last.safetensors if it exists");
   cmd->add_option("--init-weights", args->init_weights,
                   "start from these weights (safetensors: a torchvision state dict or a Convoy checkpoint) "
-                  "where names and shapes match, reporting the rest");
+                  "where names and shapes match, reporting the rest (a prefix every name has, as DataParallel's "
+                  "'module.', is stripped; F16 and BF16 are converted); a file of which nothing loads is an error");
   cmd->add_flag("--init-weights-strict", args->init_weights_strict,
                 "with --init-weights: a missing, unexpected or mis-shaped tensor is an error (the classifier "
                 "resized by num_classes excepted)");
-  cmd->add_option("--max-steps", args->max_steps, "stop with a checkpoint after this many steps in total")
-      ->check(CLI::NonNegativeNumber);
+  // 0 is refused, not taken as "no limit" (the trainer's own 0): read as "zero steps" it would be
+  // a run that trains nothing, and leaving the flag out already means no limit.
+  cmd->add_option("--max-steps", args->max_steps,
+                  "stop with a checkpoint after this many optimizer steps in total (1 or more; counted from the "
+                  "run's start, so a --resume'd run stops at the same step); leave it out for no limit")
+      ->check(CLI::Validator(
+          [](const std::string& value) -> std::string {
+            if (value == "0") return "--max-steps 0 would train no step: give 1 or more, or leave it out for no limit";
+            return "";
+          },
+          "", "NOT_ZERO"))
+      ->check(CLI::PositiveNumber);
   cmd->add_option("--data-only", args->data_only,
                   "measure the data loader alone over N batches (0 = one epoch): images/s, no training")
       ->expected(0, 1)->default_str("0")->check(CLI::NonNegativeNumber);

@@ -227,6 +227,10 @@ TEST(Cli, UsageErrorsExitWith2) {
       {"", "A subcommand is required"},
       {"infer --model m.safetensors --top-k 0 x.png", "--top-k"},  // out of range: k >= 1
       {"infer --model m.safetensors -k -3 x.png", "--top-k"},
+      // 0 is not "no limit" (the flag left out is): refused as the help says, 1 or more.
+      {"train --config " + kConfig + " --max-steps 0", "--max-steps 0 would train no step"},
+      {"train --config " + kConfig + " --max-steps -2", "--max-steps"},
+      {"infer --model m.safetensors --output xml x.png", "--output"},
   };
   for (const auto& [args, message] : cases) {
     const Result r = run(args);
@@ -241,6 +245,7 @@ TEST(Cli, UsageErrorsExitWith2) {
   r = run("train --help");
   EXPECT_EQ(r.status, 0) << r.output;
   EXPECT_NE(r.output.find("--config"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("leave it out for no limit"), std::string::npos) << r.output;  // what --max-steps 0 is
 }
 
 TEST(Cli, BadConfigExitsWith1) {

@@ -1,11 +1,15 @@
 // `convoy train --init-weights`: a torchvision-style state dict (saved by PyTorch, num_batches_tracked
 // included) loads into the Convoy model with the same module names and gives PyTorch's logits;
 // the report names missing, unexpected and mis-shaped tensors; strict loading refuses them; a new
-// num_classes leaves only the classifier freshly initialized.
+// num_classes leaves only the classifier freshly initialized. Without PyTorch: a wrapper's prefix
+// ("module.", "model.") is stripped, F16 and BF16 tensors load converted, and a file of which
+// nothing loads is an error, strict or not.
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <cmath>
 #include <fstream>
+#include <map>
 
 #include "interchange/torch_fixture.h"
 #include "run_command.h"
@@ -169,9 +173,9 @@ TEST_F(InitWeights, TrainCommandPrintsTheReport) {
   r = testing::run_command(other + " --init-weights-strict 2>&1");
   EXPECT_EQ(r.status, 1) << r.output;
   EXPECT_NE(r.output.find("conv1.weight: file (8, 3, 3, 3) F32, model (8, 1, 3, 3) F32"), std::string::npos) << r.output;
-  r = testing::run_command(other + " --set name=ft3 2>&1");
-  EXPECT_EQ(r.status, 0) << r.output;
-  EXPECT_NE(r.output.find("init weights: loaded 0 of 32"), std::string::npos) << r.output;
+  r = testing::run_command(other + " --set name=ft3 2>&1");  // not strict, and nothing loads: an error too
+  EXPECT_EQ(r.status, 1) << r.output;
+  EXPECT_NE(r.output.find("no tensor matches model"), std::string::npos) << r.output;
   // The same from the config: init_weights: {path, strict}.
   const std::string by_config = std::string(CONVOY_BINARY) + " train --config " + config + " --set name=ft4 --set init_weights.path=" +
                                 (dir_ / "other.safetensors").string();
@@ -179,8 +183,154 @@ TEST_F(InitWeights, TrainCommandPrintsTheReport) {
   EXPECT_EQ(r.status, 1) << r.output;
   EXPECT_NE(r.output.find("(strict loading)"), std::string::npos) << r.output;
   r = testing::run_command(by_config + " 2>&1");
-  EXPECT_EQ(r.status, 0) << r.output;
-  EXPECT_NE(r.output.find("init weights: loaded 0 of 32"), std::string::npos) << r.output;
+  EXPECT_EQ(r.status, 1) << r.output;
+  EXPECT_NE(r.output.find("conv1.weight: file (8, 3, 3, 3) F32, model (8, 1, 3, 3) F32"), std::string::npos) << r.output;
+}
+
+// The tensors of `model` under `prefix` + their names, converted to `dtype` (F32, F16 or BF16).
+std::vector<NamedTensor> saved_as(Model& model, const std::string& prefix, DType dtype) {
+  std::vector<NamedTensor> out;
+  for (const NamedTensor& t : model.state()) {
+    const std::vector<float> v = t.tensor.to_floats();
+    Tensor c = Tensor::empty(t.tensor.shape(), dtype);
+    for (size_t i = 0; i < v.size(); ++i) {
+      if (dtype == DType::f32) c.data<float>()[i] = v[i];
+      else c.data<uint16_t>()[i] = dtype == DType::f16 ? float_to_f16(v[i]) : float_to_bf16(v[i]);
+    }
+    out.push_back({prefix + t.name, c});
+  }
+  return out;
+}
+
+// A model with other weights than the file's: the seed differs.
+Model fresh_model(uint64_t seed) { return Model::from_file(kYaml, seed); }
+
+TEST(InitWeightsFiles, AWrappersPrefixIsStrippedAndSaidSo) {
+  Model source = fresh_model(9);
+  for (const std::string prefix : {"module.", "model.", "module.model."}) {
+    SCOPED_TRACE(prefix);
+    std::vector<NamedTensor> file = saved_as(source, prefix, DType::f32);
+    // PyTorch's I64 batch counters carry the prefix too (read_safetensors lists them as skipped).
+    const std::vector<std::pair<std::string, std::string>> counters = {{prefix + "bn1.num_batches_tracked", "I64"}};
+    for (const bool strict : {false, true}) {
+      Model model = fresh_model(5);
+      const WeightsLoadReport r = load_matching_weights(model, file, counters, "", strict, "dp.safetensors");
+      EXPECT_EQ(r.stripped_prefix, prefix);
+      EXPECT_EQ(r.loaded.size(), model.state().size());
+      EXPECT_TRUE(r.unexpected.empty() && r.missing.empty() && r.mismatched.empty()) << r.str("dp");
+      EXPECT_EQ(r.ignored, (std::vector<std::string>{"bn1.num_batches_tracked"}));
+      EXPECT_NE(r.str("dp").find("stripped the prefix '" + prefix + "'"), std::string::npos) << r.str("dp");
+      std::map<std::string, std::vector<float>> want;
+      for (const NamedTensor& t : source.state()) want[t.name] = t.tensor.to_floats();
+      for (const NamedTensor& t : model.state()) EXPECT_EQ(t.tensor.to_floats(), want[t.name]) << t.name;
+    }
+  }
+  // Names as they are: nothing stripped, nor when the model's own names share a first component,
+  // where stripping would match fewer.
+  Model model = fresh_model(5);
+  EXPECT_EQ(load_matching_weights(model, saved_as(source, "", DType::f32), {}, "", true, "f").stripped_prefix, "");
+  const std::string nested = "name: nested\ninput: [1, 8, 8]\nlayers:\n"
+                             "  - {name: features.conv, type: conv2d, out_channels: 4, kernel: 3}\n"
+                             "  - {name: features.bn, type: batchnorm2d}\n"
+                             "  - {name: features.pool, type: global_avg_pool}\n"
+                             "  - {name: features.flat, type: flatten}\n"
+                             "  - {name: features.fc, type: linear, out_features: 3}\n";
+  Model a = Model::from_yaml(nested, "nested", 1), b = Model::from_yaml(nested, "nested", 2);
+  const WeightsLoadReport r = load_matching_weights(b, saved_as(a, "", DType::f32), {}, "", true, "f");
+  EXPECT_EQ(r.stripped_prefix, "");
+  EXPECT_EQ(r.loaded.size(), b.state().size());
+}
+
+// Half-precision files (model.half() saved): loaded converted, to within F16's or BF16's rounding
+// of the F32 weights (the conversion itself is exact: the loaded value is the file's).
+TEST(InitWeightsFiles, F16AndBf16TensorsLoadConvertedAndSaidSo) {
+  testing::TempDir dir("convoy-init-half");
+  Model source = fresh_model(9);
+  std::map<std::string, std::vector<float>> want;
+  for (const NamedTensor& t : source.state()) want[t.name] = t.tensor.to_floats();
+  for (const DType dtype : {DType::f16, DType::bf16}) {
+    const std::string name(dtype_name(dtype));
+    SCOPED_TRACE(name);
+    // Through a file, as --init-weights reads it, with DataParallel's prefix as well.
+    const fs::path path = dir / (name + ".safetensors");
+    write_safetensors(path, saved_as(source, "module.", dtype));
+    const SafetensorsFile file = read_safetensors(path, ForeignDtypes::skip);
+    Model model = fresh_model(5);
+    const WeightsLoadReport r = load_matching_weights(model, file.tensors, file.skipped, "", true, path.string());
+    EXPECT_EQ(r.loaded.size(), model.state().size());
+    EXPECT_EQ(r.converted.size(), model.state().size());
+    EXPECT_TRUE(r.mismatched.empty()) << r.str("f");
+    EXPECT_NE(r.str("f").find("converted " + std::to_string(r.converted.size()) + " " + name + " tensors to F32"),
+              std::string::npos) << r.str("f");
+    // F16 keeps 11 significant bits, BF16 8: a relative error of at most 2^-11 or 2^-8 (F16's
+    // subnormals below 2^-14 are exact to 2^-24 absolute).
+    const double unit = dtype == DType::f16 ? std::ldexp(1.0, -11) : std::ldexp(1.0, -8);
+    double worst = 0;
+    for (const NamedTensor& t : model.state()) {
+      const std::vector<float> got = t.tensor.to_floats(), in_file = file.at("module." + t.name).to_floats();
+      EXPECT_EQ(got, in_file) << t.name;  // widening is exact
+      for (size_t i = 0; i < got.size(); ++i) {
+        const double w = want[t.name][i], err = std::abs(double{got[i]} - w);
+        EXPECT_LE(err, unit * std::abs(w) + std::ldexp(1.0, -24)) << t.name << "[" << i << "]";
+        worst = std::max(worst, err / std::max(std::abs(w), 1e-3));
+      }
+    }
+    EXPECT_GT(worst, 0.0) << "the rounding was not exercised";
+  }
+}
+
+TEST(InitWeightsFiles, AFileOfWhichNothingLoadsIsAnErrorStrictOrNot) {
+  Model source = fresh_model(9);
+  std::vector<NamedTensor> unrelated = {{"encoder.weight", Tensor::zeros({4, 4})}, {"decoder.bias", Tensor::zeros({4})}};
+  std::vector<NamedTensor> misshaped = {{"conv1.weight", Tensor::zeros({8, 3, 3, 3})}};
+  for (const bool strict : {false, true}) {
+    for (const auto* file : {&unrelated, &misshaped}) {
+      Model model = fresh_model(5);
+      const std::vector<float> before = model.state()[0].tensor.to_floats();
+      try {
+        load_matching_weights(model, *file, {}, "", strict, "other.safetensors");
+        ADD_FAILURE() << "nothing matched, and no error";
+      } catch (const InputError& e) {
+        const std::string what = e.what();
+        EXPECT_NE(what.find("other.safetensors"), std::string::npos) << what;
+        if (!strict) {
+          EXPECT_NE(what.find("no tensor matches model 'small_resnet'"), std::string::npos) << what;
+          EXPECT_NE(what.find((*file)[0].name), std::string::npos) << what;  // the file's names, to compare
+        }
+      }
+      EXPECT_EQ(model.state()[0].tensor.to_floats(), before);
+    }
+  }
+  // One tensor that loads is enough for a non-strict run.
+  Model model = fresh_model(5);
+  std::vector<NamedTensor> one = {saved_as(source, "", DType::f32)[0]};
+  EXPECT_EQ(load_matching_weights(model, one, {}, "", false, "one").loaded.size(), 1u);
+}
+
+// Through the command, as the user met it: a DataParallel checkpoint saved in F16 starts a run, saying
+// what it stripped and converted; the report's numbers are the model's.
+TEST(InitWeightsFiles, TrainCommandSaysWhatItStrippedAndConverted) {
+  const std::string data = "/usr/share/datasets/fashion-mnist";
+  if (!fs::exists(data + "/t10k-images-idx3-ubyte.gz")) GTEST_SKIP() << "Fashion-MNIST is not installed at " << data;
+  testing::TempDir dir("convoy-init-cli");
+  Model source = Model::from_file(std::string(CONVOY_SOURCE_DIR) + "/models/lenet5.yaml", 9);
+  const size_t tensors = source.state().size();
+  write_safetensors(dir / "dp.safetensors", saved_as(source, "module.", DType::f16));
+  const std::string train = std::string(CONVOY_BINARY) + " train --config " + CONVOY_SOURCE_DIR +
+                            "/configs/fashion_mnist.yaml --set output.dir=" + dir.path().string() +
+                            " --set dataset.train_limit=128 --set dataset.test_limit=64 --set batch_size=64 "
+                            "--set device=cpu --max-steps 1 --init-weights ";
+  testing::CommandResult r = testing::run_command(train + (dir / "dp.safetensors").string() + " --init-weights-strict 2>&1");
+  ASSERT_EQ(r.status, 0) << r.output;
+  for (const std::string& part : {"init weights: loaded " + std::to_string(tensors) + " of " + std::to_string(tensors),
+                                 std::string("stripped the prefix 'module.'"),
+                                 "converted " + std::to_string(tensors) + " F16 tensors to F32"})
+    EXPECT_NE(r.output.find(part), std::string::npos) << part << " in " << r.output;
+  // A file of which nothing loads: exit 1, not a run from scratch.
+  write_safetensors(dir / "other.safetensors", std::vector<NamedTensor>{{"encoder.weight", Tensor::zeros({2, 2})}});
+  r = testing::run_command(train + (dir / "other.safetensors").string() + " --set name=other 2>&1");
+  EXPECT_EQ(r.status, 1) << r.output;
+  EXPECT_NE(r.output.find("no tensor matches model 'lenet5'"), std::string::npos) << r.output;
 }
 
 }  // namespace

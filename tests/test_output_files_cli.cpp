@@ -78,7 +78,7 @@ TEST_F(OutputFilesCli, AFailedImportLeavesNoYaml) {
   // The YAML fits under the limit, the weights (~250 KB) do not.
   r = convoy_limited(16, "import " + onnx.string() + " -o " + (dir_ / "new.yaml").string());
   EXPECT_EQ(r.status, 1) << r.output;
-  EXPECT_NE(r.output.find((dir_ / "new.safetensors").string() + ": cannot write the weights: File too large"),
+  EXPECT_NE(r.output.find((dir_ / "new.safetensors").string() + ": cannot write the checkpoint: File too large"),
             std::string::npos)
       << r.output;
   EXPECT_FALSE(fs::exists(dir_ / "new.yaml"));

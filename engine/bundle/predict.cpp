@@ -28,13 +28,18 @@ LoaderOptions eval_loader_options(const Preprocess& preprocess, int64_t batch_si
   return o;
 }
 
-std::vector<float> predict_probabilities(Model& model, Backend& backend, const Tensor& images,
-                                         const NormalizeAugment& normalize, InferencePlans* plans) {
+Predictions predict(Model& model, Backend& backend, const Tensor& images, const NormalizeAugment& normalize,
+                    InferencePlans* plans) {
   const Tensor x = normalized_input(model, backend, images, normalize);
   const Tensor logits = eval_logits(model, backend, x, plans);
   Tensor probs = backend.empty(logits.shape(), DType::f32);
   backend.ops().softmax(logits, probs);
-  return probs.to_floats();
+  return {logits.to_floats(), probs.to_floats()};
+}
+
+std::vector<float> predict_probabilities(Model& model, Backend& backend, const Tensor& images,
+                                         const NormalizeAugment& normalize, InferencePlans* plans) {
+  return predict(model, backend, images, normalize, plans).probabilities;
 }
 
 }  // namespace convoy

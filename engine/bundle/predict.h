@@ -24,6 +24,16 @@ Tensor normalized_input(Model& model, Backend& backend, const Tensor& images, co
 // f32 nchw input), else the layers one by one.
 Tensor eval_logits(Model& model, Backend& backend, const Tensor& x, InferencePlans* plans);
 
+// A batch's logits and their softmax, each (N, classes) row-major on the host.
+struct Predictions {
+  std::vector<float> logits;         // (N, classes)
+  std::vector<float> probabilities;  // (N, classes)
+};
+
+// The logits and softmax probabilities for a u8 batch (N, C, H, W) on the CPU.
+Predictions predict(Model& model, Backend& backend, const Tensor& images, const NormalizeAugment& normalize,
+                    InferencePlans* plans = nullptr);
+
 // Softmax probabilities (N, classes) for a u8 batch (N, C, H, W) on the CPU.
 std::vector<float> predict_probabilities(Model& model, Backend& backend, const Tensor& images,
                                          const NormalizeAugment& normalize, InferencePlans* plans = nullptr);

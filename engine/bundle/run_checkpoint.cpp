@@ -282,6 +282,14 @@ void save_run_checkpoint(const std::filesystem::path& path, Model& model, std::v
   write_safetensors(path, tensors, metadata_of(info));
 }
 
+void save_run_checkpoint(OutputFile& out, Model& model, std::vector<NamedTensor> optimizer_state,
+                         const RunCheckpointInfo& info) {
+  std::vector<NamedTensor> tensors = model.state();
+  for (NamedTensor& t : optimizer_state) tensors.push_back(std::move(t));
+  for (const NamedTensor& t : tensors) check_finite(t, out.path());
+  write_safetensors(out, tensors, metadata_of(info));
+}
+
 void check_checkpoint_fits_model(const RunCheckpointInfo& info, const Model& model, const std::string& source) {
   const int64_t channels = model.input_shape()[0];
   for (const auto& [key, values] : {std::pair{kMean, &info.mean}, std::pair{kStd, &info.std}})
@@ -294,38 +302,43 @@ void check_checkpoint_fits_model(const RunCheckpointInfo& info, const Model& mod
                      " names, the model has " + std::to_string(model.num_classes()) + " outputs");
 }
 
-RunCheckpoint read_run_checkpoint(const std::filesystem::path& path, CheckpointUse use) {
-  SafetensorsFile file = read_safetensors(path);
-  const MetadataReader meta(file.metadata, path.string());
-  check_finite_tensors(file.tensors, path.string());
-  RunCheckpoint ckpt{std::move(file.tensors), {}};
-  ckpt.info.model_yaml = meta.text(kModelYaml);
+RunCheckpointInfo read_run_checkpoint_metadata(const std::map<std::string, std::string>& metadata,
+                                               const std::string& source, CheckpointUse use) {
+  const MetadataReader meta(metadata, source);
+  RunCheckpointInfo info;
+  info.model_yaml = meta.text(kModelYaml);
   switch (use) {
     case CheckpointUse::resume:
-      read_resume_fields(meta, ckpt.info);
+      read_resume_fields(meta, info);
       break;
     case CheckpointUse::inference:
-      read_inference_fields(meta, ckpt.info);
+      read_inference_fields(meta, info);
       // What it was trained in (int8 once `convoy quantize` made it): a GPU infers in it by default
       // where it can. Absent in older checkpoints: fp32.
       if (meta.has(kPrecision)) {
         const std::string text = meta.text(kPrecision);
         const std::optional<Precision> p = precision_from_string(text);
         if (!p)
-          throw InputError(path.string() + ": checkpoint metadata '" + kPrecision + "' is '" + text +
-                           "', expected one of " + precision_list(kAllPrecisions));
-        ckpt.info.precision = *p;
+          throw InputError(source + ": checkpoint metadata '" + kPrecision + "' is '" + text + "', expected one of " +
+                           precision_list(kAllPrecisions));
+        info.precision = *p;
       }
       if (meta.has(kInt8ActivationMax)) {
-        ckpt.info.int8_activation_max = meta.json<std::map<std::string, double>>(kInt8ActivationMax);
+        info.int8_activation_max = meta.json<std::map<std::string, double>>(kInt8ActivationMax);
         // At load: a degenerate range runs without an error, at chance accuracy. Which layers'
         // ranges may be 0 (fused into the next) takes the model: activation_max_by_node checks that.
-        for (const auto& [name, range] : ckpt.info.int8_activation_max)
-          check_activation_range(name, range, name == kQuantInputName, path.string());
+        for (const auto& [name, range] : info.int8_activation_max)
+          check_activation_range(name, range, name == kQuantInputName, source);
       }
       break;
   }
-  return ckpt;
+  return info;
+}
+
+RunCheckpoint read_run_checkpoint(const std::filesystem::path& path, CheckpointUse use) {
+  SafetensorsFile file = read_safetensors(path);
+  check_finite_tensors(file.tensors, path.string());
+  return {std::move(file.tensors), read_run_checkpoint_metadata(file.metadata, path.string(), use)};
 }
 
 }  // namespace convoy

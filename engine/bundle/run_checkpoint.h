@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "datasets/preprocess.h"
+#include "engine/core/file_io.h"
 #include "engine/core/named_tensor.h"
 #include "engine/core/precision.h"
 #include "engine/core/tensor.h"
@@ -59,6 +60,10 @@ struct RunCheckpointInfo {
 // atomically.
 void save_run_checkpoint(const std::filesystem::path& path, Model& model, std::vector<NamedTensor> optimizer_state,
                          const RunCheckpointInfo& info);
+// The same into `out`, not committed: for a command that commits several files only once all are
+// written (convoy import: the model YAML and its checkpoint).
+void save_run_checkpoint(OutputFile& out, Model& model, std::vector<NamedTensor> optimizer_state,
+                         const RunCheckpointInfo& info);
 
 // What a reader does with a checkpoint, which decides the metadata it must find.
 enum class CheckpointUse {
@@ -79,6 +84,12 @@ inline constexpr int64_t kMaxCheckpointSteps = int64_t{1} << 53;
 // InputError naming the file and the key; so is a float tensor holding nan or inf, or a
 // batch norm's running_var holding a negative value (naming the tensor).
 RunCheckpoint read_run_checkpoint(const std::filesystem::path& path, CheckpointUse use);
+
+// The metadata alone, as read_run_checkpoint reads it from a file's: for a checkpoint put together
+// from another source (convoy import, from an ONNX file's metadata_props), checked as a reader
+// will check it. Errors name `source` and the key.
+RunCheckpointInfo read_run_checkpoint_metadata(const std::map<std::string, std::string>& metadata,
+                                               const std::string& source, CheckpointUse use);
 
 // For inference: the metadata agrees with the model built from its model_yaml (mean and std
 // one value per input channel or one for all, a class name per output). An InputError naming the file and the key otherwise.
