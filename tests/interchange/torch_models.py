@@ -6,12 +6,14 @@
     torch_models.py resnet18 OUT_DIR [onnx]   # torchvision's resnet18 / resnet50, rebuilt module for
     torch_models.py resnet50 OUT_DIR [onnx]   # module: its state_dict (+ torch.onnx export) + golden logits
     torch_models.py mobile OUT_DIR   # a small net of the mobile families' patterns, exported by torch.onnx + golden logits
+    torch_models.py mobilenet_v2 OUT_DIR [onnx]   # torchvision's (Debian's python3-torchvision): as resnet18
 
 The net mirrors tests/interchange/small_resnet.yaml with torchvision's module classes rebuilt in
 torch.nn (conv1, bn1, layer1.0.conv1, layer2.0.downsample.0, fc), so its state_dict keys are
 torchvision's, num_batches_tracked included. Batch-norm statistics are randomized so that they
 matter. golden.safetensors holds `input` (2, 1, 28, 28) and `logits` computed in float64.
-Exit status 3: torch is missing (the C++ test then skips).
+Exit status 3: torch is missing; 4: torchvision is missing where there is no rebuilt module tree
+(the C++ test then skips, saying which).
 """
 import json
 import os
@@ -175,13 +177,15 @@ def randomize_batch_norms(net):
                 m.num_batches_tracked.fill_(7)
 
 
-def torchvision_resnet(arch, out, export):
+def torchvision_net(arch, out, export):
     torch.manual_seed(4321)
-    try:  # the real torchvision where it is installed (the GPU machine); Debian has none
+    try:  # the real torchvision where it is installed (Debian's python3-torchvision, the GPU machine)
         import torchvision
         net = getattr(torchvision.models, arch)(weights=None)
         print("torchvision", torchvision.__version__)
     except ImportError:
+        if not arch.startswith("resnet"):
+            sys.exit(4)
         net = ResNet(arch == "resnet50", (3, 4, 6, 3) if arch == "resnet50" else (2, 2, 2, 2))
     randomize_batch_norms(net)
     net.eval()
@@ -213,8 +217,8 @@ def make_net(stem_gelu=False):
 
 def main():
     mode, out = sys.argv[1], sys.argv[2]
-    if mode in ("resnet18", "resnet50"):
-        return torchvision_resnet(mode, out, sys.argv[3:] == ["onnx"])
+    if mode in ("resnet18", "resnet50", "mobilenet_v2"):
+        return torchvision_net(mode, out, sys.argv[3:] == ["onnx"])
     if mode == "mobile":
         torch.manual_seed(2468)
         net = MobilePatterns()
