@@ -388,29 +388,48 @@ TEST_P(OnnxTorchvision, ImportsTheExportAndAgreesWithTorch) {
 
 INSTANTIATE_TEST_SUITE_P(ResNets, OnnxTorchvision, ::testing::Values("resnet18", "resnet50"));
 
-// torchvision's MobileNetV2 (Debian's python3-torchvision 0.14, random weights) through torch.onnx
-// (ReLU6 as Clip, batch norm folded into the convolutions): it imports with torchvision's layer
-// names and gives PyTorch's logits.
-TEST_F(Onnx, TorchvisionMobileNetV2ImportsAndAgreesWithTorch) {
-  if (const std::string why = testing::run_torch_models("mobilenet_v2", dir_.path(), "onnx"); !why.empty())
-    GTEST_SKIP() << why;
-  const CommandResult r =
-      convoy("import " + (dir_ / "mobilenet_v2.onnx").string() + " -o " + (dir_ / "net.yaml").string());
+// torchvision 0.14's own models (Debian's python3-torchvision, random weights) through torch.onnx
+// (ReLU6 as Clip, batch norm folded into the convolutions where one precedes it, equal weights
+// shared through Identity nodes, DenseNet's one-tensor Concat): each imports with torchvision's
+// layer names and gives PyTorch's logits.
+struct TorchvisionCase {
+  const char* arch;
+  const char* layer;  // a line the imported YAML holds
+};
+void PrintTo(const TorchvisionCase& c, std::ostream* os) { *os << c.arch; }
+
+class OnnxTorchvisionModels : public Onnx, public ::testing::WithParamInterface<TorchvisionCase> {};
+
+TEST_P(OnnxTorchvisionModels, ImportsTheExportAndAgreesWithTorch) {
+  const TorchvisionCase c = GetParam();
+  const std::string arch = c.arch;
+  if (const std::string why = testing::run_torch_models(arch, dir_.path(), "onnx"); !why.empty()) GTEST_SKIP() << why;
+  const CommandResult r = convoy("import " + (dir_ / (arch + ".onnx")).string() + " -o " + (dir_ / "net.yaml").string());
   ASSERT_EQ(r.status, 0) << r.output;
   const std::string yaml = Model::read_file((dir_ / "net.yaml").string());
-  for (const char* part : {"{name: features.17.conv.1.0, type: conv2d", "type: relu6", "{name: classifier.1, type: linear"})
-    EXPECT_NE(yaml.find(part), std::string::npos) << part << " in " << yaml;
+  EXPECT_NE(yaml.find(c.layer), std::string::npos) << c.layer << " in " << yaml;
   Model m = Model::from_file((dir_ / "net.yaml").string(), 0);
-  const Model shipped = Model::from_file(kSource + "/models/mobilenet_v2.yaml", 0);
-  int64_t bn_channels = 0;
-  for (const LayerInfo& l : shipped.layer_infos())
-    if (l.type == "batchnorm2d") bn_channels += l.parameters / 2;
-  // Each folded batch norm (2C) became a bias (C) of its convolution.
-  EXPECT_EQ(m.parameter_count(), shipped.parameter_count() - bn_channels);
+  if (arch == "mobilenet_v2") {
+    const Model shipped = Model::from_file(kSource + "/models/mobilenet_v2.yaml", 0);
+    int64_t bn_channels = 0;
+    for (const LayerInfo& l : shipped.layer_infos())
+      if (l.type == "batchnorm2d") bn_channels += l.parameters / 2;
+    // Each folded batch norm (2C) became a bias (C) of its convolution.
+    EXPECT_EQ(m.parameter_count(), shipped.parameter_count() - bn_channels);
+  }
   m.load_state(read_safetensors(dir_ / "net.safetensors").tensors, "net.safetensors");
   const SafetensorsFile golden = read_safetensors(dir_ / "golden.safetensors");
-  EXPECT_LE(testing::relative_error(cpu_forward(m, golden.at("input")), golden.at("logits")), 1e-4);
+  const double err = testing::relative_error(cpu_forward(m, golden.at("input")), golden.at("logits"));
+  EXPECT_LE(err, 1e-4);
+  std::cout << "[          ] " << arch << ": Convoy vs PyTorch (float64) logits, max relative error " << err << std::endl;
 }
+
+INSTANTIATE_TEST_SUITE_P(
+    Torchvision, OnnxTorchvisionModels,
+    ::testing::Values(TorchvisionCase{"mobilenet_v2", "{name: features.17.conv.1.0, type: conv2d"},
+                      TorchvisionCase{"vgg11_bn", "{name: classifier.6, type: linear"},
+                      TorchvisionCase{"densenet121", "{name: features.denseblock4.denselayer16.conv2, type: conv2d"}),
+    [](const auto& info) { return std::string(info.param.arch); });
 #endif
 
 }  // namespace

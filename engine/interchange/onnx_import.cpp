@@ -211,7 +211,9 @@ void Importer::convert(const NodeProto& node) {
   if (!node.domain().empty() && node.domain() != "ai.onnx") fail_node(node, "domain '" + node.domain() + "' is not supported");
   if (node.input_size() == 0 || node.output_size() == 0) fail_node(node, "expected inputs and an output");
   if (op == "Identity") {
-    layer_of_[node.output(0)] = layer_of(node, node.input(0));
+    // torch.onnx shares equal weights through Identity nodes of one initializer: a constant too.
+    if (is_constant(node.input(0))) constants_[node.output(0)] = constants_.at(node.input(0));
+    else layer_of_[node.output(0)] = layer_of(node, node.input(0));
     return;
   }
   if (convert_shape_arithmetic(node) || convert_pad(node) || convert_reduce_mean(node) || convert_activation(node)) return;
@@ -327,6 +329,10 @@ void Importer::convert(const NodeProto& node) {
       tensors_.push_back({target + ".bias", c.reshape({c.numel()})});
       bias_free_linear_.erase(target);
       layer_of_[node.output(0)] = target;
+      return;
+    }
+    if (op == "Concat" && node.input_size() == 1) {  // torch.cat([x]) (DenseNet's first layers): x itself
+      layer_of_[node.output(0)] = layer_of(node, node.input(0));
       return;
     }
     layer.name = unique_name(node, "");

@@ -6,7 +6,8 @@
     torch_models.py resnet18 OUT_DIR [onnx]   # torchvision's resnet18 / resnet50, rebuilt module for
     torch_models.py resnet50 OUT_DIR [onnx]   # module: its state_dict (+ torch.onnx export) + golden logits
     torch_models.py mobile OUT_DIR   # a small net of the mobile families' patterns, exported by torch.onnx + golden logits
-    torch_models.py mobilenet_v2 OUT_DIR [onnx]   # torchvision's (Debian's python3-torchvision): as resnet18
+    torch_models.py mobilenet_v2 OUT_DIR [onnx]   # torchvision's (Debian's python3-torchvision): as resnet18;
+    torch_models.py vgg11_bn OUT_DIR [onnx]       # vgg11_bn and densenet121 likewise
 
 The net mirrors tests/interchange/small_resnet.yaml with torchvision's module classes rebuilt in
 torch.nn (conv1, bn1, layer1.0.conv1, layer2.0.downsample.0, fc), so its state_dict keys are
@@ -217,7 +218,7 @@ def make_net(stem_gelu=False):
 
 def main():
     mode, out = sys.argv[1], sys.argv[2]
-    if mode in ("resnet18", "resnet50", "mobilenet_v2"):
+    if mode in ("resnet18", "resnet50", "mobilenet_v2", "vgg11_bn", "densenet121"):
         return torchvision_net(mode, out, sys.argv[3:] == ["onnx"])
     if mode == "mobile":
         torch.manual_seed(2468)
