@@ -1,4 +1,5 @@
-// Elementwise activations, forward and backward: relu, leaky relu and the exact (erf) gelu.
+// Elementwise activations, forward and backward: relu, leaky relu, the exact (erf) gelu,
+// sigmoid, silu, hardsigmoid, hardswish and relu6 (PyTorch's definitions, activation.h).
 // Layout-agnostic: they see flat arrays.
 #include <cmath>
 
@@ -10,6 +11,10 @@ namespace convoy::kernels {
 
 // ---- kernels ------------------------------------------------------------------------------
 
+__host__ __device__ __forceinline__ float sigmoid(float v) { return 1.f / (1.f + expf(-v)); }
+// PyTorch's Hardsigmoid: clamp(x / 6 + 1/2, 0, 1).
+__host__ __device__ __forceinline__ float hardsigmoid(float v) { return fminf(fmaxf(v * (1.f / 6.f) + 0.5f, 0.f), 1.f); }
+
 // __host__ too, so that the host compiler sees the switches and -Werror=switch turns a
 // forgotten Activation into a build error (it never sees device-only code).
 __host__ __device__ __forceinline__ float activation_value(Activation kind, float alpha, float v) {
@@ -17,6 +22,11 @@ __host__ __device__ __forceinline__ float activation_value(Activation kind, floa
     case Activation::relu: return v > 0.f ? v : 0.f;
     case Activation::leaky_relu: return v > 0.f ? v : v * alpha;
     case Activation::gelu: return 0.5f * v * (1.f + erff(v * 0.70710678118654752f));
+    case Activation::sigmoid: return sigmoid(v);
+    case Activation::silu: return v * sigmoid(v);
+    case Activation::hardsigmoid: return hardsigmoid(v);
+    case Activation::hardswish: return v * hardsigmoid(v);
+    case Activation::relu6: return fminf(fmaxf(v, 0.f), 6.f);
   }
   return NAN;  // not an Activation: the launchers refuse it before any launch
 }
@@ -31,6 +41,19 @@ __host__ __device__ __forceinline__ float activation_grad(Activation kind, float
       const float pdf = expf(-0.5f * v * v) * 0.39894228040143268f;
       return g * (cdf + v * pdf);
     }
+    case Activation::sigmoid: {
+      const float s = sigmoid(v);
+      return g * s * (1.f - s);
+    }
+    case Activation::silu: {  // s + x s (1 - s)
+      const float s = sigmoid(v);
+      return g * s * (1.f + v * (1.f - s));
+    }
+    // At a kink (x = -3, 3; 0, 6) the slope is the outer side's, as oneDNN's (the CPU's) is;
+    // PyTorch's agrees but for hardswish at exactly -3 and 3 (its -0.5 and 1.5).
+    case Activation::hardsigmoid: return v > -3.f && v < 3.f ? g * (1.f / 6.f) : 0.f;
+    case Activation::hardswish: return v <= -3.f ? 0.f : v >= 3.f ? g : g * (v * (1.f / 3.f) + 0.5f);
+    case Activation::relu6: return v > 0.f && v < 6.f ? g : 0.f;
   }
   return NAN;  // not an Activation: the launchers refuse it before any launch
 }
@@ -87,7 +110,12 @@ void check_kind(Activation kind, const char* what) {
   switch (kind) {
     case Activation::relu:
     case Activation::leaky_relu:
-    case Activation::gelu: return;
+    case Activation::gelu:
+    case Activation::sigmoid:
+    case Activation::silu:
+    case Activation::hardsigmoid:
+    case Activation::hardswish:
+    case Activation::relu6: return;
   }
   throw InternalError(std::string(what) + ": unknown activation " + std::to_string(static_cast<int>(kind)));
 }

@@ -10,7 +10,8 @@
 
 namespace convoy::kernels {
 
-// y = act(x), n elements of a floating dtype; alpha is leaky_relu's negative slope.
+// y = act(x), n elements of a floating dtype; alpha is leaky_relu's negative slope (the
+// other kinds ignore it).
 void activation_forward(Activation kind, float alpha, Dt dt, const void* x, void* y, int64_t n,
                         cudaStream_t stream);
 // dx = dy * act'(x). When activation_backward_reads_output(kind, alpha), `x` may be the

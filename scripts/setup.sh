@@ -23,6 +23,7 @@ packages=(
   clang libfuzzer-14-dev # scripts/fuzz.sh: the libFuzzer targets (tests/fuzz/) need clang's libFuzzer
   dataset-fashion-mnist  # the real Fashion-MNIST
   python3-numpy python3-torch python3-matplotlib   # golden tests, peers, charts
+  python3-torchvision    # the torchvision acceptance models (mobilenet_v2, the resnets) in the onnx and init-weights tests
   python3-pil            # scripts/datasets/*.py: the image-folder fixtures (JPEG/PNG through Pillow)
   libonnx-dev libprotobuf-dev  # convoy export/import: ONNX's protobuf definitions (onnx_pb.h, libonnx_proto) and protobuf
   python3-onnx           # the onnx tests: onnx.checker on exports, small ONNX files of each op
@@ -30,7 +31,7 @@ packages=(
   # scripts/install-onnxruntime-node.sh only where `npm` is missing: Debian's npm package
   # conflicts with a NodeSource nodejs that already brings npm.
 )
-[ "${CONVOY_SETUP_MINIMAL:-0}" = 1 ] && packages=("${packages[@]/python3-torch/}")
+[ "${CONVOY_SETUP_MINIMAL:-0}" = 1 ] && packages=("${packages[@]/python3-torchvision/}") && packages=("${packages[@]/python3-torch/}")
 
 missing=()
 for p in "${packages[@]}"; do

@@ -151,11 +151,61 @@ TEST_P(InferencePlanModels, AgreesWithTheLayerByLayerForward) {
 INSTANTIATE_TEST_SUITE_P(Shipped, InferencePlanModels,
                          ::testing::Values(PlanCase{"lenet5.yaml", 1, true}, PlanCase{"lenet5.yaml", 5, true},
                                            PlanCase{"fmnet.yaml", 3, true}, PlanCase{"resnet20.yaml", 2, true},
-                                           PlanCase{"resnet18.yaml", 1, false}, PlanCase{"resnet50.yaml", 1, false}),
+                                           PlanCase{"resnet18.yaml", 1, false}, PlanCase{"resnet50.yaml", 1, false},
+                                           PlanCase{"mobilenet_v2.yaml", 1, false}),
                          [](const auto& info) {
                            std::string name = info.param.file;
                            return name.substr(0, name.find('.')) + "_b" + std::to_string(info.param.batch);
                          });
+
+// The mobile networks' activations, fused into convolutions as post-ops (hardsigmoid as two: its
+// clip and its affine tail) and alone (after pooling, on the input): the plan agrees with the
+// layers and with the float64 reference. Inputs over -8 ... 8 and convolution weights x3 reach the
+// saturated sides of relu6, hardsigmoid and hardswish.
+TEST(InferencePlan, MobileActivationsFusedAndAloneAgreeWithTheReference) {
+  Model model = Model::from_yaml(R"(name: mobile_activations
+input: [3, 8, 8]
+layers:
+  - {name: alone_hsig, type: hardsigmoid}
+  - {name: c1, type: conv2d, out_channels: 8, kernel: 3, padding: 1, inputs: [input]}
+  - {name: r6, type: relu6}
+  - {name: c2, type: conv2d, out_channels: 8, kernel: 3, padding: 1}
+  - {name: hsw, type: hardswish}
+  - {name: c3, type: conv2d, out_channels: 8, kernel: 1, inputs: [alone_hsig]}
+  - {name: hsig, type: hardsigmoid}
+  - {name: sum, type: add, inputs: [hsw, hsig]}
+  - {name: c4, type: conv2d, out_channels: 8, kernel: 3, stride: 2, padding: 1}
+  - {name: si, type: silu}
+  - {name: pool, type: maxpool2d, kernel: 2}
+  - {name: sg, type: sigmoid}
+  - {name: alone_r6, type: relu6, inputs: [pool]}
+  - {name: alone_si, type: silu, inputs: [pool]}
+  - {name: alone_hsw, type: hardswish, inputs: [pool]}
+  - {name: sum2, type: add, inputs: [sg, alone_r6]}
+  - {name: sum3, type: add, inputs: [alone_si, alone_hsw]}
+  - {name: sum4, type: add, inputs: [sum2, sum3]}
+  - {name: gap, type: global_avg_pool}
+  - {name: fc, type: linear, out_features: 5}
+)",
+                                 "mobile_activations.yaml", 5);
+  for (auto& [name, p] : model.parameters())
+    if (name.rfind('c', 0) == 0)
+      for (int64_t i = 0; i < p->value.numel(); ++i) p->value.data<float>()[i] *= 3.0f;
+  model.mark_weights_changed();
+  const std::unique_ptr<Backend> cpu = make_cpu_backend({});
+  model.to(*cpu, DType::f32);
+  Tensor x = random_input(model, 2, 9);
+  for (int64_t i = 0; i < x.numel(); ++i) x.data<float>()[i] *= 8.0f;
+  const Tensor expected = model.forward(*cpu, x, StepInfo{});
+  const ref::Vec truth = reference_forward(model, x);
+  InferencePlan plan(model, 2);
+  const std::string steps = plan.describe();
+  for (const char* fused : {"+relu6", "+hardswish", "+hardsigmoid", "+silu"})
+    EXPECT_NE(steps.find(fused), std::string::npos) << fused << " not fused: " << steps;
+  const Tensor got = plan.run(x);
+  EXPECT_LT(scaled_error(got, expected), 1e-4) << steps;
+  EXPECT_LT(scaled_error(got, ref::to_tensor(truth, expected.shape())), 1e-4) << steps;
+}
 
 // How often `needle` occurs in a plan's describe() text.
 size_t occurrences(const std::string& steps, const std::string& needle) {

@@ -145,6 +145,20 @@ TEST_F(InitWeights, TorchvisionResNetStateDictsLoadStrictlyIntoTheShippedModels)
   }
 }
 
+// torchvision's MobileNetV2 (Debian's python3-torchvision 0.14, random weights): its state dict loads
+// strictly into the shipped models/mobilenet_v2.yaml, every tensor, and gives PyTorch's logits.
+TEST_F(InitWeights, TorchvisionMobileNetV2StateDictLoadsStrictlyIntoTheShippedModel) {
+  if (const std::string why = testing::run_torch_models("mobilenet_v2", dir_.path()); !why.empty()) GTEST_SKIP() << why;
+  const SafetensorsFile file = read_safetensors(dir_ / "mobilenet_v2.safetensors", ForeignDtypes::skip);
+  const SafetensorsFile golden = read_safetensors(dir_ / "golden.safetensors");
+  Model model = Model::from_file(std::string(CONVOY_SOURCE_DIR) + "/models/mobilenet_v2.yaml", 1);
+  EXPECT_EQ(model.parameter_count(), 3'504'872);  // torchvision's sum(p.numel() for p in model.parameters())
+  const WeightsLoadReport r = load_matching_weights(model, file.tensors, file.skipped, "", /*strict=*/true, "mobilenet_v2");
+  EXPECT_EQ(r.loaded.size(), model.state().size());
+  EXPECT_EQ(r.ignored.size(), 52u);  // a num_batches_tracked per batch norm
+  EXPECT_LE(testing::relative_error(cpu_forward(model, golden.at("input")), golden.at("logits")), 1e-4);
+}
+
 // Through the command: a Fashion-MNIST run (10 classes) from the 5-class torch weights, strict.
 TEST_F(InitWeights, TrainCommandPrintsTheReport) {
   const std::string data = "/usr/share/datasets/fashion-mnist";

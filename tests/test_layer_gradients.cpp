@@ -217,6 +217,13 @@ const std::vector<LayerCase>& layer_cases() {
       // GELU is smooth: values on both sides of and right at 0 are fine.
       {"Gelu", "gelu", "", {{3, 5, 5}}, Values::smooth},
       {"GeluOnFeatureVectors", "gelu", "", {{7}}, Values::smooth, 3},
+      // The mobile networks' activations over -8 ... 8: both saturated sides and the slopes between.
+      {"Sigmoid", "sigmoid", "", {{3, 5, 5}}, Values::off_integers},
+      {"Silu", "silu", "", {{3, 5, 5}}, Values::off_integers},
+      {"Hardsigmoid", "hardsigmoid", "", {{3, 5, 5}}, Values::off_integers},
+      {"Hardswish", "hardswish", "", {{3, 5, 5}}, Values::off_integers},
+      {"Relu6", "relu6", "", {{3, 5, 5}}, Values::off_integers},
+      {"Relu6OnFeatureVectors", "relu6", "", {{9}}, Values::off_integers, 3},
       // pooling
       {"MaxPoolNonOverlapping", "maxpool2d", "{kernel: 2}", {{3, 6, 6}}, Values::distinct},
       // kernel 3 > stride 2: inner elements belong to several windows; padding 1 adds edge windows.

@@ -165,9 +165,12 @@ TEST_F(Onnx, EachSupportedOpImportsAndAgreesWithOrt) {
                                          dir_.path().string() + " 2>&1");
   ASSERT_EQ(made.status, 0) << made.output;
   int cases = 0;
-  for (const char* name : {"conv", "conv_dilated", "batchnorm", "relu", "leaky_relu", "gelu", "maxpool", "avgpool",
-                           "global_avg_pool", "global_max_pool", "gemm", "matmul_add", "add", "concat",
-                           "dropout_identity"}) {
+  const std::vector<const char*> names = {
+      "conv", "conv_dilated", "batchnorm", "relu", "leaky_relu", "gelu", "maxpool", "avgpool", "global_avg_pool",
+      "global_max_pool", "gemm", "matmul_add", "add", "concat", "dropout_identity", "sigmoid", "silu", "hardsigmoid",
+      "hardswish", "relu6", "clip_relu", "reduce_mean", "reduce_mean_flat", "pad_avgpool", "view_flatten",
+      "maxpool_ceil"};
+  for (const char* name : names) {
     SCOPED_TRACE(name);
     const fs::path onnx = dir_ / (std::string(name) + ".onnx");
     Model m = import_and_build(onnx);
@@ -178,16 +181,50 @@ TEST_F(Onnx, EachSupportedOpImportsAndAgreesWithOrt) {
     EXPECT_LE(testing::relative_error(cpu_forward(m, x), ort), 1e-5);
     ++cases;
   }
-  EXPECT_EQ(cases, 15);
+  EXPECT_EQ(cases, static_cast<int>(names.size()));
   try {
     import_onnx(dir_ / "unsupported.onnx", "x");
-    ADD_FAILURE() << "Sigmoid was imported";
+    ADD_FAILURE() << "Tanh was imported";
   } catch (const InputError& e) {
-    EXPECT_NE(std::string(e.what()).find("node 'squash' (op Sigmoid)"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("node 'squash' (op Tanh)"), std::string::npos) << e.what();
   }
   const CommandResult r = convoy("import " + (dir_ / "unsupported.onnx").string() + " -o " + (dir_ / "u.yaml").string());
   EXPECT_EQ(r.status, 1) << r.output;
-  EXPECT_NE(r.output.find("node 'squash' (op Sigmoid): this op is not supported"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("node 'squash' (op Tanh): this op is not supported"), std::string::npos) << r.output;
+}
+
+// The patterns fold into one layer each: SiLU's Sigmoid and Mul, a flatten's shape arithmetic, a
+// Pad of zeros (nothing); what Convoy's layers cannot honour is refused with the node, op and reason.
+TEST_F(Onnx, FoldsPatternsAndRefusesWhatTheLayersCannotHonour) {
+  if (const std::string why = need_onnx_python(); !why.empty()) GTEST_SKIP() << why;
+  const CommandResult made = run_command(testing::torch_python() + " " + kSource + "/tests/interchange/onnx_ops.py " +
+                                         dir_.path().string() + " 2>&1");
+  ASSERT_EQ(made.status, 0) << made.output;
+  const std::vector<std::pair<const char*, std::vector<const char*>>> folded = {
+      {"silu", {"{name: act, type: silu}"}},
+      {"relu6", {"type: relu6"}},
+      {"clip_relu", {"type: relu}"}},
+      {"view_flatten", {"{name: reshape, type: flatten}"}},
+      {"pad_avgpool", {"{name: pool, type: avgpool2d, kernel: 2, stride: 2}"}},
+      {"reduce_mean", {"{name: mean, type: global_avg_pool}"}},
+      {"reduce_mean_flat", {"type: global_avg_pool", "{name: mean_flat, type: flatten}"}}};
+  for (const auto& [name, parts] : folded) {
+    const std::string yaml = import_onnx(dir_ / (std::string(name) + ".onnx"), "x").yaml;
+    for (const char* part : parts) EXPECT_NE(yaml.find(part), std::string::npos) << name << ": " << part << " in " << yaml;
+    EXPECT_EQ(yaml.find("type: sigmoid"), std::string::npos) << yaml;
+  }
+  const std::vector<std::pair<const char*, const char*>> refused = {
+      {"refused_ceil", "node 'pool' (op MaxPool): ceil_mode 1 adds a window at the bottom or right edge of its 6x6 input"},
+      {"refused_clip", "node 'clip' (op Clip): bounds (-1, 1) are not supported"},
+      {"refused_hardsigmoid", "node 'hsig' (op HardSigmoid): alpha 0.2 and beta 0.5 are not supported"},
+      {"refused_pad", "node 'pad' (op Pad): pads [0, 0, 1, 1, 0, 0, 1, 1] are not supported"},
+      {"refused_reduce_mean", "node 'mean' (op ReduceMean): axes [1] are not supported"}};
+  for (const auto& [name, message] : refused) {
+    const CommandResult r =
+        convoy("import " + (dir_ / (std::string(name) + ".onnx")).string() + " -o " + (dir_ / "r.yaml").string());
+    EXPECT_EQ(r.status, 1) << name << ": " << r.output;
+    EXPECT_NE(r.output.find(message), std::string::npos) << name << ": " << r.output;
+  }
 }
 
 // Files that are not ONNX, cut short, or hold what Convoy cannot honour: InputErrors naming the file.
@@ -223,7 +260,8 @@ TEST_F(Onnx, MalformedFilesAreInputErrorsNamingTheFile) {
 }
 
 // Convoy -> ONNX -> Convoy: the same names, weights and logits (ResNet-20 and a net of every
-// other layer type; gelu goes out as its erf formula and comes back as one layer).
+// other layer type; gelu goes out as its erf formula and silu as Sigmoid and Mul, and each comes
+// back as one layer).
 TEST_F(Onnx, RoundTripKeepsTheLogits) {
   testing::write_text_file(dir_ / "all.yaml", R"(name: all_layers
 input: [3, 12, 12]
@@ -240,6 +278,11 @@ layers:
   - {name: cat, type: concat, inputs: [pool, m]}
   - {name: r, type: relu}
   - {name: drop, type: dropout, p: 0.3}
+  - {name: hsw, type: hardswish}
+  - {name: si, type: silu}
+  - {name: r6, type: relu6}
+  - {name: hsig, type: hardsigmoid}
+  - {name: sg, type: sigmoid}
   - {name: g1, type: global_max_pool}
   - {name: fc1, type: linear, out_features: 6}
   - {name: flat, type: flatten}
@@ -297,6 +340,25 @@ TEST_F(Onnx, ImportsTorchExportAndAgreesWithTorch) {
   EXPECT_LE(testing::relative_error(cpu_forward(m, golden.at("input")), golden.at("logits")), 1e-4);
 }
 
+// torch.onnx's export of the mobile families' patterns (ReLU6, Hardswish, SiLU, Hardsigmoid,
+// Sigmoid, nn.AvgPool2d's Pad of zeros, ceil_mode pooling, x.mean((2, 3)), x.view(x.size(0), -1)):
+// each imports as its layer, and the logits agree with PyTorch's float64 ones.
+TEST_F(Onnx, ImportsTorchMobilePatternsAndAgreesWithTorch) {
+  if (const std::string why = testing::run_torch_models("mobile", dir_.path()); !why.empty()) GTEST_SKIP() << why;
+  const CommandResult r = convoy("import " + (dir_ / "torch.onnx").string() + " -o " + (dir_ / "m.yaml").string());
+  ASSERT_EQ(r.status, 0) << r.output;
+  const std::string yaml = Model::read_file((dir_ / "m.yaml").string());
+  for (const char* part : {"{name: act1, type: relu6}", "{name: act2, type: hardswish}", "{name: act3, type: silu}",
+                           "{name: pool, type: avgpool2d, kernel: 2, stride: 2}", "{name: act4, type: hardsigmoid}",
+                           "{name: act5, type: sigmoid}", "{name: mpool, type: maxpool2d, kernel: 3, stride: 2}",
+                           "type: global_avg_pool", "type: flatten", "{name: fc_flat, type: linear"})
+    EXPECT_NE(yaml.find(part), std::string::npos) << part << " in " << yaml;
+  Model m = Model::from_file((dir_ / "m.yaml").string(), 0);
+  m.load_state(read_safetensors(dir_ / "m.safetensors").tensors, "m.safetensors");
+  const SafetensorsFile golden = read_safetensors(dir_ / "golden.safetensors");
+  EXPECT_LE(testing::relative_error(cpu_forward(m, golden.at("input")), golden.at("logits")), 1e-4);
+}
+
 // torchvision's ResNet-18 and ResNet-50 (torchvision itself where installed, as on the GPU
 // machine; else its module tree rebuilt in torch.nn) through torch.onnx: they import with
 // torchvision's layer names and give PyTorch's logits.
@@ -325,6 +387,49 @@ TEST_P(OnnxTorchvision, ImportsTheExportAndAgreesWithTorch) {
 }
 
 INSTANTIATE_TEST_SUITE_P(ResNets, OnnxTorchvision, ::testing::Values("resnet18", "resnet50"));
+
+// torchvision 0.14's own models (Debian's python3-torchvision, random weights) through torch.onnx
+// (ReLU6 as Clip, batch norm folded into the convolutions where one precedes it, equal weights
+// shared through Identity nodes, DenseNet's one-tensor Concat): each imports with torchvision's
+// layer names and gives PyTorch's logits.
+struct TorchvisionCase {
+  const char* arch;
+  const char* layer;  // a line the imported YAML holds
+};
+void PrintTo(const TorchvisionCase& c, std::ostream* os) { *os << c.arch; }
+
+class OnnxTorchvisionModels : public Onnx, public ::testing::WithParamInterface<TorchvisionCase> {};
+
+TEST_P(OnnxTorchvisionModels, ImportsTheExportAndAgreesWithTorch) {
+  const TorchvisionCase c = GetParam();
+  const std::string arch = c.arch;
+  if (const std::string why = testing::run_torch_models(arch, dir_.path(), "onnx"); !why.empty()) GTEST_SKIP() << why;
+  const CommandResult r = convoy("import " + (dir_ / (arch + ".onnx")).string() + " -o " + (dir_ / "net.yaml").string());
+  ASSERT_EQ(r.status, 0) << r.output;
+  const std::string yaml = Model::read_file((dir_ / "net.yaml").string());
+  EXPECT_NE(yaml.find(c.layer), std::string::npos) << c.layer << " in " << yaml;
+  Model m = Model::from_file((dir_ / "net.yaml").string(), 0);
+  if (arch == "mobilenet_v2") {
+    const Model shipped = Model::from_file(kSource + "/models/mobilenet_v2.yaml", 0);
+    int64_t bn_channels = 0;
+    for (const LayerInfo& l : shipped.layer_infos())
+      if (l.type == "batchnorm2d") bn_channels += l.parameters / 2;
+    // Each folded batch norm (2C) became a bias (C) of its convolution.
+    EXPECT_EQ(m.parameter_count(), shipped.parameter_count() - bn_channels);
+  }
+  m.load_state(read_safetensors(dir_ / "net.safetensors").tensors, "net.safetensors");
+  const SafetensorsFile golden = read_safetensors(dir_ / "golden.safetensors");
+  const double err = testing::relative_error(cpu_forward(m, golden.at("input")), golden.at("logits"));
+  EXPECT_LE(err, 1e-4);
+  std::cout << "[          ] " << arch << ": Convoy vs PyTorch (float64) logits, max relative error " << err << std::endl;
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Torchvision, OnnxTorchvisionModels,
+    ::testing::Values(TorchvisionCase{"mobilenet_v2", "{name: features.17.conv.1.0, type: conv2d"},
+                      TorchvisionCase{"vgg11_bn", "{name: classifier.6, type: linear"},
+                      TorchvisionCase{"densenet121", "{name: features.denseblock4.denselayer16.conv2, type: conv2d"}),
+    [](const auto& info) { return std::string(info.param.arch); });
 #endif
 
 }  // namespace

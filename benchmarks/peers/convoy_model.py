@@ -138,8 +138,9 @@ def load_yaml(path):
 
 # ---- the network ----------------------------------------------------------------------------
 
-LAYER_TYPES = ("conv2d", "batchnorm2d", "relu", "leaky_relu", "gelu", "maxpool2d", "avgpool2d",
-               "global_avg_pool", "global_max_pool", "linear", "flatten", "dropout", "add", "concat")
+LAYER_TYPES = ("conv2d", "batchnorm2d", "relu", "leaky_relu", "gelu", "sigmoid", "silu", "hardsigmoid",
+               "hardswish", "relu6", "maxpool2d", "avgpool2d", "global_avg_pool", "global_max_pool", "linear",
+               "flatten", "dropout", "add", "concat")
 
 
 def _pair(v):
@@ -163,6 +164,16 @@ def _make_module(nn, spec, in_shapes):
         return nn.LeakyReLU(float(spec.get("negative_slope", 0.01)))
     if t == "gelu":
         return nn.GELU()  # the exact erf form, as Convoy's
+    if t == "sigmoid":
+        return nn.Sigmoid()
+    if t == "silu":
+        return nn.SiLU()
+    if t == "hardsigmoid":
+        return nn.Hardsigmoid()
+    if t == "hardswish":
+        return nn.Hardswish()
+    if t == "relu6":
+        return nn.ReLU6()
     if t in ("maxpool2d", "avgpool2d"):
         kernel = _pair(spec["kernel"])
         stride = _pair(spec.get("stride", spec["kernel"]))
@@ -289,7 +300,8 @@ def forward_flops(net):
             total[0] += 2 * mod.in_features * mod.out_features
         elif isinstance(mod, nn.BatchNorm2d):
             total[0] += 2 * out
-        elif isinstance(mod, (nn.ReLU, nn.LeakyReLU, nn.GELU)):
+        elif isinstance(mod, (nn.ReLU, nn.LeakyReLU, nn.GELU, nn.Sigmoid, nn.SiLU, nn.Hardsigmoid, nn.Hardswish,
+                              nn.ReLU6)):
             total[0] += out
         elif isinstance(mod, (nn.MaxPool2d, nn.AvgPool2d)):
             k = _pair(mod.kernel_size)

@@ -21,12 +21,18 @@ namespace {
 
 // A group's activation as a post-op; with act_scaled (int8) it runs on the real values and the
 // output scale sy multiplies its result (oneDNN 2.x would otherwise scale before the post-ops).
+// An affine tail (hardsigmoid's) is a second eltwise_linear post-op, which then takes the scale.
 void append_activation(dnnl::post_ops& ops, const Layer& layer, bool act_scaled, float sy) {
-  const auto a = std::get<ActivationSpec>(layer.spec());
-  if (act_scaled)
-    cpu::onednn::append_eltwise_scaled(ops, sy, eltwise_alg(a.kind), a.alpha(), 0.0f);
-  else
-    cpu::onednn::append_eltwise(ops, eltwise_alg(a.kind), a.alpha(), 0.0f);
+  const auto spec = std::get<ActivationSpec>(layer.spec());
+  const cpu::OnednnActivation a = cpu::onednn_activation(spec.kind, spec.alpha());
+  auto append = [&](bool last, dnnl::algorithm alg, float alpha, float beta) {
+    if (act_scaled)
+      cpu::onednn::append_eltwise_scaled(ops, last ? sy : 1.0f, alg, alpha, beta);
+    else
+      cpu::onednn::append_eltwise(ops, alg, alpha, beta);
+  };
+  append(!a.affine(), a.alg, a.alpha, a.beta);
+  if (a.affine()) append(true, dnnl::algorithm::eltwise_linear, a.scale, a.shift);
 }
 
 // fp32 3x3 stride-1 convolutions run through Winograd F(4x4, 3x3) where oneDNN has it (AVX-512):
@@ -293,13 +299,27 @@ int InferencePlan::Impl::emit(const Group& g, const std::vector<Model::GraphNode
     add_step(dnnl::pooling_forward(pd), pd.scratchpad_desc(), {{DNNL_ARG_SRC, in}, {DNNL_ARG_DST, y}}, t);
     return y;
   }
-  if (const auto* a = std::get_if<ActivationSpec>(&spec)) {
-    const auto pd = cpu::onednn::eltwise_forward_pd(engine, prop_kind::forward_inference, eltwise_alg(a->kind), x,
-                                                    a->alpha(), 0.0f, attr_with());
-    const int y = new_value(x);
+  if (const auto* s = std::get_if<ActivationSpec>(&spec)) {
+    // oneDNN's eltwise on int8 data computes on the quantized integers: right only for the
+    // kinds that commute with a positive scale.
+    if (is_int8(cpu::onednn::data_type_of(x)) && s->kind != Activation::relu && s->kind != Activation::leaky_relu)
+      throw InputError("int8 inference plan: layer '" + head.layer->name() + "' (" + t +
+                       ") runs on int8 values outside a convolution, which int8 plans do not support");
+    const cpu::OnednnActivation a = cpu::onednn_activation(s->kind, s->alpha());
+    const Md md = x;  // a copy: new_value grows `values`, which holds x
+    const auto pd =
+        cpu::onednn::eltwise_forward_pd(engine, prop_kind::forward_inference, a.alg, md, a.alpha, a.beta, attr_with());
+    const int y = new_value(md);
     values[y].range = values[in].range;
     add_step(dnnl::eltwise_forward(pd), pd.scratchpad_desc(), {{DNNL_ARG_SRC, in}, {DNNL_ARG_DST, y}}, t);
-    return y;
+    if (!a.affine()) return y;
+    // oneDNN's eltwise takes no eltwise post-op: the affine tail (hardsigmoid's) is a step of its own.
+    const auto tail = cpu::onednn::eltwise_forward_pd(engine, prop_kind::forward_inference, algorithm::eltwise_linear,
+                                                      md, a.scale, a.shift, attr_with());
+    const int z = new_value(md);
+    values[z].range = values[in].range;
+    add_step(dnnl::eltwise_forward(tail), tail.scratchpad_desc(), {{DNNL_ARG_SRC, y}, {DNNL_ARG_DST, z}}, t + " affine");
+    return z;
   }
   // An add no convolution could take: copy the first input, then a binary-free sum through a
   // reorder with the sum post-op (dst += src), which oneDNN 2.x and 3.x spell the same way.

@@ -14,6 +14,7 @@
 #include <variant>
 #include <vector>
 
+#include "engine/backends/cpu/onednn_activation.h"
 #include "engine/backends/cpu/onednn_compat.h"
 #include "engine/layers/layer.h"
 
@@ -62,15 +63,6 @@ inline bool is_known(const LayerSpec& spec) {
                                [](const FlattenSpec&) { return true; }, [](const DropoutSpec&) { return true; },
                                [](const AddSpec&) { return true; }, [](const ConcatSpec&) { return false; }},
                     spec);
-}
-
-inline dnnl::algorithm eltwise_alg(Activation a) {
-  switch (a) {
-    case Activation::relu: return dnnl::algorithm::eltwise_relu;
-    case Activation::leaky_relu: return dnnl::algorithm::eltwise_relu;  // alpha = negative slope
-    case Activation::gelu: return dnnl::algorithm::eltwise_gelu_erf;
-  }
-  return dnnl::algorithm::eltwise_relu;
 }
 
 // "nchw", "nhwc", "plain", or the inner blocks, e.g. "blocked 16" (nChw16c).

@@ -123,7 +123,7 @@ std::string export_onnx(Model& model, const std::map<std::string, std::string>& 
   };
   auto name_of = [&](int node) { return node < 0 ? std::string("input") : nodes[node].layer->name(); };
   auto shape_of = [&](int node) { return node < 0 ? model.input_shape() : nodes[node].shape; };  // per sample
-  bool uses_gelu = false;
+  bool uses_gelu = false, uses_relu6 = false;
   for (const Model::GraphNode& node : nodes) {
     const std::string& name = node.layer->name();
     std::vector<std::string> in;
@@ -158,6 +158,22 @@ std::string export_onnx(Model& model, const std::map<std::string, std::string>& 
                   g.node("Add", name + "/add", {name + "/erf", "gelu/one"}, name + "/add");
                   g.node("Mul", name + "/mul", {in[0], name + "/add"}, name + "/mul");
                   g.node("Mul", name, {name + "/mul", "gelu/half"}, name);
+                  break;
+                case Activation::sigmoid: g.node("Sigmoid", name, in, name); break;
+                case Activation::silu:  // x * sigmoid(x), as torch.onnx writes SiLU
+                  g.node("Sigmoid", name + "/sigmoid", in, name + "/sigmoid");
+                  g.node("Mul", name, {in[0], name + "/sigmoid"}, name);
+                  break;
+                case Activation::hardsigmoid: {
+                  NodeProto& n = g.node("HardSigmoid", name, in, name);
+                  set_float(n, "alpha", kHardSigmoidAlpha);
+                  set_float(n, "beta", kHardSigmoidBeta);
+                  break;
+                }
+                case Activation::hardswish: g.node("HardSwish", name, in, name); break;  // opset 14
+                case Activation::relu6:  // Clip's bounds are inputs from opset 11
+                  uses_relu6 = true;
+                  g.node("Clip", name, {in[0], "relu6/min", "relu6/max"}, name);
                   break;
               }
             },
@@ -198,6 +214,10 @@ std::string export_onnx(Model& model, const std::map<std::string, std::string>& 
     g.scalar("gelu/sqrt2", static_cast<float>(std::sqrt(2.0)));
     g.scalar("gelu/one", 1.0f);
     g.scalar("gelu/half", 0.5f);
+  }
+  if (uses_relu6) {
+    g.scalar("relu6/min", 0.0f);
+    g.scalar("relu6/max", static_cast<float>(kRelu6Max));
   }
   const bool has_logits =
       std::any_of(nodes.begin(), nodes.end(), [](const Model::GraphNode& n) { return n.layer->name() == "logits"; });

@@ -1,36 +1,25 @@
+// ONNX import: one node, one layer (convert), the model YAML (run), and reading constants. What
+// takes several nodes or none is in onnx_import_patterns.cpp.
 #include "engine/interchange/onnx_import.h"
-
-#include <onnx/onnx_pb.h>
 
 #include <cmath>
 #include <cstring>
 #include <fstream>
-#include <set>
 #include <sstream>
 
-#include "engine/core/error.h"
+#include "engine/interchange/onnx_importer.h"
 #include "engine/layers/layer_spec.h"
 
-namespace convoy {
+namespace convoy::onnx_import {
 
 namespace {
 
-using onnx::AttributeProto;
-using onnx::NodeProto;
-using onnx::TensorProto;
-
 constexpr const char* kSupportedOps =
-    "Conv, BatchNormalization, Relu, LeakyRelu, Gelu, MaxPool, AveragePool, GlobalAveragePool, GlobalMaxPool, "
-    "Gemm, MatMul, Flatten, Add, Concat, Dropout, Identity";
+    "Conv, BatchNormalization, Relu, LeakyRelu, Gelu, Sigmoid (x * Sigmoid(x): SiLU), HardSigmoid, HardSwish, "
+    "Clip (0, 6: ReLU6), MaxPool, AveragePool, GlobalAveragePool, GlobalMaxPool, ReduceMean (over H and W), Gemm, "
+    "MatMul, Flatten, Reshape (to (N, -1)), Add, Concat, Dropout, Identity, Pad (of zeros)";
 
-// One Convoy layer as it goes into the YAML: type names and the defaults left out are the specs'
-// (engine/layers/layer_spec.h).
-struct YamlLayer {
-  std::string name;
-  std::string_view type;
-  std::vector<std::string> inputs;                        // Convoy layer names, "input"
-  std::vector<std::pair<std::string, std::string>> attrs;  // key, YAML value
-};
+}  // namespace
 
 std::string ints_yaml(const std::vector<int64_t>& v) {
   if (v.size() == 2 && v[0] == v[1]) return std::to_string(v[0]);
@@ -46,6 +35,8 @@ std::string number_yaml(double v) {
   return out.str();
 }
 
+namespace {
+
 // A name as a YAML scalar: plain where it is safe, else single-quoted.
 std::string name_yaml(const std::string& name) {
   bool plain = !name.empty() && (std::isalpha(static_cast<unsigned char>(name[0])) || name[0] == '_');
@@ -56,65 +47,7 @@ std::string name_yaml(const std::string& name) {
   return out + "'";
 }
 
-class Importer {
- public:
-  Importer(const onnx::ModelProto& proto, std::string source) : proto_(proto), source_(std::move(source)) {}
-
-  ImportedModel run(const std::string& fallback_name);
-
- private:
-  [[noreturn]] void fail_node(const NodeProto& node, const std::string& message) const {
-    throw InputError(source_ + ": node '" + node.name() + "' (op " + node.op_type() + "): " + message);
-  }
-  [[noreturn]] void fail(const std::string& message) const { throw InputError(source_ + ": " + message); }
-
-  const AttributeProto* attr(const NodeProto& node, const std::string& name) const {
-    for (const AttributeProto& a : node.attribute())
-      if (a.name() == name) return &a;
-    return nullptr;
-  }
-  int64_t attr_int(const NodeProto& node, const std::string& name, int64_t fallback) const {
-    const AttributeProto* a = attr(node, name);
-    return a ? a->i() : fallback;
-  }
-  double attr_float(const NodeProto& node, const std::string& name, double fallback) const {
-    const AttributeProto* a = attr(node, name);
-    return a ? a->f() : fallback;
-  }
-  std::vector<int64_t> attr_ints(const NodeProto& node, const std::string& name, std::vector<int64_t> fallback) const {
-    const AttributeProto* a = attr(node, name);
-    return a ? std::vector<int64_t>(a->ints().begin(), a->ints().end()) : fallback;
-  }
-
-  bool is_constant(const std::string& value) const { return constants_.count(value) > 0; }
-  // An f32 constant (initializer or Constant node) as a CPU tensor.
-  Tensor constant(const NodeProto& node, const std::string& value) const;
-  // The Convoy layer that holds an ONNX value.
-  const std::string& layer_of(const NodeProto& node, const std::string& value) const {
-    auto it = layer_of_.find(value);
-    if (it == layer_of_.end())
-      fail_node(node, "its input '" + value + "' is not the graph input, a supported node's output or a constant");
-    return it->second;
-  }
-  std::string unique_name(const NodeProto& node, const std::string& weight_value);
-  void windows(const NodeProto& node, YamlLayer& layer, const std::vector<int64_t>& kernel, bool pool);
-  void add_layer(const NodeProto& node, YamlLayer layer) {
-    layer_of_[node.output(0)] = layer.name;
-    layers_.push_back(std::move(layer));
-  }
-  void convert(const NodeProto& node);
-  bool scalar_is(const std::string& value, double expected) const;
-  size_t gelu_formula_at(const std::vector<const NodeProto*>& nodes, size_t i);
-
-  const onnx::ModelProto& proto_;
-  std::string source_;
-  std::map<std::string, const TensorProto*> constants_;
-  std::map<std::string, std::string> layer_of_;  // ONNX value -> Convoy layer
-  std::set<std::string> taken_{"input"};
-  std::vector<YamlLayer> layers_;
-  std::vector<NamedTensor> tensors_;
-  std::set<std::string> bias_free_linear_;  // MatMul layers whose bias may follow as an Add
-};
+}  // namespace
 
 Tensor Importer::constant(const NodeProto& node, const std::string& value) const {
   auto it = constants_.find(value);
@@ -150,6 +83,51 @@ Tensor Importer::constant(const NodeProto& node, const std::string& value) const
   return out;
 }
 
+double Importer::scalar(const NodeProto& node, const std::string& value) const {
+  const Tensor t = constant(node, value);
+  if (t.numel() != 1) fail_node(node, "input '" + value + "' must be one number, it is " + shape_str(t.shape()));
+  return t.data<float>()[0];
+}
+
+bool Importer::is_int_constant(const std::string& value) const {
+  auto it = constants_.find(value);
+  return it != constants_.end() &&
+         (it->second->data_type() == TensorProto::INT64 || it->second->data_type() == TensorProto::INT32);
+}
+
+std::vector<int64_t> Importer::int_constant(const NodeProto& node, const std::string& value) const {
+  auto it = constants_.find(value);
+  if (it == constants_.end()) fail_node(node, "input '" + value + "' must be a constant (an initializer)");
+  const TensorProto& t = *it->second;
+  const bool i64 = t.data_type() == TensorProto::INT64;
+  if (!i64 && t.data_type() != TensorProto::INT32)
+    fail_node(node, "constant '" + value + "' has ONNX data type " + std::to_string(t.data_type()) + ", expected int64");
+  std::vector<int64_t> out;
+  if (!t.raw_data().empty()) {
+    const size_t width = i64 ? sizeof(int64_t) : sizeof(int32_t);
+    if (t.raw_data().size() % width != 0 || t.raw_data().size() / width > 64)
+      fail_node(node, "constant '" + value + "' holds " + std::to_string(t.raw_data().size()) + " bytes, not a few integers");
+    for (size_t i = 0; i < t.raw_data().size(); i += width) {
+      if (i64) {
+        int64_t v = 0;
+        std::memcpy(&v, t.raw_data().data() + i, width);
+        out.push_back(v);
+      } else {
+        int32_t v = 0;
+        std::memcpy(&v, t.raw_data().data() + i, width);
+        out.push_back(v);
+      }
+    }
+  } else if (i64) {
+    out.assign(t.int64_data().begin(), t.int64_data().end());
+  } else {
+    out.assign(t.int32_data().begin(), t.int32_data().end());
+  }
+  return out;
+}
+
+namespace {
+
 // torch.onnx's node names are module scopes, "/layer2/layer2.0/downsample/downsample.0/Conv": the
 // module path layer2.0.downsample.0, as in its state dict. Functional ops get their op's name
 // after the path ("/layer1/layer1.0/Add" -> layer1.0.add). Empty when the name is not of that form.
@@ -175,6 +153,8 @@ std::string torch_module_path(const std::string& node_name) {
   if (path.empty() || functional.count(base)) return path.empty() ? op : path + "." + op;
   return path;
 }
+
+}  // namespace
 
 // Torch's parameter names make the best layer names (layer1.0.conv1.weight -> layer1.0.conv1);
 // then torch.onnx's module scope, the node's name, its op and position; made valid and unique.
@@ -220,7 +200,7 @@ void Importer::windows(const NodeProto& node, YamlLayer& layer, const std::vecto
     layer.attrs.push_back({"padding", ints_yaml({pads[0], pads[1]})});
   if (pool) {
     if (dilations != std::vector<int64_t>{1, 1}) fail_node(node, "dilated pooling is not supported");
-    if (attr_int(node, "ceil_mode", 0) != 0) fail_node(node, "ceil_mode 1 is not supported");
+    if (attr_int(node, "ceil_mode", 0) != 0) ceil_pools_.push_back({layer.name, &node});  // checked on the built model
   } else if (dilations != std::vector<int64_t>{convoy.dilation_h, convoy.dilation_w}) {
     layer.attrs.push_back({"dilation", ints_yaml(dilations)});
   }
@@ -231,9 +211,12 @@ void Importer::convert(const NodeProto& node) {
   if (!node.domain().empty() && node.domain() != "ai.onnx") fail_node(node, "domain '" + node.domain() + "' is not supported");
   if (node.input_size() == 0 || node.output_size() == 0) fail_node(node, "expected inputs and an output");
   if (op == "Identity") {
-    layer_of_[node.output(0)] = layer_of(node, node.input(0));
+    // torch.onnx shares equal weights through Identity nodes of one initializer: a constant too.
+    if (is_constant(node.input(0))) constants_[node.output(0)] = constants_.at(node.input(0));
+    else layer_of_[node.output(0)] = layer_of(node, node.input(0));
     return;
   }
+  if (convert_shape_arithmetic(node) || convert_pad(node) || convert_reduce_mean(node) || convert_activation(node)) return;
   YamlLayer layer;
   auto from = [&](int i) { layer.inputs.push_back(layer_of(node, node.input(i))); };
   auto weight = [&](const std::string& key, const std::string& value) { tensors_.push_back({layer.name + "." + key, constant(node, value)}); };
@@ -348,6 +331,10 @@ void Importer::convert(const NodeProto& node) {
       layer_of_[node.output(0)] = target;
       return;
     }
+    if (op == "Concat" && node.input_size() == 1) {  // torch.cat([x]) (DenseNet's first layers): x itself
+      layer_of_[node.output(0)] = layer_of(node, node.input(0));
+      return;
+    }
     layer.name = unique_name(node, "");
     layer.type = op == "Add" ? AddSpec::type() : ConcatSpec::type();
     for (int i = 0; i < node.input_size(); ++i) from(i);
@@ -370,30 +357,6 @@ bool Importer::scalar_is(const std::string& value, double expected) const {
   return std::abs(v - expected) <= 1e-6 * std::abs(expected);
 }
 
-// Gelu before opset 20, as torch.onnx and `convoy export` write it: x * (erf(x / sqrt(2)) + 1) * 0.5,
-// five nodes from nodes[i] (Constant nodes left out). Returns how many nodes became one gelu layer (0: not the formula).
-size_t Importer::gelu_formula_at(const std::vector<const NodeProto*>& nodes, size_t i) {
-  if (i + 5 > nodes.size()) return 0;
-  const NodeProto &div = *nodes[i], &erf = *nodes[i + 1], &add = *nodes[i + 2], &mul = *nodes[i + 3],
-                  &half = *nodes[i + 4];
-  auto other = [](const NodeProto& n, const std::string& v) { return n.input(0) == v ? n.input(1) : n.input(0); };
-  auto reads = [](const NodeProto& n, const std::string& v) {
-    return n.input_size() == 2 && (n.input(0) == v || n.input(1) == v);
-  };
-  if (div.op_type() != "Div" || div.input_size() != 2 || !scalar_is(div.input(1), std::sqrt(2.0))) return 0;
-  const std::string& x = div.input(0);
-  if (erf.op_type() != "Erf" || erf.input(0) != div.output(0)) return 0;
-  if (add.op_type() != "Add" || !reads(add, erf.output(0)) || !scalar_is(other(add, erf.output(0)), 1.0)) return 0;
-  if (mul.op_type() != "Mul" || !reads(mul, add.output(0)) || other(mul, add.output(0)) != x) return 0;
-  if (half.op_type() != "Mul" || !reads(half, mul.output(0)) || !scalar_is(other(half, mul.output(0)), 0.5)) return 0;
-  YamlLayer layer;
-  layer.name = unique_name(half, "");
-  layer.type = ActivationSpec{.kind = Activation::gelu}.type();
-  layer.inputs.push_back(layer_of(div, x));
-  add_layer(half, std::move(layer));
-  return 5;
-}
-
 ImportedModel Importer::run(const std::string& fallback_name) {
   const onnx::GraphProto& graph = proto_.graph();
   for (const TensorProto& t : graph.initializer()) constants_[t.name()] = &t;
@@ -409,6 +372,7 @@ ImportedModel Importer::run(const std::string& fallback_name) {
   if (!input) fail("the graph has no input");
   const auto& dims = input->type().tensor_type().shape().dim();
   if (dims.size() != 4) fail("input '" + input->name() + "' must be (N, C, H, W), it has " + std::to_string(dims.size()) + " dimensions");
+  if (dims[0].has_dim_value()) input_batch_ = dims[0].dim_value();
   Shape sample;
   for (int i = 1; i < 4; ++i) {
     if (!dims[i].has_dim_value() || dims[i].dim_value() <= 0)
@@ -420,7 +384,10 @@ ImportedModel Importer::run(const std::string& fallback_name) {
   std::vector<const NodeProto*> nodes;  // Constant nodes are values, read where used
   for (const NodeProto& node : graph.node())
     if (node.op_type() != "Constant") nodes.push_back(&node);
+  for (const NodeProto* node : nodes)
+    for (const std::string& in : node->input()) consumers_[in].push_back(node);
   for (size_t i = 0; i < nodes.size(); ++i) {
+    if (absorbed_.count(nodes[i])) continue;
     if (const size_t n = gelu_formula_at(nodes, i)) {
       i += n - 1;
       continue;
@@ -453,11 +420,14 @@ ImportedModel Importer::run(const std::string& fallback_name) {
     previous = l.name;
   }
   result.yaml = yaml.str();
+  check_ceil_mode(result.yaml);
   result.tensors = std::move(tensors_);
   return result;
 }
 
-}  // namespace
+}  // namespace convoy::onnx_import
+
+namespace convoy {
 
 ImportedModel import_onnx(const std::filesystem::path& path, const std::string& name) {
   std::ifstream in(path, std::ios::binary);
@@ -467,7 +437,7 @@ ImportedModel import_onnx(const std::filesystem::path& path, const std::string& 
   for (const auto& opset : proto.opset_import())
     if ((opset.domain().empty() || opset.domain() == "ai.onnx") && (opset.version() < 7 || opset.version() > 21))
       throw InputError(path.string() + ": opset " + std::to_string(opset.version()) + " is not supported (7 ... 21)");
-  return Importer(proto, path.string()).run(name);
+  return onnx_import::Importer(proto, path.string()).run(name);
 }
 
 }  // namespace convoy

@@ -17,11 +17,14 @@ struct ImportedModel {
 };
 
 // Reads `path` (a serialized ModelProto, one image input (N, C, H, W), one output (N, classes))
-// and maps its nodes to layers: Conv, BatchNormalization (inference), Relu, LeakyRelu, Gelu,
-// MaxPool, AveragePool, GlobalAveragePool, GlobalMaxPool, Gemm, MatMul (+ Add of a bias),
-// Flatten, Add, Concat, Dropout, Identity. A node of another op, or with an attribute Convoy's
-// layer cannot honour (asymmetric padding, ceil_mode, ...), is an InputError naming the file,
-// the node and the op. `name` is the model's name when the graph has none.
+// and maps its nodes to layers: Conv, BatchNormalization (inference), Relu, LeakyRelu, Gelu (and
+// its erf formula), Sigmoid (and SiLU's x * Sigmoid(x)), HardSigmoid, HardSwish, Clip (0, 6),
+// MaxPool, AveragePool, GlobalAveragePool, GlobalMaxPool, ReduceMean over H and W, Gemm, MatMul
+// (+ Add of a bias), Flatten, Add, Concat, Dropout, Identity; pads of zero, and the shape
+// arithmetic of a Reshape to (N, -1) (Shape, Gather, Unsqueeze, Concat), fold into what they
+// mean. A node of another op, or with an attribute Convoy's layer cannot honour (asymmetric
+// padding, ceil_mode where it adds a window, ...), is an InputError naming the file, the node and
+// the op. `name` is the model's name when the graph has none.
 ImportedModel import_onnx(const std::filesystem::path& path, const std::string& name);
 
 }  // namespace convoy

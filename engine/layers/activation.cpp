@@ -1,4 +1,5 @@
-// Elementwise activations: ReLU, LeakyReLU, GELU (exact erf form, as PyTorch's default).
+// Elementwise activations: ReLU, LeakyReLU, GELU (exact erf form, as PyTorch's default), and
+// those of the mobile networks: Sigmoid, SiLU (swish), Hardsigmoid, Hardswish, ReLU6 (PyTorch's).
 #include "engine/layers/registry.h"
 
 namespace convoy {
@@ -58,5 +59,30 @@ std::unique_ptr<Layer> make_gelu(const std::string& name, const LayerAttrs&) {
   return std::make_unique<ActivationLayer>(name, ActivationSpec{.kind = Activation::gelu});
 }
 CONVOY_REGISTER_LAYER(make_gelu, ActivationSpec{.kind = Activation::gelu});
+
+std::unique_ptr<Layer> make_sigmoid(const std::string& name, const LayerAttrs&) {
+  return std::make_unique<ActivationLayer>(name, ActivationSpec{.kind = Activation::sigmoid});
+}
+CONVOY_REGISTER_LAYER(make_sigmoid, ActivationSpec{.kind = Activation::sigmoid});
+
+std::unique_ptr<Layer> make_silu(const std::string& name, const LayerAttrs&) {
+  return std::make_unique<ActivationLayer>(name, ActivationSpec{.kind = Activation::silu});
+}
+CONVOY_REGISTER_LAYER(make_silu, ActivationSpec{.kind = Activation::silu});
+
+std::unique_ptr<Layer> make_hardsigmoid(const std::string& name, const LayerAttrs&) {
+  return std::make_unique<ActivationLayer>(name, ActivationSpec{.kind = Activation::hardsigmoid});
+}
+CONVOY_REGISTER_LAYER(make_hardsigmoid, ActivationSpec{.kind = Activation::hardsigmoid});
+
+std::unique_ptr<Layer> make_hardswish(const std::string& name, const LayerAttrs&) {
+  return std::make_unique<ActivationLayer>(name, ActivationSpec{.kind = Activation::hardswish});
+}
+CONVOY_REGISTER_LAYER(make_hardswish, ActivationSpec{.kind = Activation::hardswish});
+
+std::unique_ptr<Layer> make_relu6(const std::string& name, const LayerAttrs&) {
+  return std::make_unique<ActivationLayer>(name, ActivationSpec{.kind = Activation::relu6});
+}
+CONVOY_REGISTER_LAYER(make_relu6, ActivationSpec{.kind = Activation::relu6});
 
 }  // namespace convoy

@@ -37,7 +37,7 @@ struct LinearSpec {
   static constexpr std::string_view type() { return "linear"; }
 };
 
-// relu, leaky_relu and gelu: one layer type per kind.
+// relu, leaky_relu, gelu, sigmoid, silu, hardsigmoid, hardswish and relu6: one layer type per kind.
 struct ActivationSpec {
   static constexpr double kNegativeSlope = 0.01;  // PyTorch's LeakyReLU and ONNX's LeakyRelu alpha
   Activation kind = Activation::relu;
@@ -49,6 +49,11 @@ struct ActivationSpec {
       case Activation::relu: return "relu";
       case Activation::leaky_relu: return "leaky_relu";
       case Activation::gelu: return "gelu";
+      case Activation::sigmoid: return "sigmoid";
+      case Activation::silu: return "silu";
+      case Activation::hardsigmoid: return "hardsigmoid";
+      case Activation::hardswish: return "hardswish";
+      case Activation::relu6: return "relu6";
     }
     return "?";  // unreachable: the switch is exhaustive (-Werror=switch)
   }

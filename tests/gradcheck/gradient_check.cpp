@@ -25,6 +25,9 @@ Tensor make_values(const Shape& shape, Values kind, uint64_t seed) {
   std::mt19937_64 rng(seed ^ 0x5eedull);
   if (kind == Values::away_from_zero) {
     for (float& x : v) x = (x < 0 ? -0.1f : 0.1f) + 0.9f * x;
+  } else if (kind == Values::off_integers) {
+    std::uniform_int_distribution<int> whole(-8, 7);
+    for (float& x : v) x = static_cast<float>(whole(rng)) + 0.5f + 0.4f * x;
   } else if (kind == Values::distinct) {
     const int64_t plane = shape.size() >= 2 ? shape[shape.size() - 1] * shape[shape.size() - 2] : n;
     const double gap = std::max(0.04, 2.0 / static_cast<double>(plane));

@@ -18,7 +18,8 @@
 // - Hence |analytic - numeric| <= kLayerTol * max(1, |numeric|) with kLayerTol = 2e-3: ~100x
 //   the observed error (room for other CPUs' kernels and cuDNN's summation orders), yet a gradient 5%
 //   too large, or one element of the wrong sign, fails (LayerGradSelfTest checks exactly that).
-// - Kinks are kept out of reach: ReLU / leaky ReLU inputs have |x| >= 0.1 >> h, and pooling
+// - Kinks are kept out of reach: ReLU / leaky ReLU inputs have |x| >= 0.1 >> h, ReLU6's and the
+//   hard activations' are at least 0.1 from an integer, and pooling
 //   inputs are distinct per (n, c) plane with gaps of >= 0.04 > 2h, so no perturbation changes
 //   a window's argmax.
 // The model test differentiates the mean cross-entropy, whose gradients are ~1e-2 and whose f32
@@ -48,6 +49,8 @@ enum class Values {
   smooth,          // U(-1, 1)
   away_from_zero,  // +-U(0.1, 1): no ReLU kink within reach of h
   distinct,        // a shuffled ramp per (n, c) plane, gaps >= 0.04: no ties in a pool window
+  off_integers,    // k + U(0.1, 0.9), k an integer in -8 ... 7: both sides of the kinks of relu6,
+                   // hardsigmoid and hardswish (all at integers: -3, 0, 3, 6), none within reach of h
 };
 
 // n values of U(lo, hi) from `seed`.

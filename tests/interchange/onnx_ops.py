@@ -6,7 +6,10 @@
 
 Each case is input (batch, 4, 6, 6) -> the op(s) under test -> Flatten -> output, with seeded
 random weights; the test runs it in ONNX Runtime and in Convoy after `convoy import` and compares.
-`unsupported` holds a Sigmoid node, which the import must refuse, naming the node and the op.
+The activations of the mobile networks come after a 1x1 convolution that spreads the values over
+about -15 ... 15, past every kink (hardsigmoid's and hardswish's -3 and 3, relu6's 6).
+`unsupported` holds a Tanh node, which the import must refuse, naming the node and the op; the
+`refused_*` files hold what Convoy's layers cannot honour, each refused with its reason.
 Exit status 3: onnx is missing.
 """
 import json
@@ -64,7 +67,40 @@ def cases():
     yield "add", [n("Relu", ["input"], ["r"], name="relu"), n("Add", ["r", "input"], ["y"], name="add")], []
     yield "concat", [n("Relu", ["input"], ["r"], name="relu"), n("Concat", ["input", "r"], ["y"], name="cat", axis=1)], []
     yield "dropout_identity", [n("Dropout", ["input"], ["d"], name="drop"), n("Identity", ["d"], ["y"], name="id")], []
-    yield "unsupported", [n("Sigmoid", ["input"], ["y"], name="squash")], []
+    spread = [n("Conv", ["input", "sw"], ["x"], name="spread")]
+    sw = weight("sw", 4, 4, 1, 1, low=-4.0, high=4.0)
+    i64 = lambda name, values: numpy_helper.from_array(np.array(values, dtype=np.int64), name)
+    f32 = lambda name, value: numpy_helper.from_array(np.array(value, dtype=np.float32), name)
+    yield "sigmoid", spread + [n("Sigmoid", ["x"], ["y"], name="sig")], [sw]
+    yield "silu", spread + [n("Sigmoid", ["x"], ["s"], name="/act/Sigmoid"), n("Mul", ["x", "s"], ["y"], name="/act/Mul")], [sw]
+    yield "hardsigmoid", spread + [n("HardSigmoid", ["x"], ["y"], name="hsig", alpha=1.0 / 6)], [sw]
+    yield "hardswish", spread + [n("HardSwish", ["x"], ["y"], name="hsw")], [sw]
+    yield "relu6", spread + [n("Clip", ["x", "lo", "hi"], ["y"], name="clip")], [sw, f32("lo", 0.0), f32("hi", 6.0)]
+    yield "clip_relu", spread + [n("Clip", ["x", "lo"], ["y"], name="clip")], [sw, f32("lo", 0.0)]
+    yield "reduce_mean", [n("ReduceMean", ["input"], ["y"], name="mean", axes=[2, 3], keepdims=1)], []
+    yield "reduce_mean_flat", [n("ReduceMean", ["input"], ["y"], name="mean", axes=[-1, -2], keepdims=0)], []
+    # torch.onnx's nn.AvgPool2d(2): a Pad of zeros before the AveragePool.
+    yield "pad_avgpool", [n("Pad", ["input", "pads"], ["p"], name="pad", mode="constant"),
+                          n("AveragePool", ["p"], ["y"], name="pool", kernel_shape=[2, 2], strides=[2, 2])], \
+        [i64("pads", [0] * 8)]
+    # torch.onnx's x.view(x.size(0), -1).
+    yield "view_flatten", [n("Relu", ["input"], ["r"], name="relu"), n("Shape", ["r"], ["shape"], name="shape"),
+                           n("Gather", ["shape", "zero"], ["batch"], name="gather", axis=0),
+                           n("Unsqueeze", ["batch", "axis0"], ["batch1"], name="unsqueeze"),
+                           n("Concat", ["batch1", "minus1"], ["target"], name="concat", axis=0),
+                           n("Reshape", ["r", "target"], ["y"], name="reshape")], \
+        [i64("zero", 0), i64("axis0", [0]), i64("minus1", [-1])]
+    # 6x6, kernel 2, stride 2: ceil_mode adds no window.
+    yield "maxpool_ceil", [n("MaxPool", ["input"], ["y"], name="pool", kernel_shape=[2, 2], strides=[2, 2], ceil_mode=1)], []
+    yield "unsupported", [n("Tanh", ["input"], ["y"], name="squash")], []
+    # 6x6, kernel 3, stride 2: ceil_mode adds a third window per row, floor has two.
+    yield "refused_ceil", [n("MaxPool", ["input"], ["y"], name="pool", kernel_shape=[3, 3], strides=[2, 2], ceil_mode=1)], []
+    yield "refused_clip", [n("Clip", ["input", "lo", "hi"], ["y"], name="clip")], [f32("lo", -1.0), f32("hi", 1.0)]
+    yield "refused_hardsigmoid", [n("HardSigmoid", ["input"], ["y"], name="hsig")], []  # ONNX's alpha 0.2
+    yield "refused_pad", [n("Pad", ["input", "pads"], ["p"], name="pad", mode="constant"),
+                          n("AveragePool", ["p"], ["y"], name="pool", kernel_shape=[2, 2], strides=[2, 2])], \
+        [i64("pads", [0, 0, 1, 1, 0, 0, 1, 1])]
+    yield "refused_reduce_mean", [n("ReduceMean", ["input"], ["y"], name="mean", axes=[1], keepdims=1)], []
 
 
 def check(path):

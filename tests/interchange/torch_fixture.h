@@ -19,12 +19,14 @@ inline std::string torch_python() {
   return std::filesystem::exists("/usr/bin/python3") ? "/usr/bin/python3" : "python3";
 }
 
-// Runs the script's `mode` into `dir`; exit 3 (no torch) is a skip, said by the returned text.
+// Runs the script's `mode` into `dir`; exit 3 (no torch) and 4 (no torchvision) are skips, said
+// by the returned text.
 inline std::string run_torch_models(const std::string& mode, const std::filesystem::path& dir,
                                     const std::string& extra = "") {
   const CommandResult r = run_command(torch_python() + " " + CONVOY_SOURCE_DIR + "/tests/interchange/torch_models.py " +
                                       mode + " " + dir.string() + " " + extra + " 2>&1");
   if (r.status == 3) return "python3-torch is not installed (apt-get install python3-torch)";
+  if (r.status == 4) return "python3-torchvision is not installed (apt-get install python3-torchvision)";
   EXPECT_EQ(r.status, 0) << r.output;
   return "";
 }

@@ -5,12 +5,16 @@
     torch_models.py onnx OUT_DIR     # the same net, GELU in the stem, exported by torch.onnx + golden logits
     torch_models.py resnet18 OUT_DIR [onnx]   # torchvision's resnet18 / resnet50, rebuilt module for
     torch_models.py resnet50 OUT_DIR [onnx]   # module: its state_dict (+ torch.onnx export) + golden logits
+    torch_models.py mobile OUT_DIR   # a small net of the mobile families' patterns, exported by torch.onnx + golden logits
+    torch_models.py mobilenet_v2 OUT_DIR [onnx]   # torchvision's (Debian's python3-torchvision): as resnet18;
+    torch_models.py vgg11_bn OUT_DIR [onnx]       # vgg11_bn and densenet121 likewise
 
 The net mirrors tests/interchange/small_resnet.yaml with torchvision's module classes rebuilt in
 torch.nn (conv1, bn1, layer1.0.conv1, layer2.0.downsample.0, fc), so its state_dict keys are
 torchvision's, num_batches_tracked included. Batch-norm statistics are randomized so that they
 matter. golden.safetensors holds `input` (2, 1, 28, 28) and `logits` computed in float64.
-Exit status 3: torch is missing (the C++ test then skips).
+Exit status 3: torch is missing; 4: torchvision is missing where there is no rebuilt module tree
+(the C++ test then skips, saying which).
 """
 import json
 import os
@@ -128,6 +132,41 @@ class ResNet(nn.Module):
         return self.fc(torch.flatten(self.avgpool(x), 1))
 
 
+class MobilePatterns(nn.Module):
+    """What torch.onnx writes for the mobile families: ReLU6 (Clip), Hardswish (HardSwish),
+    SiLU (Sigmoid and Mul), nn.AvgPool2d (a Pad of zeros before AveragePool), Hardsigmoid,
+    Sigmoid, ceil_mode max pooling that adds no window (7x7, kernel 3, stride 2), x.mean((2, 3))
+    (ReduceMean) and x.view(x.size(0), -1) (Shape, Gather, Unsqueeze, Concat, Reshape)."""
+
+    def __init__(self, classes=5):
+        super().__init__()
+        self.conv1 = nn.Conv2d(1, 8, 3, 2, 1, bias=False)
+        self.bn1 = nn.BatchNorm2d(8)
+        self.act1 = nn.ReLU6(inplace=True)
+        self.dw = nn.Conv2d(8, 8, 3, 1, 1, groups=8, bias=False)
+        self.bn2 = nn.BatchNorm2d(8)
+        self.act2 = nn.Hardswish()
+        self.pw = nn.Conv2d(8, 16, 1)
+        self.act3 = nn.SiLU()
+        self.pool = nn.AvgPool2d(2)
+        self.gate = nn.Conv2d(16, 16, 1)
+        self.act4 = nn.Hardsigmoid()
+        self.conv3 = nn.Conv2d(16, 16, 3, 1, 1)
+        self.act5 = nn.Sigmoid()
+        self.mpool = nn.MaxPool2d(3, 2, ceil_mode=True)
+        self.fc_mean = nn.Linear(16, classes)
+        self.fc_flat = nn.Linear(16 * 3 * 3, classes)
+        with torch.no_grad():  # wider weights: the activations reach their saturated sides
+            for conv in (self.conv1, self.pw, self.gate):
+                conv.weight.mul_(4.0)
+
+    def forward(self, x):
+        x = self.act2(self.bn2(self.dw(self.act1(self.bn1(self.conv1(x))))))
+        x = self.pool(self.act3(self.pw(x)))
+        x = self.mpool(self.act5(self.conv3(self.act4(self.gate(x)))))
+        return self.fc_mean(x.mean((2, 3))) + self.fc_flat(x.view(x.size(0), -1))
+
+
 def randomize_batch_norms(net):
     with torch.no_grad():
         for m in net.modules():
@@ -139,13 +178,15 @@ def randomize_batch_norms(net):
                 m.num_batches_tracked.fill_(7)
 
 
-def torchvision_resnet(arch, out, export):
+def torchvision_net(arch, out, export):
     torch.manual_seed(4321)
-    try:  # the real torchvision where it is installed (the GPU machine); Debian has none
+    try:  # the real torchvision where it is installed (Debian's python3-torchvision, the GPU machine)
         import torchvision
         net = getattr(torchvision.models, arch)(weights=None)
         print("torchvision", torchvision.__version__)
     except ImportError:
+        if not arch.startswith("resnet"):
+            sys.exit(4)
         net = ResNet(arch == "resnet50", (3, 4, 6, 3) if arch == "resnet50" else (2, 2, 2, 2))
     randomize_batch_norms(net)
     net.eval()
@@ -177,9 +218,15 @@ def make_net(stem_gelu=False):
 
 def main():
     mode, out = sys.argv[1], sys.argv[2]
-    if mode in ("resnet18", "resnet50"):
-        return torchvision_resnet(mode, out, sys.argv[3:] == ["onnx"])
-    net = make_net(stem_gelu=mode == "onnx")  # torch.onnx writes GELU as its erf formula (opset < 20)
+    if mode in ("resnet18", "resnet50", "mobilenet_v2", "vgg11_bn", "densenet121"):
+        return torchvision_net(mode, out, sys.argv[3:] == ["onnx"])
+    if mode == "mobile":
+        torch.manual_seed(2468)
+        net = MobilePatterns()
+        randomize_batch_norms(net)
+        net.eval()
+    else:
+        net = make_net(stem_gelu=mode == "onnx")  # torch.onnx writes GELU as its erf formula (opset < 20)
     x = torch.randn(2, 1, 28, 28, generator=torch.Generator().manual_seed(99))
     with torch.no_grad():
         logits = net.double()(x.double()).float()  # float64 reference
@@ -187,7 +234,7 @@ def main():
     save_safetensors(os.path.join(out, "golden.safetensors"), {"input": x, "logits": logits})
     if mode == "state":
         save_safetensors(os.path.join(out, "state.safetensors"), dict(net.state_dict()))
-    elif mode == "onnx":
+    elif mode in ("onnx", "mobile"):
         onnx_export(net, x, os.path.join(out, "torch.onnx"))
     else:
         sys.exit("unknown mode " + mode)

@@ -30,6 +30,11 @@ Vec activation_forward(Activation kind, double alpha, const Vec& x) {
       case Activation::relu: y[i] = v > 0 ? v : 0.0; break;
       case Activation::leaky_relu: y[i] = v > 0 ? v : alpha * v; break;
       case Activation::gelu: y[i] = 0.5 * v * (1.0 + std::erf(v / std::sqrt(2.0))); break;
+      case Activation::sigmoid: y[i] = 1.0 / (1.0 + std::exp(-v)); break;
+      case Activation::silu: y[i] = v / (1.0 + std::exp(-v)); break;
+      case Activation::hardsigmoid: y[i] = std::clamp(v / 6.0 + 0.5, 0.0, 1.0); break;
+      case Activation::hardswish: y[i] = v * std::clamp(v / 6.0 + 0.5, 0.0, 1.0); break;
+      case Activation::relu6: y[i] = std::clamp(v, 0.0, 6.0); break;
     }
   }
   return y;
@@ -48,6 +53,19 @@ Vec activation_backward(Activation kind, double alpha, const Vec& x, const Vec& 
         slope = 0.5 * (1.0 + std::erf(v / std::sqrt(2.0))) +
                 v * std::exp(-0.5 * v * v) / std::sqrt(2.0 * pi);
         break;
+      case Activation::sigmoid: {
+        const double sg = 1.0 / (1.0 + std::exp(-v));
+        slope = sg * (1.0 - sg);
+        break;
+      }
+      case Activation::silu: {
+        const double sg = 1.0 / (1.0 + std::exp(-v));
+        slope = sg + v * sg * (1.0 - sg);
+        break;
+      }
+      case Activation::hardsigmoid: slope = v > -3.0 && v < 3.0 ? 1.0 / 6.0 : 0.0; break;
+      case Activation::hardswish: slope = v <= -3.0 ? 0.0 : v >= 3.0 ? 1.0 : v / 3.0 + 0.5; break;  // oneDNN's side at the kinks
+      case Activation::relu6: slope = v > 0.0 && v < 6.0 ? 1.0 : 0.0; break;
     }
     dx[i] = slope * dy[i];
   }

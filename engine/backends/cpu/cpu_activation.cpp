@@ -1,8 +1,10 @@
-// activation on oneDNN's eltwise primitives: relu, leaky relu and gelu over the flat tensor.
+// activation on oneDNN's eltwise primitives over the flat tensor: each kind's algorithm (and,
+// for hardsigmoid, an affine eltwise_linear after it) from onednn_activation.h.
 #include <string>
 
 #include "engine/backends/cpu/cpu_ops.h"
 #include "engine/backends/cpu/cpu_primitives.h"
+#include "engine/backends/cpu/onednn_activation.h"
 #include "engine/backends/cpu/onednn_compat.h"
 #include "engine/core/error.h"
 
@@ -13,17 +15,9 @@ namespace {
 using dnnl::algorithm;
 using dnnl::prop_kind;
 
-algorithm eltwise_alg(Activation kind) {
-  switch (kind) {
-    case Activation::relu:
-    case Activation::leaky_relu: return algorithm::eltwise_relu;  // alpha = negative slope
-    case Activation::gelu: return algorithm::eltwise_gelu_erf;
-  }
-  throw InternalError("unknown activation");
-}
-
-float eltwise_alpha(Activation kind, float alpha) {
-  return kind == Activation::leaky_relu ? alpha : 0.0f;
+// The cache key of an activation's primitive: everything in `a` that shapes it.
+std::string activation_key(const char* op, Activation kind, const OnednnActivation& a, int64_t n) {
+  return key_of(op, {static_cast<int64_t>(kind), float_bits(a.alpha), float_bits(a.beta), n});
 }
 
 }  // namespace
@@ -34,16 +28,22 @@ void CpuOps::activation_forward(Activation kind, float alpha, const Tensor& x, T
   require_supported(OpKind::activation_forward, {{x, "x"}, {y, "y"}});
   if (x.numel() == 0) return;
   const Md md = f32_md({x.numel()}, Tag::a);
-  const float a = eltwise_alpha(kind, alpha);
+  const OnednnActivation a = onednn_activation(kind, alpha);
   guarded(
       op, [&] { return "x " + shape_str(x.shape()); },
       [&] {
-        const Cached& c = cached(
-            key_of(op, {static_cast<int64_t>(kind), float_bits(a), x.numel()}), [&] {
-              return Cached{dnnl::eltwise_forward(onednn::eltwise_forward_pd(
-                  engine_, prop_kind::forward_training, eltwise_alg(kind), md, a, 0.0f))};
-            });
+        const Cached& c = cached(activation_key(op, kind, a, x.numel()), [&] {
+          return Cached{dnnl::eltwise_forward(
+              onednn::eltwise_forward_pd(engine_, prop_kind::forward_training, a.alg, md, a.alpha, a.beta))};
+        });
         execute(c, {{DNNL_ARG_SRC, wrap(md, x)}, {DNNL_ARG_DST, wrap(md, y)}});
+        if (!a.affine()) return;
+        // y = scale * y + shift in place (looked up after the first ran: a lookup may empty the cache).
+        const Cached& tail = cached(key_of("activation_affine", {float_bits(a.scale), float_bits(a.shift), x.numel()}), [&] {
+          return Cached{dnnl::eltwise_forward(onednn::eltwise_forward_pd(
+              engine_, prop_kind::forward_training, algorithm::eltwise_linear, md, a.scale, a.shift))};
+        });
+        execute(tail, {{DNNL_ARG_SRC, wrap(md, y)}, {DNNL_ARG_DST, wrap(md, y)}});
       });
 }
 
@@ -57,20 +57,24 @@ void CpuOps::activation_backward(Activation kind, float alpha, const Tensor& x, 
   require_supported(OpKind::activation_backward, {{x, "x"}, {dy, "dy"}, {dx, "dx"}});
   if (x.numel() == 0) return;
   const Md md = f32_md({x.numel()}, Tag::a);
-  const float a = eltwise_alpha(kind, alpha);
+  const OnednnActivation a = onednn_activation(kind, alpha);
   guarded(
       op, [&] { return "x " + shape_str(x.shape()); },
       [&] {
-        const Cached& c = cached(
-            key_of(op, {static_cast<int64_t>(kind), float_bits(a), x.numel()}), [&] {
-              const auto hint = onednn::eltwise_forward_pd(engine_, prop_kind::forward_training,
-                                                           eltwise_alg(kind), md, a, 0.0f);
-              return Cached{dnnl::eltwise_backward(
-                  onednn::eltwise_backward_pd(engine_, eltwise_alg(kind), md, md, a, 0.0f, hint))};
-            });
-        execute(c, {{DNNL_ARG_SRC, wrap(md, x)},
-                    {DNNL_ARG_DIFF_DST, wrap(md, dy)},
-                    {DNNL_ARG_DIFF_SRC, wrap(md, dx)}});
+        const Cached& c = cached(activation_key(op, kind, a, x.numel()), [&] {
+          const auto hint =
+              onednn::eltwise_forward_pd(engine_, prop_kind::forward_training, a.alg, md, a.alpha, a.beta);
+          return Cached{
+              dnnl::eltwise_backward(onednn::eltwise_backward_pd(engine_, a.alg, md, md, a.alpha, a.beta, hint))};
+        });
+        execute(c, {{DNNL_ARG_SRC, wrap(md, x)}, {DNNL_ARG_DIFF_DST, wrap(md, dy)}, {DNNL_ARG_DIFF_SRC, wrap(md, dx)}});
+        if (!a.affine()) return;
+        // d(scale * f + shift) = scale * df: dx *= scale in place.
+        const Cached& tail = cached(key_of("activation_affine", {float_bits(a.scale), 0, x.numel()}), [&] {
+          return Cached{dnnl::eltwise_forward(onednn::eltwise_forward_pd(
+              engine_, prop_kind::forward_training, algorithm::eltwise_linear, md, a.scale, 0.0f))};
+        });
+        execute(tail, {{DNNL_ARG_SRC, wrap(md, dx)}, {DNNL_ARG_DST, wrap(md, dx)}});
       });
 }
 
