@@ -362,6 +362,16 @@ TEST_F(Onnx, ImportsTorchMobilePatternsAndAgreesWithTorch) {
 // torchvision's ResNet-18 and ResNet-50 (torchvision itself where installed, as on the GPU
 // machine; else its module tree rebuilt in torch.nn) through torch.onnx: they import with
 // torchvision's layer names and give PyTorch's logits.
+// The shipped model's parameter count once torch.onnx has folded each batch norm (2C
+// parameters) into its convolution's new bias (C).
+int64_t parameters_with_batch_norms_folded(const std::string& arch) {
+  const Model shipped = Model::from_file(std::string(CONVOY_SOURCE_DIR) + "/models/" + arch + ".yaml", 0);
+  int64_t bn_channels = 0;
+  for (const LayerInfo& l : shipped.layer_infos())
+    if (l.type == "batchnorm2d") bn_channels += l.parameters / 2;
+  return shipped.parameter_count() - bn_channels;
+}
+
 class OnnxTorchvision : public Onnx, public ::testing::WithParamInterface<const char*> {};
 
 TEST_P(OnnxTorchvision, ImportsTheExportAndAgreesWithTorch) {
@@ -375,12 +385,7 @@ TEST_P(OnnxTorchvision, ImportsTheExportAndAgreesWithTorch) {
   for (const char* part : {"{name: layer4.1.conv2, type: conv2d", "{name: layer3.0.downsample.0, type: conv2d", "{name: fc, type: linear"})
     EXPECT_NE(yaml.find(part), std::string::npos) << part << " in " << yaml;
   Model m = Model::from_file((dir_ / "net.yaml").string(), 0);
-  // torch.onnx folds each batch norm (2C parameters) into its convolution's new bias (C).
-  const Model shipped = Model::from_file(std::string(CONVOY_SOURCE_DIR) + "/models/" + arch + ".yaml", 0);
-  int64_t bn_channels = 0;
-  for (const LayerInfo& l : shipped.layer_infos())
-    if (l.type == "batchnorm2d") bn_channels += l.parameters / 2;
-  EXPECT_EQ(m.parameter_count(), shipped.parameter_count() - bn_channels);
+  EXPECT_EQ(m.parameter_count(), parameters_with_batch_norms_folded(arch));
   m.load_state(read_safetensors(dir_ / "net.safetensors").tensors, "net.safetensors");
   const SafetensorsFile golden = read_safetensors(dir_ / "golden.safetensors");
   EXPECT_LE(testing::relative_error(cpu_forward(m, golden.at("input")), golden.at("logits")), 1e-4);
@@ -409,14 +414,7 @@ TEST_P(OnnxTorchvisionModels, ImportsTheExportAndAgreesWithTorch) {
   const std::string yaml = Model::read_file((dir_ / "net.yaml").string());
   EXPECT_NE(yaml.find(c.layer), std::string::npos) << c.layer << " in " << yaml;
   Model m = Model::from_file((dir_ / "net.yaml").string(), 0);
-  if (arch == "mobilenet_v2") {
-    const Model shipped = Model::from_file(kSource + "/models/mobilenet_v2.yaml", 0);
-    int64_t bn_channels = 0;
-    for (const LayerInfo& l : shipped.layer_infos())
-      if (l.type == "batchnorm2d") bn_channels += l.parameters / 2;
-    // Each folded batch norm (2C) became a bias (C) of its convolution.
-    EXPECT_EQ(m.parameter_count(), shipped.parameter_count() - bn_channels);
-  }
+  if (arch == "mobilenet_v2") EXPECT_EQ(m.parameter_count(), parameters_with_batch_norms_folded(arch));
   m.load_state(read_safetensors(dir_ / "net.safetensors").tensors, "net.safetensors");
   const SafetensorsFile golden = read_safetensors(dir_ / "golden.safetensors");
   const double err = testing::relative_error(cpu_forward(m, golden.at("input")), golden.at("logits"));
