@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <charconv>
 #include <cmath>
+#include <cstdint>
 #include <cstring>
 
 #include <nlohmann/json.hpp>
@@ -53,8 +54,16 @@ Tensor make_input_tensor(const std::string& name, const std::string& datatype, c
   }
   const Shape& want = spec.input;  // (C, H, W)
   const bool batch_ok = shape.size() == 4 && shape[0] >= 1 && shape[0] <= spec.max_batch_size;
-  if (batch_ok && shape[1] == want[0] && shape[2] == want[1] && shape[3] == want[2])
-    return Tensor(shape, datatype == "UINT8" ? DType::u8 : DType::f32, allocator);
+  if (batch_ok && shape[1] == want[0] && shape[2] == want[1] && shape[3] == want[2]) {
+    Tensor t(shape, datatype == "UINT8" ? DType::u8 : DType::f32, allocator);
+    // Shared memory allows any offset; FP32 read in place off a float's boundary would be
+    // misaligned on every load: a host slice is copied to aligned memory, a GPU's refused.
+    if (t.dtype() == DType::f32 && reinterpret_cast<uintptr_t>(t.raw()) % alignof(float) != 0) {
+      if (!t.device().is_cpu()) bad("input 'input': FP32 data in CUDA shared memory must start at a multiple of 4 bytes");
+      return t.to(cpu_allocator());
+    }
+    return t;
+  }
   // UINT8 pixels may also come channels-last, [n, H, W, C] as images are stored: the bytes are
   // kept as sent, tagged nhwc, and the normalization reads them so (on the GPU, in one kernel).
   if (batch_ok && datatype == "UINT8" && shape[1] == want[1] && shape[2] == want[2] && shape[3] == want[0])

@@ -77,6 +77,15 @@ TEST(ServeSharedMemory, TheRegistryRefusesWhatTritonRefuses) {
   EXPECT_EQ(view.data<uint8_t>()[0], 'j');
   object.data()[4097 + 3] = 'h';
 
+  // FP32 off a float's boundary (the region starts at 4097) is copied to aligned memory, not read
+  // misaligned in place (UINT8, above, is read in place at any offset).
+  const float fours[4] = {1.5f, -2.f, 3.25f, 4.f};
+  std::memcpy(object.data() + 4097 + 64, fours, sizeof fours);
+  const Tensor fp32 = make_input_tensor("input", "FP32", {1, 1, 2, 2}, TensorSpec{{1, 2, 2}, 1, 2},
+                                        shm.slice("input 'input'", {"a", 16, 64}).allocator("input 'input'"));
+  EXPECT_EQ(reinterpret_cast<uintptr_t>(fp32.raw()) % alignof(float), 0u);
+  EXPECT_EQ(std::memcmp(fp32.raw(), fours, sizeof fours), 0);
+
   // Unregistered, the name is gone at once, but the tensor still reads the mapping it holds.
   shm.unregister_cuda("a");  // another kind's name: nothing happens
   EXPECT_EQ(shm.system_status("").size(), 1u);
