@@ -4,38 +4,18 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
-#include <atomic>
-#include <sstream>
 #include <string>
 
 #include "apps/serve/endpoints.h"
 #include "apps/serve/grpc_endpoint.h"
 #include "apps/serve/routes.h"
-#include "tests/temp_dir.h"
+#include "tests/serve/router_fixture.h"
 
 namespace {
 
 using namespace convoy::serve;
 
-class ServeRoutes : public ::testing::Test {
- protected:
-  HttpReply call(const std::string& method, const std::string& target, Router* router = nullptr) {
-    HttpReply out;
-    out.status = 0;
-    HttpRequest request;
-    request.method = method;
-    request.target = target;
-    (router ? *router : router_).handle(request, [&](HttpReply r) { out = std::move(r); });
-    return out;
-  }
-
-  convoy::testing::TempDir dir_;
-  MetricsRegistry metrics_;
-  std::ostringstream log_;
-  ModelRepository repository_{dir_.path(), ModelControl::none, metrics_, log_, convoy::EngineOptions{}};
-  std::atomic<bool> ready_{true};
-  Router router_{repository_, metrics_, ready_};
-};
+using ServeRoutes = convoy::testing::RouterTest;
 
 TEST_F(ServeRoutes, ServerEndpoints) {
   HttpReply r = call("GET", "/v2");
@@ -99,7 +79,7 @@ TEST_F(ServeRoutes, LoadAndUnloadOnlyUnderExplicitControl) {
   EXPECT_EQ(call("POST", "/v2/repository/models/m/unload").status, 400u);
   ModelRepository explicit_repository(dir_.path(), ModelControl::explicit_, metrics_, log_, convoy::EngineOptions{});
   Router router(explicit_repository, metrics_, ready_);
-  r = call("POST", "/v2/repository/models/m/load", &router);  // no folder m: the repository's InputError
+  r = call("POST", "/v2/repository/models/m/load", "", &router);  // no folder m: the repository's InputError
   EXPECT_EQ(r.status, 400u);
   EXPECT_EQ(r.body.find(kExplicitControlOnly), std::string::npos) << r.body;
 }

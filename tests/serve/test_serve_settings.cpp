@@ -16,6 +16,7 @@
 #include "apps/serve/routes.h"
 #include "apps/serve/trace.h"
 #include "engine/core/error.h"
+#include "tests/serve/router_fixture.h"
 #include "tests/serve/serve_harness.h"
 #include "tests/temp_dir.h"
 
@@ -266,24 +267,7 @@ TEST(ServeLogSettings, LinesFromSeveralThreadsStayWhole) {
 
 // ---- through the router ------------------------------------------------------------------------
 
-class ServeSettingsRoutes : public ::testing::Test {
- protected:
-  HttpReply call(const std::string& method, const std::string& target, const std::string& body = "") {
-    HttpReply out;
-    HttpRequest request;
-    request.method = method;
-    request.target = target;
-    request.body = body;
-    router_.handle(request, [&](HttpReply r) { out = std::move(r); });
-    return out;
-  }
-  convoy::testing::TempDir dir_;
-  MetricsRegistry metrics_;
-  std::ostringstream log_;
-  ModelRepository repository_{dir_.path(), ModelControl::none, metrics_, log_, convoy::EngineOptions{}};
-  std::atomic<bool> ready_{true};
-  Router router_{repository_, metrics_, ready_};
-};
+using ServeSettingsRoutes = convoy::testing::RouterTest;
 
 TEST_F(ServeSettingsRoutes, LoggingAndTraceSettingAnswerAsTritons) {
   HttpReply r = call("GET", "/v2/logging");
