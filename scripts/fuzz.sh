@@ -11,7 +11,7 @@ cd "$(dirname "$0")/.."
 build=${CONVOY_FUZZ_BUILD_DIR:-build-fuzz}
 targets=${CONVOY_FUZZ_TARGETS:-safetensors idx image csv_manifest run_config model infer_request classify grpc_infer}
 seconds=${1:-30}
-bash scripts/setup.sh
+bash scripts/setup.sh --test
 start=$(date +%s)
 cmake -S . -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release -DCONVOY_CUDA=OFF -DCONVOY_TESTS=OFF \
   -DCONVOY_FUZZ=ON -DCMAKE_CXX_COMPILER=clang++ >/dev/null

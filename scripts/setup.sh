@@ -1,7 +1,13 @@
 #!/usr/bin/env bash
-# Installs Convoy's build and test dependencies from Debian's packages.
-# Idempotent: installs only what is missing and says nothing when all is there.
+# Installs Convoy's dependencies from Debian's packages: what building and training need
+# (scripts/train.sh), and with --test what the tests, fuzzing, load tests and benchmark peers need
+# as well (scripts/test.sh). Idempotent: installs only what is missing, silent when all is there.
+#   bash scripts/setup.sh [--test]
 set -euo pipefail
+case "${1:-}" in
+  "" | --test) ;;
+  *) echo "setup.sh: unknown argument '$1' (give --test, or nothing)" >&2; exit 2 ;;
+esac
 
 packages=(
   build-essential cmake ninja-build pkg-config
@@ -13,25 +19,28 @@ packages=(
   nlohmann-json3-dev     # safetensors headers, bench JSON
   libcli11-dev           # the command line
   libboost-dev           # convoy serve: HTTP/REST on Boost.Beast over Asio (header-only)
-  curl                   # convoy serve's tests: an HTTP client no one here wrote
   libgrpc++-dev protobuf-compiler-grpc   # convoy serve's KServe v2 gRPC endpoint (CONVOY_GRPC)
+  zlib1g-dev             # gzip IDX files; convoy serve's gzip/deflate HTTP bodies
+  dataset-fashion-mnist  # the real Fashion-MNIST
+  libonnx-dev libprotobuf-dev  # convoy export/import: ONNX's protobuf definitions (onnx_pb.h, libonnx_proto) and protobuf
+)
+# The tests, fuzzing, load tests and benchmark peers.
+test_packages=(
+  curl                   # convoy serve's tests: an HTTP client no one here wrote
   python3-grpcio python3-grpc-tools      # convoy serve's tests: a gRPC client generated from the .proto
   wrk                    # convoy serve's load test (tests/serve, benchmarks/serve/load_test.sh)
   nghttp2-client         # h2load: benchmarks/serve/load_test.sh SERVE_PROTOCOL=grpc (a gRPC load that is not Python)
-  zlib1g-dev             # gzip IDX files; convoy serve's gzip/deflate HTTP bodies
   libgtest-dev libgmock-dev libbenchmark-dev
   clang libfuzzer-14-dev # scripts/fuzz.sh: the libFuzzer targets (tests/fuzz/) need clang's libFuzzer
-  dataset-fashion-mnist  # the real Fashion-MNIST
   python3-numpy python3-torch python3-matplotlib   # golden tests, peers, charts
   python3-torchvision    # the torchvision acceptance models (mobilenet_v2, the resnets) in the onnx and init-weights tests
   python3-pil            # scripts/datasets/*.py: the image-folder fixtures (JPEG/PNG through Pillow)
-  libonnx-dev libprotobuf-dev  # convoy export/import: ONNX's protobuf definitions (onnx_pb.h, libonnx_proto) and protobuf
   python3-onnx           # the onnx tests: onnx.checker on exports, small ONNX files of each op
   # Node.js and npm for ONNX Runtime (the onnx tests, the bench peer) are installed by
   # scripts/install-onnxruntime-node.sh only where `npm` is missing: Debian's npm package
   # conflicts with a NodeSource nodejs that already brings npm.
 )
-[ "${CONVOY_SETUP_MINIMAL:-0}" = 1 ] && packages=("${packages[@]/python3-torchvision/}") && packages=("${packages[@]/python3-torch/}")
+[ "${1:-}" = --test ] && packages+=("${test_packages[@]}")
 
 missing=()
 for p in "${packages[@]}"; do

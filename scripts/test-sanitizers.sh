@@ -10,7 +10,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 build=${CONVOY_BUILD_DIR:-build-asan}
 root=$PWD
-bash scripts/setup.sh
+bash scripts/setup.sh --test
 flags="-fsanitize=address,undefined -fno-sanitize-recover=undefined -fno-omit-frame-pointer -g"
 # exitcode: a report exits 86 (ASan) or 87 (UBSan), never 1, which the command-line tests
 # expect of a clean InputError and would otherwise take for a pass. LeakSanitizer exits 23.

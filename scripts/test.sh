@@ -6,7 +6,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 build=${CONVOY_BUILD_DIR:-build}
-bash scripts/setup.sh
+bash scripts/setup.sh --test
 # ONNX Runtime (npm's onnxruntime-node): the `onnx` tests and the bench peer's test run in it.
 bash scripts/install-onnxruntime-node.sh
 CONVOY_BUILD_DIR=$build bash scripts/build.sh "$@"
