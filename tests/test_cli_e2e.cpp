@@ -12,6 +12,7 @@
 #include <thread>
 
 #include "run_command.h"
+#include "stop_signal_exposure.h"
 #include "temp_dir.h"
 #include "datasets/image_codec.h"
 #include "engine/checkpoint/safetensors.h"
@@ -172,6 +173,8 @@ void CliE2E::expect_signal_stops_with_a_checkpoint(int sig, const std::string& n
     _exit(127);
   }
   std::this_thread::sleep_for(std::chrono::seconds(4));
+  // Training by now: no thread but the watcher may take the signal (stop_signal_exposure.h).
+  const std::string exposure = convoy::testing::stop_signal_exposure(pid);
   kill(pid, sig);
   int status = 0;
   waitpid(pid, &status, 0);
@@ -179,6 +182,7 @@ void CliE2E::expect_signal_stops_with_a_checkpoint(int sig, const std::string& n
     std::ifstream log(dir_ / (name + ".log"));
     return std::string(std::istreambuf_iterator<char>(log), {});
   };
+  EXPECT_EQ(exposure, "");
   ASSERT_TRUE(WIFEXITED(status)) << output();
   EXPECT_EQ(WEXITSTATUS(status), 128 + sig) << output();
   ASSERT_TRUE(fs::exists(dir_ / name / "last.safetensors")) << output();

@@ -13,6 +13,9 @@
 #include <vector>
 #include <chrono>
 #include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <string>
 #include <thread>
 
 #include "engine/backends/backend.h"
@@ -77,6 +80,22 @@ void later_threads_inherit_the_block() {
 
 TEST(StopSignals, ThreadsStartedLaterHaveTheSignalsBlocked) {
   EXPECT_EXIT(later_threads_inherit_the_block(), testing::ExitedWithCode(0), "");
+}
+
+// Named, so that /proc (the e2e signal tests' check, tests/stop_signal_exposure.h), gdb and
+// `top -H` tell the one thread that shows the signals unblocked (while in sigwait) from the rest.
+TEST(StopSignals, TheWatcherThreadCarriesItsName) {
+  BlockedStopSignals blocked;
+  StopSignalWatcher watcher([](int) {});
+  const auto named = [] {
+    for (const auto& task : std::filesystem::directory_iterator("/proc/self/task")) {
+      std::ifstream comm(task.path() / "comm");
+      std::string name;
+      if (std::getline(comm, name) && name == convoy::kStopSignalWatcherName) return true;
+    }
+    return false;
+  };
+  EXPECT_TRUE(eventually(named)) << "no thread named " << convoy::kStopSignalWatcherName;
 }
 
 TEST(StopSignals, AWatcherWithoutTheBlockIsRefused) {
