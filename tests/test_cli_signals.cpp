@@ -2,7 +2,7 @@
 // once or twice: every stop writes a checkpoint and exits with 128 + the first signal. The
 // shutdown path's stress test for the heap corruption that failed the SIGTERM test about once in
 // 40 runs (a signal frame written into the heap inside oneDNN's AVX-512 GEMM, see
-// engine/core/stop_signals.h). Suite *SlowE2E: `ctest -L slow` (about 30 s on 2 cores).
+// engine/core/stop_signals.h). About 18 s on 2 cores.
 #include <gtest/gtest.h>
 #include <signal.h>
 #include <sys/wait.h>
@@ -48,7 +48,7 @@ bool wait_for(pid_t pid, int& status, std::chrono::seconds limit) {
   return false;
 }
 
-TEST(CliSignalsSlowE2E, StopsAtRandomMomentsAlwaysCheckpointAndExitWithTheFirstSignal) {
+TEST(CliSignalsE2E, StopsAtRandomMomentsAlwaysCheckpointAndExitWithTheFirstSignal) {
   if (!fs::exists(kData + "/train-images-idx3-ubyte.gz"))
     GTEST_SKIP() << "Fashion-MNIST is not installed at " << kData << " (apt-get install dataset-fashion-mnist)";
   const fs::path dir = fs::temp_directory_path() / ("convoy_signals_" + std::to_string(getpid()));
