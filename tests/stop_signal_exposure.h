@@ -25,6 +25,20 @@ inline std::optional<uint64_t> proc_signal_set(const std::filesystem::path& stat
   return std::nullopt;
 }
 
+// Whether process `pid` has its stop-signal watcher thread: from then on a stop signal means
+// "checkpoint and stop"; before (the dynamic loader, the re-exec, the config), it ends the
+// process, which under load can take more than the few seconds a test would otherwise sleep.
+inline bool has_stop_signal_watcher(pid_t pid) {
+  std::error_code error;
+  for (const std::filesystem::directory_entry& task :
+       std::filesystem::directory_iterator("/proc/" + std::to_string(pid) + "/task", error)) {
+    std::ifstream comm(task.path() / "comm");
+    std::string name;
+    if (std::getline(comm, name) && name == kStopSignalWatcherName) return true;
+  }
+  return false;
+}
+
 // What lets a stop signal run on process `pid`'s threads, "" when nothing does: a handler
 // installed for SIGTERM or SIGINT, a thread other than the watcher with either unblocked, or
 // not exactly one watcher thread (it alone shows them unblocked, while it waits in sigwait).

@@ -172,8 +172,13 @@ void CliE2E::expect_signal_stops_with_a_checkpoint(int sig, const std::string& n
     execl("/bin/sh", "sh", "-c", ("exec " + cmd).c_str(), static_cast<char*>(nullptr));
     _exit(127);
   }
-  std::this_thread::sleep_for(std::chrono::seconds(4));
-  // Training by now: no thread but the watcher may take the signal (stop_signal_exposure.h).
+  // Not a fixed sleep from the start: beside a build, convoy once took over 4 s to reach its
+  // watcher, and the signal ended it by its default action. Training 3 s after the watcher.
+  for (auto until = std::chrono::steady_clock::now() + std::chrono::seconds(60);
+       !convoy::testing::has_stop_signal_watcher(pid) && std::chrono::steady_clock::now() < until;)
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  std::this_thread::sleep_for(std::chrono::seconds(3));
+  // No thread but the watcher may take the signal (stop_signal_exposure.h).
   const std::string exposure = convoy::testing::stop_signal_exposure(pid);
   kill(pid, sig);
   int status = 0;

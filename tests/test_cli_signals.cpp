@@ -25,18 +25,6 @@ using namespace std::chrono_literals;
 const std::string kConfig = std::string(CONVOY_SOURCE_DIR) + "/configs/fashion_mnist.yaml";
 const std::string kData = "/usr/share/datasets/fashion-mnist";
 
-// Whether process `pid` has a thread named as the stop-signal watcher: it has got past the
-// point (BlockedStopSignals) from which a stop signal means "checkpoint and stop".
-bool has_watcher(pid_t pid) {
-  std::error_code error;
-  for (const fs::directory_entry& task : fs::directory_iterator("/proc/" + std::to_string(pid) + "/task", error)) {
-    std::ifstream comm(task.path() / "comm");
-    std::string name;
-    if (std::getline(comm, name) && name == convoy::kStopSignalWatcherName) return true;
-  }
-  return false;
-}
-
 // waitpid with a limit: a stop that hangs is a failure, not a test that never ends.
 bool wait_for(pid_t pid, int& status, std::chrono::seconds limit) {
   for (auto until = std::chrono::steady_clock::now() + limit; std::chrono::steady_clock::now() < until;) {
@@ -77,7 +65,8 @@ TEST(CliSignalsE2E, StopsAtRandomMomentsAlwaysCheckpointAndExitWithTheFirstSigna
       _exit(127);
     }
     // Before the watcher a stop signal has its default effect (the process ends, nothing trained yet).
-    for (auto until = std::chrono::steady_clock::now() + 30s; !has_watcher(pid) && std::chrono::steady_clock::now() < until;)
+    for (auto until = std::chrono::steady_clock::now() + 60s;
+         !convoy::testing::has_stop_signal_watcher(pid) && std::chrono::steady_clock::now() < until;)
       std::this_thread::sleep_for(1ms);
     std::this_thread::sleep_for(delay);
     const std::string exposure = convoy::testing::stop_signal_exposure(pid);
