@@ -12,6 +12,7 @@
 #include <thread>
 
 #include "run_command.h"
+#include "stop_signal_exposure.h"
 #include "temp_dir.h"
 #include "datasets/image_codec.h"
 #include "engine/checkpoint/safetensors.h"
@@ -171,7 +172,14 @@ void CliE2E::expect_signal_stops_with_a_checkpoint(int sig, const std::string& n
     execl("/bin/sh", "sh", "-c", ("exec " + cmd).c_str(), static_cast<char*>(nullptr));
     _exit(127);
   }
-  std::this_thread::sleep_for(std::chrono::seconds(4));
+  // Not a fixed sleep from the start: beside a build, convoy once took over 4 s to reach its
+  // watcher, and the signal ended it by its default action. Training 3 s after the watcher.
+  for (auto until = std::chrono::steady_clock::now() + std::chrono::seconds(60);
+       !convoy::testing::has_stop_signal_watcher(pid) && std::chrono::steady_clock::now() < until;)
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  std::this_thread::sleep_for(std::chrono::seconds(3));
+  // No thread but the watcher may take the signal (stop_signal_exposure.h).
+  const std::string exposure = convoy::testing::stop_signal_exposure(pid);
   kill(pid, sig);
   int status = 0;
   waitpid(pid, &status, 0);
@@ -179,6 +187,7 @@ void CliE2E::expect_signal_stops_with_a_checkpoint(int sig, const std::string& n
     std::ifstream log(dir_ / (name + ".log"));
     return std::string(std::istreambuf_iterator<char>(log), {});
   };
+  EXPECT_EQ(exposure, "");
   ASSERT_TRUE(WIFEXITED(status)) << output();
   EXPECT_EQ(WEXITSTATUS(status), 128 + sig) << output();
   ASSERT_TRUE(fs::exists(dir_ / name / "last.safetensors")) << output();

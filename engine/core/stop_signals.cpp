@@ -31,6 +31,10 @@ StopSignalWatcher::StopSignalWatcher(std::function<void(int)> on_signal) : on_si
   CONVOY_CHECK(sigismember(&current, SIGTERM) && sigismember(&current, SIGINT),
                "StopSignalWatcher without BlockedStopSignals: a handler-less signal would end the process");
   thread_ = std::thread([this] {
+    // Named, so that a check (the e2e signal tests), gdb and `top -H` tell it from the threads
+    // that must keep the signals blocked: waiting in sigwait, it shows them unblocked in
+    // /proc/<pid>/task/<tid>/status.
+    pthread_setname_np(pthread_self(), kStopSignalWatcherName);
     const sigset_t set = stop_set();
     for (;;) {
       int signal = 0;

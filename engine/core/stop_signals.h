@@ -31,6 +31,9 @@ class BlockedStopSignals {
   sigset_t previous_{};
 };
 
+// The watcher thread's name (/proc/<pid>/task/<tid>/comm; 15 characters at most).
+inline constexpr char kStopSignalWatcherName[] = "convoy-signals";
+
 // A thread that waits for SIGTERM and SIGINT and calls on_signal(signal) for each, outside any
 // signal handler. Needs them blocked (BlockedStopSignals) in every thread; the signals that
 // came before it started are not lost. The destructor stops and joins it.
