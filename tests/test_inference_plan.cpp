@@ -157,7 +157,9 @@ INSTANTIATE_TEST_SUITE_P(Shipped, InferencePlanModels,
                          ::testing::Values(PlanCase{"lenet5.yaml", 1, true}, PlanCase{"lenet5.yaml", 5, true},
                                            PlanCase{"fmnet.yaml", 3, true}, PlanCase{"resnet20.yaml", 2, true},
                                            PlanCase{"resnet18.yaml", 1, false}, PlanCase{"resnet50.yaml", 1, false},
-                                           PlanCase{"mobilenet_v2.yaml", 1, false}),
+                                           PlanCase{"mobilenet_v2.yaml", 1, false},
+                                           PlanCase{"mobilenet_v3_small.yaml", 2, false},
+                                           PlanCase{"efficientnet_b0.yaml", 1, false}),
                          [](const auto& info) {
                            std::string name = info.param.file;
                            return name.substr(0, name.find('.')) + "_b" + std::to_string(info.param.batch);
