@@ -2,6 +2,7 @@
 """Writes the MobileNet and EfficientNet model YAMLs in this directory (python3, standard library only).
 
     python3 models/generate_mobilenets.py       # rewrites models/{mobilenet_v2,mobilenet_v3_small,efficientnet_b0}.yaml
+    python3 models/generate_mobilenets.py DIR   # writes them into DIR instead (the tests compare)
 
 mobilenet_v2 follows torchvision's `torchvision.models.mobilenet_v2` (width 1.0) exactly: a 3x3
 stride-2 stem, 17 inverted residual blocks (1x1 expansion, 3x3 depthwise, 1x1 linear projection,
@@ -233,7 +234,7 @@ def mobilenet_v2(classes=1000):
     return wr
 
 
-def write(name, wr, description, classes):
+def write(name, wr, description, classes, out_dir=HERE):
     c, h, w = wr.shapes["input"]
     header = [f"# {name}: {line}" if i == 0 else f"# {line}" for i, line in enumerate(description)]
     header += [
@@ -246,31 +247,32 @@ def write(name, wr, description, classes):
     text = "\n".join(header) + "\n"
     text += f"name: {name}\ninput: [{c}, {h}, {w}]\nclasses: {classes}\nlayers:\n"
     text += "\n".join(line.rstrip() for line in wr.lines) + "\n"
-    with open(os.path.join(HERE, name + ".yaml"), "w") as f:
+    with open(os.path.join(out_dir, name + ".yaml"), "w") as f:
         f.write(text)
     print(f"{name}: {wr.params:,} parameters, {wr.macs / 1e9:.3f} GMACs")
 
 
 def main():
+    out_dir = sys.argv[1] if len(sys.argv) > 1 else HERE
     write("mobilenet_v2", mobilenet_v2(),
           ["torchvision's mobilenet_v2 (Sandler et al. 2018, width 1.0), exactly: same layers, same",
            "parameter count. Inverted residual blocks: 1x1 expansion (x6) -> BN -> ReLU6 -> 3x3 depthwise",
            "-> BN -> ReLU6 -> 1x1 linear projection -> BN, + the input where the shape stays.",
            "Layer names are torchvision's module names (features.2.conv.1.0), so state-dict names are its keys."],
-          1000)
+          1000, out_dir)
     write("mobilenet_v3_small", mobilenet_v3_small(),
           ["torchvision's mobilenet_v3_small (Howard et al. 2019), exactly: same layers, same parameter",
            "count. Blocks: [1x1 expansion -> BN -> act] -> depthwise -> BN -> act -> [squeeze-and-excitation:",
            "pool, 1x1 + ReLU, 1x1 + hardsigmoid, times the block] -> 1x1 projection -> BN, + the input where the",
            "shape stays; act ReLU or hardswish. Layer names are torchvision's module names."],
-          1000)
+          1000, out_dir)
     write("efficientnet_b0", efficientnet_b0(),
           ["torchvision's efficientnet_b0 (Tan and Le 2019), exactly: same layers, same parameter count.",
            "MBConv blocks: [1x1 expansion (x6) -> BN -> SiLU] -> depthwise -> BN -> SiLU -> squeeze-and-",
            "excitation (pool, 1x1 + SiLU, 1x1 + sigmoid, times the block) -> 1x1 projection -> BN, + the input",
            "where the shape stays (stochastic depth is the identity outside training: left out).",
            "Layer names are torchvision's module names (features.2.0.block.2.fc1)."],
-          1000)
+          1000, out_dir)
 
 
 if __name__ == "__main__":

@@ -160,7 +160,7 @@ class InitWeightsShipped : public InitWeights, public ::testing::WithParamInterf
 TEST_P(InitWeightsShipped, TorchvisionStateDictLoadsStrictlyIntoTheShippedModel) {
   const ShippedTorchvision c = GetParam();
   Model model = Model::from_file(std::string(CONVOY_SOURCE_DIR) + "/models/" + c.arch + ".yaml", 1);
-  EXPECT_EQ(model.parameter_count(), c.parameters);  // checked with or without torchvision
+  EXPECT_EQ(model.parameter_count(), c.parameters);  // also test_mobile_models.cpp's, without torchvision
   if (const std::string why = testing::run_torch_models(c.arch, dir_.path()); !why.empty()) GTEST_SKIP() << why;
   const SafetensorsFile file = read_safetensors(dir_ / (std::string(c.arch) + ".safetensors"), ForeignDtypes::skip);
   const SafetensorsFile golden = read_safetensors(dir_ / "golden.safetensors");
