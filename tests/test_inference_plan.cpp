@@ -102,6 +102,11 @@ ref::Vec reference_forward(Model& model, const Tensor& x) {
             [&](const ConcatSpec&) {
               ADD_FAILURE() << "no reference for layer type concat";
               return ref::Vec();
+            },
+            [&](const MulSpec&) {
+              const int k = MulSpec::scale_input(nodes[i].inputs[0] < 0 ? model.input_shape() : nodes[nodes[i].inputs[0]].shape,
+                                                 nodes[i].inputs[1] < 0 ? model.input_shape() : nodes[nodes[i].inputs[1]].shape);
+              return ref::channel_scale_forward(in(1 - k), in_shape(1 - k), in(k));
             }},
         l.spec());
   }
@@ -152,7 +157,9 @@ INSTANTIATE_TEST_SUITE_P(Shipped, InferencePlanModels,
                          ::testing::Values(PlanCase{"lenet5.yaml", 1, true}, PlanCase{"lenet5.yaml", 5, true},
                                            PlanCase{"fmnet.yaml", 3, true}, PlanCase{"resnet20.yaml", 2, true},
                                            PlanCase{"resnet18.yaml", 1, false}, PlanCase{"resnet50.yaml", 1, false},
-                                           PlanCase{"mobilenet_v2.yaml", 1, false}),
+                                           PlanCase{"mobilenet_v2.yaml", 1, false},
+                                           PlanCase{"mobilenet_v3_small.yaml", 2, false},
+                                           PlanCase{"efficientnet_b0.yaml", 1, false}),
                          [](const auto& info) {
                            std::string name = info.param.file;
                            return name.substr(0, name.find('.')) + "_b" + std::to_string(info.param.batch);
@@ -212,6 +219,48 @@ size_t occurrences(const std::string& steps, const std::string& needle) {
   size_t n = 0;
   for (size_t p = 0; (p = steps.find(needle, p)) != std::string::npos; ++p) ++n;
   return n;
+}
+
+// Squeeze-and-excitation's mul as a binary step: its factor (N, C, 1, 1) after 1x1 convolutions,
+// and (N, C) after a linear layer, given first; in both layouts (16 channels: blocked too).
+TEST(InferencePlan, SqueezeExcitationMulAgreesWithTheReference) {
+  Model model = Model::from_yaml(R"(name: se
+input: [3, 8, 8]
+layers:
+  - {name: c1, type: conv2d, out_channels: 16, kernel: 3, padding: 1}
+  - {name: bn, type: batchnorm2d}
+  - {name: act, type: silu}
+  - {name: gap, type: global_avg_pool}
+  - {name: fc1, type: conv2d, out_channels: 4, kernel: 1}
+  - {name: r, type: relu}
+  - {name: fc2, type: conv2d, out_channels: 16, kernel: 1}
+  - {name: s, type: hardsigmoid}
+  - {name: se, type: mul, inputs: [act, s]}
+  - {name: c2, type: conv2d, out_channels: 16, kernel: 3, padding: 1}
+  - {name: gap2, type: global_avg_pool}
+  - {name: flat, type: flatten}
+  - {name: lin, type: linear, out_features: 16}
+  - {name: sg, type: sigmoid}
+  - {name: se2, type: mul, inputs: [sg, c2]}
+  - {name: gap3, type: global_avg_pool}
+  - {name: fc, type: linear, out_features: 5}
+)",
+                                 "se.yaml", 5);
+  randomize_batch_norms(model, 12);
+  const std::unique_ptr<Backend> cpu = make_cpu_backend({});
+  model.to(*cpu, DType::f32);
+  const Tensor x = random_input(model, 3, 8);
+  const Tensor expected = model.forward(*cpu, x, StepInfo{});
+  const ref::Vec truth = reference_forward(model, x);
+  EXPECT_LT(scaled_error(expected, ref::to_tensor(truth, expected.shape())), 1e-5);
+  for (const PlanLayout layout : {PlanLayout::blocked, PlanLayout::onednn}) {
+    InferenceOptions options;
+    options.layout = layout;
+    InferencePlan plan(model, 3, options);
+    const std::string steps = plan.describe();
+    EXPECT_EQ(occurrences(steps, "mul (per channel)"), 2u) << steps;
+    EXPECT_LT(scaled_error(plan.run(x), ref::to_tensor(truth, expected.shape())), 1e-4) << steps;
+  }
 }
 
 TEST(InferencePlan, FusesBatchNormResidualAndActivationIntoTheConvolutions) {

@@ -145,19 +145,36 @@ TEST_F(InitWeights, TorchvisionResNetStateDictsLoadStrictlyIntoTheShippedModels)
   }
 }
 
-// torchvision's MobileNetV2 (Debian's python3-torchvision 0.14, random weights): its state dict loads
-// strictly into the shipped models/mobilenet_v2.yaml, every tensor, and gives PyTorch's logits.
-TEST_F(InitWeights, TorchvisionMobileNetV2StateDictLoadsStrictlyIntoTheShippedModel) {
-  if (const std::string why = testing::run_torch_models("mobilenet_v2", dir_.path()); !why.empty()) GTEST_SKIP() << why;
-  const SafetensorsFile file = read_safetensors(dir_ / "mobilenet_v2.safetensors", ForeignDtypes::skip);
+// torchvision's MobileNetV2, MobileNetV3-Small and EfficientNet-B0 (Debian's python3-torchvision
+// 0.14, random weights): each state dict loads strictly into the shipped models/<arch>.yaml, every
+// tensor, with torchvision's parameter count, and gives PyTorch's logits.
+struct ShippedTorchvision {
+  const char* arch;
+  int64_t parameters;  // torchvision's sum(p.numel() for p in model.parameters())
+  size_t batch_norms;  // the num_batches_tracked the load skips
+};
+void PrintTo(const ShippedTorchvision& c, std::ostream* os) { *os << c.arch; }
+
+class InitWeightsShipped : public InitWeights, public ::testing::WithParamInterface<ShippedTorchvision> {};
+
+TEST_P(InitWeightsShipped, TorchvisionStateDictLoadsStrictlyIntoTheShippedModel) {
+  const ShippedTorchvision c = GetParam();
+  Model model = Model::from_file(std::string(CONVOY_SOURCE_DIR) + "/models/" + c.arch + ".yaml", 1);
+  EXPECT_EQ(model.parameter_count(), c.parameters);  // also test_mobile_models.cpp's, without torchvision
+  if (const std::string why = testing::run_torch_models(c.arch, dir_.path()); !why.empty()) GTEST_SKIP() << why;
+  const SafetensorsFile file = read_safetensors(dir_ / (std::string(c.arch) + ".safetensors"), ForeignDtypes::skip);
   const SafetensorsFile golden = read_safetensors(dir_ / "golden.safetensors");
-  Model model = Model::from_file(std::string(CONVOY_SOURCE_DIR) + "/models/mobilenet_v2.yaml", 1);
-  EXPECT_EQ(model.parameter_count(), 3'504'872);  // torchvision's sum(p.numel() for p in model.parameters())
-  const WeightsLoadReport r = load_matching_weights(model, file.tensors, file.skipped, "", /*strict=*/true, "mobilenet_v2");
+  const WeightsLoadReport r = load_matching_weights(model, file.tensors, file.skipped, "", /*strict=*/true, c.arch);
   EXPECT_EQ(r.loaded.size(), model.state().size());
-  EXPECT_EQ(r.ignored.size(), 52u);  // a num_batches_tracked per batch norm
+  EXPECT_EQ(r.ignored.size(), c.batch_norms);  // a num_batches_tracked per batch norm
   EXPECT_LE(testing::relative_error(cpu_forward(model, golden.at("input")), golden.at("logits")), 1e-4);
 }
+
+INSTANTIATE_TEST_SUITE_P(Mobile, InitWeightsShipped,
+                         ::testing::Values(ShippedTorchvision{"mobilenet_v2", 3'504'872, 52},
+                                           ShippedTorchvision{"mobilenet_v3_small", 2'542'856, 34},
+                                           ShippedTorchvision{"efficientnet_b0", 5'288'548, 49}),
+                         [](const auto& info) { return std::string(info.param.arch); });
 
 // Through the command: a Fashion-MNIST run (10 classes) from the 5-class torch weights, strict.
 TEST_F(InitWeights, TrainCommandPrintsTheReport) {

@@ -250,6 +250,9 @@ const std::vector<LayerCase>& layer_cases() {
       {"AddTwoInputs", "add", "", {{3, 4, 4}, {3, 4, 4}}},
       {"ConcatTwoInputs", "concat", "", {{2, 3, 4}, {3, 3, 4}}},
       {"ConcatThreeInputsOneChannelEach", "concat", "", {{1, 4, 4}, {2, 4, 4}, {1, 4, 4}}, Values::smooth, 3},
+      // mul: squeeze-and-excitation's x * s, s per channel as (C, 1, 1) or (C), in either order
+      {"MulScalesEachChannel", "mul", "", {{4, 5, 3}, {4, 1, 1}}},
+      {"MulFactorFirstAsFeatureVector", "mul", "", {{6}, {6, 3, 4}}, Values::smooth, 3},
   };
   return cases;
 }

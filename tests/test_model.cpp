@@ -142,6 +142,23 @@ layers:
   EXPECT_NE(e.find("(8, 6, 6)"), std::string::npos) << e;
 }
 
+// mul scales each channel of one input by the other: two images, or a factor of other channels,
+// are refused naming the layer and both shapes.
+TEST(Model, MulWithoutAPerChannelFactorNamesBothShapes) {
+  const char* head = "name: x\ninput: [4, 8, 8]\nlayers:\n  - {name: g, type: global_avg_pool}\n"
+                     "  - {name: c, type: conv2d, out_channels: 3, kernel: 1}\n";
+  std::string e = error_of(std::string(head) + "  - {name: m, type: mul, inputs: [input, input]}\n");
+  EXPECT_NE(e.find("layer 'm' (mul): multiplies (C, H, W) by one number per channel, (C, 1, 1) or (C), in either "
+                   "order; got (4, 8, 8) and (4, 8, 8)"),
+            std::string::npos)
+      << e;
+  e = error_of(std::string(head) + "  - {name: m, type: mul, inputs: [c, input]}\n");
+  EXPECT_NE(e.find("got (3, 1, 1) and (4, 8, 8)"), std::string::npos) << e;
+  e = error_of(std::string(head) + "  - {name: m, type: mul, inputs: [g, input]}\n  - {type: global_avg_pool}\n"
+                                    "  - {type: flatten}\n");
+  EXPECT_EQ(e, "");  // the factor first is as good
+}
+
 TEST(Model, LinearOnImagesSuggestsFlatten) {
   const std::string e = error_of("name: x\ninput: [1, 8, 8]\nlayers:\n  - {type: linear, out_features: 2}\n");
   EXPECT_NE(e.find("add a flatten or global pooling layer"), std::string::npos) << e;

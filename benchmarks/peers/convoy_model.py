@@ -140,7 +140,7 @@ def load_yaml(path):
 
 LAYER_TYPES = ("conv2d", "batchnorm2d", "relu", "leaky_relu", "gelu", "sigmoid", "silu", "hardsigmoid",
                "hardswish", "relu6", "maxpool2d", "avgpool2d", "global_avg_pool", "global_max_pool", "linear",
-               "flatten", "dropout", "add", "concat")
+               "flatten", "dropout", "add", "concat", "mul")
 
 
 def _pair(v):
@@ -195,7 +195,7 @@ def _make_module(nn, spec, in_shapes):
         return nn.Flatten(1)
     if t == "dropout":
         return nn.Dropout(float(spec.get("p", 0.5)))
-    if t in ("add", "concat"):
+    if t in ("add", "concat", "mul"):
         return None
     raise ValueError(f"layer type '{t}' is unknown (Convoy's types: {', '.join(LAYER_TYPES)})")
 
@@ -249,6 +249,9 @@ def build_model(doc):
                 return xs[0] + xs[1]
             if type_ == "concat":
                 return torch.cat(xs, dim=1)
+            if type_ == "mul":  # squeeze-and-excitation's x * s: s (N, C, 1, 1) or (N, C), either input
+                a, b = (t[:, :, None, None] if t.dim() == 2 else t for t in xs)
+                return a * b
             return self.mods[self.key_of[name]](xs[0])
 
         def forward(self, x):
@@ -309,8 +312,8 @@ def forward_flops(net):
         elif isinstance(mod, (nn.AdaptiveAvgPool2d, nn.AdaptiveMaxPool2d)):
             total[0] += inputs[0].numel()
 
-    for name, type_, _ in net.nodes:  # functional nodes: add is one FLOP per element, concat none
-        if type_ == "add":
+    for name, type_, _ in net.nodes:  # functional nodes: add and mul one FLOP per element, concat none
+        if type_ in ("add", "mul"):
             total[0] += math.prod(net.shapes[name])
     for mod in net.modules():
         hooks.append(mod.register_forward_hook(hook))

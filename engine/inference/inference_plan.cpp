@@ -275,6 +275,40 @@ int InferencePlan::Impl::emit_linear(const Group& g, const std::vector<Model::Gr
   return y;
 }
 
+// Squeeze-and-excitation's x * s: oneDNN's binary multiply, s (N, C, 1, 1) broadcast over x's
+// planes, written in x's format.
+int InferencePlan::Impl::emit_mul(const Model::GraphNode& node, const std::vector<Model::GraphNode>& nodes,
+                                  std::vector<int>& value_of) {
+  if (precision == Precision::int8)
+    throw InputError("int8 inference plan: layer '" + node.layer->name() +
+                     "' multiplies two tensors outside a convolution, which int8 plans do not support");
+  auto shape_of = [&](int i) { return i < 0 ? model.input_shape() : nodes[static_cast<size_t>(i)].shape; };
+  const int k = MulSpec::scale_input(shape_of(node.inputs[0]), shape_of(node.inputs[1]));
+  CONVOY_CHECK(k >= 0, "inference plan: a mul without a per-channel factor");
+  const int x = value_of[node.inputs[1 - k] + 1];
+  const Md x_md = values[x].md;  // a copy: new values grow `values`
+  const Dims xd = cpu::onednn::dims_of(x_md);  // (N, C, H, W)
+  const Dt dt = cpu::onednn::data_type_of(x_md);
+  int s = value_of[node.inputs[k] + 1];
+  if (cpu::onednn::dims_of(values[s].md).size() == 2) {
+    // (N, C): plain, then the same memory seen as (N, C, 1, 1).
+    s = in_format(s, Md({xd[0], xd[1]}, dt, Tag::nc));
+    Value seen = values[s];
+    seen.md = Md({xd[0], xd[1], 1, 1}, dt, Tag::nchw);
+    seen.converted.clear();
+    values.push_back(seen);
+    s = static_cast<int>(values.size()) - 1;
+  } else {
+    s = in_format(s, Md({xd[0], xd[1], 1, 1}, dt, Tag::nchw));
+  }
+  const auto pd = cpu::onednn::binary_pd(engine, algorithm::binary_mul, x_md, values[s].md, x_md, attr_with());
+  const int y = new_value(x_md);
+  values[y].range = values[x].range;
+  add_step(dnnl::binary(pd), pd.scratchpad_desc(), {{DNNL_ARG_SRC_0, x}, {DNNL_ARG_SRC_1, s}, {DNNL_ARG_DST, y}},
+           "mul (per channel)");
+  return y;
+}
+
 int InferencePlan::Impl::emit(const Group& g, const std::vector<Model::GraphNode>& nodes, std::vector<int>& value_of) {
   const auto& head = nodes[g.head];
   const LayerSpec spec = head.layer->spec();
@@ -321,6 +355,7 @@ int InferencePlan::Impl::emit(const Group& g, const std::vector<Model::GraphNode
     add_step(dnnl::eltwise_forward(tail), tail.scratchpad_desc(), {{DNNL_ARG_SRC, y}, {DNNL_ARG_DST, z}}, t + " affine");
     return z;
   }
+  if (std::holds_alternative<MulSpec>(spec)) return emit_mul(head, nodes, value_of);
   // An add no convolution could take: copy the first input, then a binary-free sum through a
   // reorder with the sum post-op (dst += src), which oneDNN 2.x and 3.x spell the same way.
   CONVOY_CHECK(std::holds_alternative<AddSpec>(spec), "inference plan: unexpected layer type");

@@ -174,6 +174,7 @@ struct InferencePlan::Impl {
   int emit(const Group& g, const std::vector<Model::GraphNode>& nodes, std::vector<int>& value_of);
   int emit_conv(const Group& g, const std::vector<Model::GraphNode>& nodes, std::vector<int>& value_of);
   int emit_linear(const Group& g, const std::vector<Model::GraphNode>& nodes, std::vector<int>& value_of);
+  int emit_mul(const Model::GraphNode& node, const std::vector<Model::GraphNode>& nodes, std::vector<int>& value_of);
   void place_buffers();
   void refresh_weights();
 };

@@ -62,6 +62,15 @@ class GraphWriter {
     p->set_raw_data(t.raw(), t.nbytes());  // little-endian f32, as ONNX's raw_data wants
   }
 
+  // An int64 vector initializer (Unsqueeze's axes).
+  void int64s(const std::string& name, const std::vector<int64_t>& values) {
+    TensorProto* p = graph_.add_initializer();
+    p->set_name(name);
+    p->set_data_type(TensorProto::INT64);
+    p->add_dims(static_cast<int64_t>(values.size()));
+    for (int64_t v : values) p->add_int64_data(v);
+  }
+
   void scalar(const std::string& name, float value) {
     TensorProto* p = graph_.add_initializer();
     p->set_name(name);
@@ -123,7 +132,7 @@ std::string export_onnx(Model& model, const std::map<std::string, std::string>& 
   };
   auto name_of = [&](int node) { return node < 0 ? std::string("input") : nodes[node].layer->name(); };
   auto shape_of = [&](int node) { return node < 0 ? model.input_shape() : nodes[node].shape; };  // per sample
-  bool uses_gelu = false, uses_relu6 = false;
+  bool uses_gelu = false, uses_relu6 = false, uses_unsqueeze = false;
   for (const Model::GraphNode& node : nodes) {
     const std::string& name = node.layer->name();
     std::vector<std::string> in;
@@ -207,7 +216,17 @@ std::string export_onnx(Model& model, const std::map<std::string, std::string>& 
                 sum = out;
               }
             },
-            [&](const ConcatSpec&) { set_int(g.node("Concat", name, in, name), "axis", 1); }},
+            [&](const ConcatSpec&) { set_int(g.node("Concat", name, in, name), "axis", 1); },
+            [&](const MulSpec&) {
+              // ONNX broadcasts from the last dimension: a (N, C) factor becomes (N, C, 1, 1) first.
+              for (size_t k = 0; k < 2; ++k)
+                if (shape_of(node.inputs[k]).size() == 1) {
+                  uses_unsqueeze = true;
+                  g.node("Unsqueeze", name + "/unsqueeze", {in[k], "mul/axes"}, name + "/unsqueeze");
+                  in[k] = name + "/unsqueeze";
+                }
+              g.node("Mul", name, in, name);
+            }},
         node.layer->spec());
   }
   if (uses_gelu) {
@@ -215,6 +234,7 @@ std::string export_onnx(Model& model, const std::map<std::string, std::string>& 
     g.scalar("gelu/one", 1.0f);
     g.scalar("gelu/half", 0.5f);
   }
+  if (uses_unsqueeze) g.int64s("mul/axes", {2, 3});
   if (uses_relu6) {
     g.scalar("relu6/min", 0.0f);
     g.scalar("relu6/max", static_cast<float>(kRelu6Max));

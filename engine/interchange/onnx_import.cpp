@@ -2,6 +2,7 @@
 // takes several nodes or none is in onnx_import_patterns.cpp.
 #include "engine/interchange/onnx_import.h"
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <fstream>
@@ -17,7 +18,8 @@ namespace {
 constexpr const char* kSupportedOps =
     "Conv, BatchNormalization, Relu, LeakyRelu, Gelu, Sigmoid (x * Sigmoid(x): SiLU), HardSigmoid, HardSwish, "
     "Clip (0, 6: ReLU6), MaxPool, AveragePool, GlobalAveragePool, GlobalMaxPool, ReduceMean (over H and W), Gemm, "
-    "MatMul, Flatten, Reshape (to (N, -1)), Add, Concat, Dropout, Identity, Pad (of zeros)";
+    "MatMul, Flatten, Reshape (to (N, -1)), Add, Concat, Mul (x by one number per channel: squeeze-and-excitation), "
+    "Dropout, Identity, Pad (of zeros)";
 
 }  // namespace
 
@@ -217,6 +219,17 @@ void Importer::convert(const NodeProto& node) {
     return;
   }
   if (convert_shape_arithmetic(node) || convert_pad(node) || convert_reduce_mean(node) || convert_activation(node)) return;
+  if (op == "Unsqueeze") {
+    // convoy export's (N, C) -> (N, C, 1, 1) before a Mul's broadcast: the mul layer takes (N, C) as it is.
+    const std::vector<int64_t> axes =
+        node.input_size() > 1 ? int_constant(node, node.input(1)) : attr_ints(node, "axes", {});
+    const auto& readers = consumers_[node.output(0)];
+    if (axes != std::vector<int64_t>{2, 3} || readers.empty() ||
+        !std::all_of(readers.begin(), readers.end(), [](const NodeProto* r) { return r->op_type() == "Mul"; }))
+      fail_node(node, "only (N, C) unsqueezed to (N, C, 1, 1) for a Mul is supported");
+    layer_of_[node.output(0)] = layer_of(node, node.input(0));
+    return;
+  }
   YamlLayer layer;
   auto from = [&](int i) { layer.inputs.push_back(layer_of(node, node.input(i))); };
   auto weight = [&](const std::string& key, const std::string& value) { tensors_.push_back({layer.name + "." + key, constant(node, value)}); };
@@ -340,6 +353,15 @@ void Importer::convert(const NodeProto& node) {
     for (int i = 0; i < node.input_size(); ++i) from(i);
     if (op == "Concat" && attr_int(node, "axis", 1) != 1 && attr_int(node, "axis", 1) != -3)
       fail_node(node, "only axis 1 (channels) is supported");
+  } else if (op == "Mul") {
+    // SiLU's Mul was taken with its Sigmoid; what is left is squeeze-and-excitation's x * s,
+    // whose shapes the mul layer checks when the model is built.
+    if (node.input_size() != 2 || is_constant(node.input(0)) || is_constant(node.input(1)))
+      fail_node(node, "only a product of two tensors is supported (squeeze-and-excitation's x * s), not by a constant");
+    layer.name = unique_name(node, "");
+    layer.type = MulSpec::type();
+    from(0);
+    from(1);
   } else {
     fail_node(node, "this op is not supported (Convoy imports " + std::string(kSupportedOps) + ")");
   }

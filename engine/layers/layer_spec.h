@@ -7,6 +7,7 @@
 #include <cstdint>
 #include <string_view>
 #include <variant>
+#include <vector>
 
 #include "engine/ops/activation.h"
 #include "engine/ops/conv2d.h"
@@ -93,8 +94,23 @@ struct ConcatSpec {
   static constexpr std::string_view type() { return "concat"; }
 };
 
+// Two inputs, x (C, H, W) and s (C, 1, 1) or (C) per sample, in either order: x * s with s
+// broadcast over H and W, squeeze-and-excitation's `x * scale` (ONNX's Mul).
+struct MulSpec {
+  static constexpr std::string_view type() { return "mul"; }
+  // Which of a mul's two per-sample input shapes is the per-channel factor s (the second where
+  // both could be), or -1 where neither is one for the other.
+  static int scale_input(const std::vector<int64_t>& a, const std::vector<int64_t>& b) {
+    auto scales = [](const std::vector<int64_t>& x, const std::vector<int64_t>& s) {
+      return x.size() == 3 && !s.empty() && s[0] == x[0] &&
+             (s.size() == 1 || (s.size() == 3 && s[1] == 1 && s[2] == 1));
+    };
+    return scales(a, b) ? 1 : scales(b, a) ? 0 : -1;
+  }
+};
+
 using LayerSpec = std::variant<Conv2dSpec, BatchNormSpec, LinearSpec, ActivationSpec, Pool2dSpec, GlobalPoolSpec,
-                               FlattenSpec, DropoutSpec, AddSpec, ConcatSpec>;
+                               FlattenSpec, DropoutSpec, AddSpec, ConcatSpec, MulSpec>;
 
 // The model YAML's type name of a spec's layer: "conv2d", "leaky_relu", ...
 inline std::string_view layer_type(const LayerSpec& spec) {

@@ -10,6 +10,7 @@
   X(linear_forward) X(linear_backward)                                              \
   X(add) X(add_inplace) X(concat_channels) X(split_channels)                        \
   X(dropout_forward) X(dropout_backward)                                            \
+  X(channel_scale_forward) X(channel_scale_backward)                                \
   X(softmax_cross_entropy) X(softmax)                                               \
   X(cast) X(fill)                                                                   \
   X(sgd_update) X(adamw_update)                                                     \

@@ -14,6 +14,7 @@
 #include "engine/ops/activation.h"
 #include "engine/ops/activation_check.h"
 #include "engine/ops/batchnorm.h"
+#include "engine/ops/channel_scale.h"
 #include "engine/ops/conv2d.h"
 #include "engine/ops/elementwise.h"
 #include "engine/ops/linear.h"
@@ -122,6 +123,14 @@ class Ops {
   // 1 / (1 - p). Backward regenerates the same mask from the seed.
   virtual void dropout_forward(float p, uint64_t seed, const Tensor& x, Tensor& y) = 0;
   virtual void dropout_backward(float p, uint64_t seed, const Tensor& dy, Tensor& dx) = 0;
+
+  // Squeeze-and-excitation's channel-wise product: x (N, C, H, W), s (N, C) or (N, C, 1, 1) ->
+  // y (x's shape) = x * s, s broadcast over H and W.
+  virtual void channel_scale_forward(const Tensor& x, const Tensor& s, Tensor& y) = 0;
+  // dy (x's shape) -> dx = dy * s and ds (s's shape) = the sum over H and W of dy * x, each
+  // unless undefined.
+  virtual void channel_scale_backward(const Tensor& x, const Tensor& s, const Tensor& dy, Tensor& dx,
+                                      Tensor& ds) = 0;
 
   // logits (N, C) (f32 or bf16), labels (N) i32. Computes the mean over the batch of the
   // cross-entropy with label smoothing s (target = (1 - s) one_hot + s / C), in f32:

@@ -90,6 +90,13 @@ def cases():
                            n("Concat", ["batch1", "minus1"], ["target"], name="concat", axis=0),
                            n("Reshape", ["r", "target"], ["y"], name="reshape")], \
         [i64("zero", 0), i64("axis0", [0]), i64("minus1", [-1])]
+    # torchvision's SqueezeExcitation as torch.onnx writes it: the block's x times a per-channel scale.
+    yield "se_mul", spread + [n("GlobalAveragePool", ["x"], ["g"], name="avgpool"),
+                              n("Conv", ["g", "w1", "b1"], ["f1"], name="fc1"), n("Relu", ["f1"], ["a"], name="act"),
+                              n("Conv", ["a", "w2", "b2"], ["f2"], name="fc2"),
+                              n("HardSigmoid", ["f2"], ["s"], name="scale_act", alpha=1.0 / 6),
+                              n("Mul", ["s", "x"], ["y"], name="se")], \
+        [sw, weight("w1", 2, 4, 1, 1), weight("b1", 2), weight("w2", 4, 2, 1, 1), weight("b2", 4)]
     # 6x6, kernel 2, stride 2: ceil_mode adds no window.
     yield "maxpool_ceil", [n("MaxPool", ["input"], ["y"], name="pool", kernel_shape=[2, 2], strides=[2, 2], ceil_mode=1)], []
     yield "unsupported", [n("Tanh", ["input"], ["y"], name="squash")], []
@@ -100,6 +107,7 @@ def cases():
     yield "refused_pad", [n("Pad", ["input", "pads"], ["p"], name="pad", mode="constant"),
                           n("AveragePool", ["p"], ["y"], name="pool", kernel_shape=[2, 2], strides=[2, 2])], \
         [i64("pads", [0, 0, 1, 1, 0, 0, 1, 1])]
+    yield "refused_mul", [n("Mul", ["input", "k"], ["y"], name="scale")], [f32("k", 2.0)]
     yield "refused_reduce_mean", [n("ReduceMean", ["input"], ["y"], name="mean", axes=[1], keepdims=1)], []
 
 

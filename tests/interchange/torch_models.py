@@ -7,7 +7,9 @@
     torch_models.py resnet50 OUT_DIR [onnx]   # module: its state_dict (+ torch.onnx export) + golden logits
     torch_models.py mobile OUT_DIR   # a small net of the mobile families' patterns, exported by torch.onnx + golden logits
     torch_models.py mobilenet_v2 OUT_DIR [onnx]   # torchvision's (Debian's python3-torchvision): as resnet18;
-    torch_models.py vgg11_bn OUT_DIR [onnx]       # vgg11_bn and densenet121 likewise
+    torch_models.py vgg11_bn OUT_DIR [onnx]       # vgg11_bn and densenet121 likewise, and the
+                                                  # squeeze-and-excitation nets mobilenet_v3_small,
+                                                  # efficientnet_b0 and regnet_y_400mf
 
 The net mirrors tests/interchange/small_resnet.yaml with torchvision's module classes rebuilt in
 torch.nn (conv1, bn1, layer1.0.conv1, layer2.0.downsample.0, fc), so its state_dict keys are
@@ -218,7 +220,8 @@ def make_net(stem_gelu=False):
 
 def main():
     mode, out = sys.argv[1], sys.argv[2]
-    if mode in ("resnet18", "resnet50", "mobilenet_v2", "vgg11_bn", "densenet121"):
+    if mode in ("resnet18", "resnet50", "mobilenet_v2", "vgg11_bn", "densenet121", "mobilenet_v3_small",
+                "efficientnet_b0", "regnet_y_400mf"):
         return torchvision_net(mode, out, sys.argv[3:] == ["onnx"])
     if mode == "mobile":
         torch.manual_seed(2468)

@@ -103,6 +103,7 @@ std::vector<OpCase> pool_cases();
 std::vector<OpCase> linear_cases();
 std::vector<OpCase> elementwise_cases();  // add, add_inplace, concat, split, cast, fill
 std::vector<OpCase> dropout_cases();
+std::vector<OpCase> channel_scale_cases();  // channel_scale_forward, channel_scale_backward
 std::vector<OpCase> softmax_cases();      // softmax_cross_entropy, softmax
 std::vector<OpCase> optimizer_cases();    // sgd_update, adamw_update
 std::vector<OpCase> normalize_augment_cases();

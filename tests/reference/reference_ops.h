@@ -111,6 +111,16 @@ Vec concat_channels(const std::vector<Vec>& xs, const std::vector<Shape>& shapes
 std::vector<Vec> split_channels(const Vec& y, const Shape& y_shape,
                                 const std::vector<int64_t>& channels);
 
+// ---- channel_scale (squeeze-and-excitation's x * s) ---------------------------------------
+
+// x (N, C, H, W), s one value per (n, c) -> y = x * s, s broadcast over H and W.
+Vec channel_scale_forward(const Vec& x, const Shape& x_shape, const Vec& s);
+struct ChannelScaleGrads {
+  Vec dx;  // (N, C, H, W) = dy * s
+  Vec ds;  // (N, C) = the sum over H and W of dy * x
+};
+ChannelScaleGrads channel_scale_backward(const Vec& x, const Shape& x_shape, const Vec& s, const Vec& dy);
+
 // ---- dropout --------------------------------------------------------------------------------
 
 // Whether element i survives: counter_uniform(seed, i) >= p.

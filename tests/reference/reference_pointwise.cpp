@@ -81,6 +81,25 @@ Vec add(const Vec& a, const Vec& b) {
   return y;
 }
 
+Vec channel_scale_forward(const Vec& x, const Shape& x_shape, const Vec& s) {
+  require(x_shape.size() == 4 && static_cast<int64_t>(x.size()) == numel(x_shape), "channel_scale: x");
+  const int64_t planes = x_shape[0] * x_shape[1], hw = x_shape[2] * x_shape[3];
+  require(static_cast<int64_t>(s.size()) == planes, "channel_scale: one s per (n, c)");
+  Vec y(x.size());
+  for (int64_t p = 0; p < planes; ++p)
+    for (int64_t k = 0; k < hw; ++k) y[p * hw + k] = x[p * hw + k] * s[p];
+  return y;
+}
+
+ChannelScaleGrads channel_scale_backward(const Vec& x, const Shape& x_shape, const Vec& s, const Vec& dy) {
+  require(dy.size() == x.size(), "channel_scale_backward: dy like x");
+  const int64_t planes = x_shape[0] * x_shape[1], hw = x_shape[2] * x_shape[3];
+  ChannelScaleGrads g{channel_scale_forward(dy, x_shape, s), Vec(static_cast<size_t>(planes), 0.0)};
+  for (int64_t p = 0; p < planes; ++p)
+    for (int64_t k = 0; k < hw; ++k) g.ds[p] += dy[p * hw + k] * x[p * hw + k];
+  return g;
+}
+
 Vec concat_channels(const std::vector<Vec>& xs, const std::vector<Shape>& shapes) {
   require(!xs.empty() && xs.size() == shapes.size(), "concat_channels: parts and shapes");
   const int64_t N = shapes[0][0];

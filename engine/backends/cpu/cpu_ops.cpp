@@ -51,6 +51,8 @@ bool CpuOps::supports(OpKind op, DType dtype, Layout layout) const {
     case OpKind::add_inplace:
     case OpKind::dropout_forward:
     case OpKind::dropout_backward:
+    case OpKind::channel_scale_forward:
+    case OpKind::channel_scale_backward:
     case OpKind::sgd_update:
     case OpKind::adamw_update: return dtype == DType::f32 && nchw;
     // Values copied or set as they are, whatever their dtype.

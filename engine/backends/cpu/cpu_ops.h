@@ -76,6 +76,10 @@ class CpuOps final : public Ops {
   void dropout_forward(float p, uint64_t seed, const Tensor& x, Tensor& y) override;
   void dropout_backward(float p, uint64_t seed, const Tensor& dy, Tensor& dx) override;
 
+  void channel_scale_forward(const Tensor& x, const Tensor& s, Tensor& y) override;
+  void channel_scale_backward(const Tensor& x, const Tensor& s, const Tensor& dy, Tensor& dx,
+                              Tensor& ds) override;
+
   void softmax_cross_entropy(const Tensor& logits, const Tensor& labels, float smoothing,
                              Tensor& loss, Tensor& dlogits, Tensor& correct) override;
   void softmax(const Tensor& logits, Tensor& probs) override;

@@ -142,6 +142,18 @@ inline dnnl::eltwise_forward::primitive_desc eltwise_forward_pd(
 #endif
 }
 
+// dst = src0 (alg) src1, src1 broadcast where its dimensions are 1 (squeeze-and-excitation's
+// per-channel product: src1 (N, C, 1, 1)).
+inline dnnl::binary::primitive_desc binary_pd(const dnnl::engine& eng, algorithm alg, const memory::desc& src0,
+                                              const memory::desc& src1, const memory::desc& dst,
+                                              const dnnl::primitive_attr& attr = dnnl::primitive_attr()) {
+#if DNNL_VERSION_MAJOR >= 3
+  return dnnl::binary::primitive_desc(eng, alg, src0, src1, dst, attr);
+#else
+  return dnnl::binary::primitive_desc(dnnl::binary::desc(alg, src0, src1, dst), attr, eng);
+#endif
+}
+
 // An eltwise post-op (2.x took a leading scale, 3.x dropped it).
 inline void append_eltwise(dnnl::post_ops& ops, algorithm alg, float alpha, float beta) {
 #if DNNL_VERSION_MAJOR >= 3

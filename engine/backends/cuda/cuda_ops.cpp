@@ -40,6 +40,9 @@ bool CudaOps::supports(OpKind op, DType dtype, Layout layout) const {
     case OpKind::add_inplace:
     case OpKind::dropout_forward:
     case OpKind::dropout_backward:
+    // Convoy's kernels (kernels/channel_scale.cu), in either layout.
+    case OpKind::channel_scale_forward:
+    case OpKind::channel_scale_backward:
     // cuBLAS and the row kernels on (N, C) matrices.
     case OpKind::linear_forward:
     case OpKind::linear_backward:

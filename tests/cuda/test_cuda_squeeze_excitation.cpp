@@ -1,0 +1,70 @@
+// Squeeze-and-excitation on the GPU: a training step of the shipped mobilenet_v3_small
+// (hardsigmoid) and efficientnet_b0 (sigmoid, SiLU) on CUDA gives the CPU's logits and gradients
+// in both layouts (the mul layer's kernels, channel_scale.cu, in a real network), and
+// GraphedForward's recording of efficientnet_b0 (what `convoy infer` and `serve` replay on a GPU)
+// gives the layer-by-layer forward, in f32 and bf16 channels-last.
+#include <gtest/gtest.h>
+
+#include <random>
+#include <string>
+#include <vector>
+
+#include "engine/backends/backend.h"
+#include "engine/graph/model.h"
+#include "engine/inference/graphed_forward.h"
+#include "tests/model_step.h"
+
+using namespace convoy;
+
+namespace {
+
+class CudaSqueezeExcitation : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    if (auto why = cuda_unavailable_reason(); !why.empty()) GTEST_SKIP() << why;
+  }
+};
+
+using convoy::testing::grad_errors;
+using convoy::testing::model_step;
+using convoy::testing::relative_difference;
+
+TEST_F(CudaSqueezeExcitation, TrainingStepMatchesTheCpuInBothLayouts) {
+  auto cpu = make_cpu_backend({});
+  auto gpu = make_cuda_backend(0, BackendOptions{});
+  for (const char* file : {"mobilenet_v3_small.yaml", "efficientnet_b0.yaml"}) {
+    SCOPED_TRACE(file);
+    const convoy::testing::ModelStep ref = model_step(*cpu, file, DType::f32, Layout::nchw, true, 4);
+    for (const Layout layout : {Layout::nchw, Layout::nhwc}) {
+      SCOPED_TRACE(layout == Layout::nchw ? "nchw" : "nhwc");
+      const convoy::testing::ModelStep got = model_step(*gpu, file, DType::f32, layout, true, 4);
+      // f32 in another summation order (cuDNN's algorithms, the kernels' plane sums).
+      EXPECT_LE(relative_difference(got.logits, ref.logits), 1e-3);
+      const std::vector<double> err = grad_errors(got, ref);
+      for (size_t i = 0; i < err.size(); ++i) EXPECT_LE(err[i], 1e-2) << "gradient of " << ref.grads[i].first;
+    }
+  }
+}
+
+TEST_F(CudaSqueezeExcitation, GraphedForwardOfEfficientNetEqualsTheLayerForward) {
+  auto gpu = make_cuda_backend(0, BackendOptions{});
+  for (const DType dtype : {DType::f32, DType::bf16}) {
+    SCOPED_TRACE(dtype == DType::f32 ? "f32" : "bf16");
+    Model m = Model::from_file(std::string(CONVOY_SOURCE_DIR) + "/models/efficientnet_b0.yaml", 11);
+    m.to(*gpu, dtype, Layout::nhwc);
+    const Shape shape{2, 3, 224, 224};
+    std::vector<float> v(static_cast<size_t>(shape_numel(shape)));
+    std::mt19937 rng(4);
+    std::normal_distribution<float> normal(0.f, 1.f);
+    for (float& e : v) e = normal(rng);
+    Tensor x = gpu->empty(shape, dtype, Layout::nhwc);
+    gpu->ops().cast(gpu->upload(Tensor::from_floats(v, shape)), x);
+    GraphedForward graphed(*gpu, m);
+    const std::vector<float> replayed = graphed.run(x).to_floats();
+    EXPECT_TRUE(graphed.last_run_replayed());
+    // After the recording, so that both use the convolution plans its first pass chose.
+    EXPECT_EQ(replayed, m.forward(*gpu, x, StepInfo{}).to_floats());
+  }
+}
+
+}  // namespace
