@@ -11,6 +11,8 @@
   X(add) X(add_inplace) X(concat_channels) X(split_channels)                        \
   X(dropout_forward) X(dropout_backward)                                            \
   X(softmax_cross_entropy) X(softmax)                                               \
+  X(channel_softmax_forward) X(channel_softmax_backward)                            \
+  X(upsample_forward) X(upsample_backward)                                          \
   X(cast) X(fill)                                                                   \
   X(sgd_update) X(adamw_update)                                                     \
   X(normalize_augment)
