@@ -61,7 +61,8 @@ inline bool is_known(const LayerSpec& spec) {
                                [](const LinearSpec&) { return true; }, [](const ActivationSpec&) { return true; },
                                [](const Pool2dSpec&) { return true; }, [](const GlobalPoolSpec&) { return true; },
                                [](const FlattenSpec&) { return true; }, [](const DropoutSpec&) { return true; },
-                               [](const AddSpec&) { return true; }, [](const ConcatSpec&) { return false; }},
+                               [](const AddSpec&) { return true; }, [](const ConcatSpec&) { return false; },
+                               [](const SoftmaxSpec&) { return true; }, [](const UpsampleSpec&) { return true; }},
                     spec);
 }
 
