@@ -17,7 +17,8 @@ namespace {
 constexpr const char* kSupportedOps =
     "Conv, BatchNormalization, Relu, LeakyRelu, Gelu, Sigmoid (x * Sigmoid(x): SiLU), HardSigmoid, HardSwish, "
     "Clip (0, 6: ReLU6), MaxPool, AveragePool, GlobalAveragePool, GlobalMaxPool, ReduceMean (over H and W), Gemm, "
-    "MatMul, Flatten, Reshape (to (N, -1)), Add, Concat, Dropout, Identity, Pad (of zeros)";
+    "MatMul, Flatten, Reshape (to (N, -1)), Add, Concat, Dropout, Identity, Pad (of zeros), Softmax, "
+    "Resize and Upsample (nearest, and linear as PyTorch's bilinear)";
 
 }  // namespace
 
@@ -216,7 +217,9 @@ void Importer::convert(const NodeProto& node) {
     else layer_of_[node.output(0)] = layer_of(node, node.input(0));
     return;
   }
-  if (convert_shape_arithmetic(node) || convert_pad(node) || convert_reduce_mean(node) || convert_activation(node)) return;
+  if (convert_shape_arithmetic(node) || convert_pad(node) || convert_reduce_mean(node) || convert_activation(node) ||
+      convert_resize(node) || convert_softmax(node))
+    return;
   YamlLayer layer;
   auto from = [&](int i) { layer.inputs.push_back(layer_of(node, node.input(i))); };
   auto weight = [&](const std::string& key, const std::string& value) { tensors_.push_back({layer.name + "." + key, constant(node, value)}); };
@@ -421,6 +424,7 @@ ImportedModel Importer::run(const std::string& fallback_name) {
   }
   result.yaml = yaml.str();
   check_ceil_mode(result.yaml);
+  check_on_built_model(result.yaml);
   result.tensors = std::move(tensors_);
   return result;
 }
