@@ -123,7 +123,8 @@ __global__ void channel_softmax_forward_kernel(const T* x, T* y, int64_t outer, 
     float sum = 0.f;
     for (int64_t c = 0; c < channels; ++c) sum += expf(to_f32(x[base + c * inner]) - m);
     const float inv = 1.f / sum;
-    for (int64_t c = 0; c < channels; ++c) y[base + c * inner] = from_f32<T>(expf(to_f32(x[base + c * inner]) - m) * inv);
+    for (int64_t c = 0; c < channels; ++c)
+      y[base + c * inner] = from_f32<T>(expf(to_f32(x[base + c * inner]) - m) * inv);
   }
 }
 

@@ -85,15 +85,16 @@ class OnnxResize : public ::testing::Test {
 // softmax(dim=-1), exported by Debian's torch 1.13 (opset 17): each Resize and Softmax is its layer,
 // the shape arithmetic of the sizes folds away, and the probabilities are PyTorch's.
 TEST_F(OnnxResize, ImportsTorchUpsampleAndSoftmaxAndAgreesWithTorch) {
-  const CommandResult made =
-      run_command(testing::torch_python() + " " + kSource + "/tests/interchange/torch_resize.py " + dir_.path().string() + " 2>&1");
+  const CommandResult made = run_command(testing::torch_python() + " " + kSource +
+                                         "/tests/interchange/torch_resize.py " + dir_.path().string() + " 2>&1");
   if (made.status == 3) GTEST_SKIP() << "python3-torch is not installed (apt-get install python3-torch)";
   ASSERT_EQ(made.status, 0) << made.output;
   std::string yaml;
   Model m = import(dir_ / "torch.onnx", "t", &yaml);
-  for (const char* part : {"{name: up1, type: upsample, scale: 2}", "{name: up2, type: upsample, mode: bilinear, scale: 2}",
-                           "type: upsample, mode: bilinear, size: [20, 33]", "type: upsample, size: [40, 66]",
-                           "{name: softmax, type: softmax}", "{name: softmax_1, type: softmax}"})
+  for (const char* part :
+       {"{name: up1, type: upsample, scale: 2}", "{name: up2, type: upsample, mode: bilinear, scale: 2}",
+        "type: upsample, mode: bilinear, size: [20, 33]", "type: upsample, size: [40, 66]",
+        "{name: softmax, type: softmax}", "{name: softmax_1, type: softmax}"})
     EXPECT_NE(yaml.find(part), std::string::npos) << part << " in " << yaml;
   const SafetensorsFile golden = read_safetensors(dir_ / "golden.safetensors");
   EXPECT_LE(testing::relative_error(cpu_forward(m, golden.at("input")), golden.at("logits")), 1e-4);
@@ -121,7 +122,8 @@ layers:
   ASSERT_EQ(r.status, 0) << r.output;
   std::string yaml;
   Model back = import(onnx, "rt", &yaml);
-  for (const char* part : {"{name: near, type: upsample, scale: [2, 3]}", "{name: bi, type: upsample, mode: bilinear, scale: 2}",
+  for (const char* part : {"{name: near, type: upsample, scale: [2, 3]}",
+                           "{name: bi, type: upsample, mode: bilinear, scale: 2}",
                            "{name: bi_size, type: upsample, mode: bilinear, size: [9, 23]}",
                            "{name: near_size, type: upsample, size: [18, 46]}", "{name: sm, type: softmax}"})
     EXPECT_NE(yaml.find(part), std::string::npos) << part << " in " << yaml;
@@ -130,7 +132,8 @@ layers:
   const Tensor y = cpu_forward(original, x);
   EXPECT_LE(testing::relative_error(cpu_forward(back, x), y), 1e-6);
   if (!need_onnx_python().empty()) return;
-  r = run_command(testing::torch_python() + " " + kSource + "/tests/interchange/onnx_ops.py check " + onnx.string() + " 2>&1");
+  r = run_command(testing::torch_python() + " " + kSource + "/tests/interchange/onnx_ops.py check " + onnx.string() +
+                  " 2>&1");
   EXPECT_EQ(r.status, 0) << r.output;
   if (const Tensor ort = ort_logits(onnx, x, original.num_classes()); ort.defined()) {
     EXPECT_LE(testing::relative_error(ort, y), 1e-5);
@@ -143,8 +146,8 @@ layers:
 // other axes are refused with the node, the op and why.
 TEST_F(OnnxResize, ImportsEachPatternAndRefusesWhatTheLayersCannotHonour) {
   if (const std::string why = need_onnx_python(); !why.empty()) GTEST_SKIP() << why;
-  const CommandResult made = run_command(testing::torch_python() + " " + kSource + "/tests/interchange/onnx_resize_ops.py " +
-                                         dir_.path().string() + " 2>&1");
+  const CommandResult made = run_command(testing::torch_python() + " " + kSource +
+                                         "/tests/interchange/onnx_resize_ops.py " + dir_.path().string() + " 2>&1");
   ASSERT_EQ(made.status, 0) << made.output;
   const std::vector<std::pair<const char*, const char*>> imported = {
       {"resize_nearest_scales", "{name: up, type: upsample, scale: [2, 3]}"},

@@ -247,7 +247,8 @@ std::string export_onnx(Model& model, const std::map<std::string, std::string>& 
                 g.ints(name + "/zero", {0});
                 g.ints(name + "/two", {2});
                 g.ints(name + "/hw", {s.size_h, s.size_w});
-                g.node("Slice", name + "/nc", {name + "/shape", name + "/zero", name + "/two", name + "/zero"}, name + "/nc");
+                g.node("Slice", name + "/nc", {name + "/shape", name + "/zero", name + "/two", name + "/zero"},
+                       name + "/nc");
                 set_int(g.node("Concat", name + "/sizes", {name + "/nc", name + "/hw"}, name + "/sizes"), "axis", 0);
                 inputs.insert(inputs.end(), {"", name + "/sizes"});
               }

@@ -26,7 +26,8 @@ bool Importer::convert_resize(const NodeProto& node) {
   const bool linear = mode != "nearest";
   // Opset 10's Resize and every Upsample map coordinates asymmetrically.
   const bool v10 = op == "Upsample" || node.input_size() == 2;
-  const std::string transform = v10 ? "asymmetric" : string_attr(attr(node, "coordinate_transformation_mode"), "half_pixel");
+  const std::string transform =
+      v10 ? "asymmetric" : string_attr(attr(node, "coordinate_transformation_mode"), "half_pixel");
   if (linear && transform != "half_pixel" && transform != "pytorch_half_pixel")
     fail_node(node, "linear with coordinate_transformation_mode '" + transform +
                         "' is not supported (Convoy's bilinear is PyTorch's align_corners=False: half_pixel)");
@@ -59,9 +60,9 @@ bool Importer::convert_resize(const NodeProto& node) {
       for (int64_t v : int_constant(node, node.input(sizes_at))) sizes.elems.push_back({Elem::constant, v});
     }
     // (N, C, H, W): the batch and channels as they come (Slice(Shape(x), 0, 2)), a fixed H and W.
-    const bool keeps_nc = sizes.elems.size() == 4 &&
-                          (sizes.elems[0].first == Elem::batch || sizes.elems[0].first == Elem::constant) &&
-                          (sizes.elems[1] == std::pair{Elem::other, int64_t{1}} || sizes.elems[1].first == Elem::constant);
+    const bool keeps_nc =
+        sizes.elems.size() == 4 && (sizes.elems[0].first == Elem::batch || sizes.elems[0].first == Elem::constant) &&
+        (sizes.elems[1] == std::pair{Elem::other, int64_t{1}} || sizes.elems[1].first == Elem::constant);
     if (sizes.whole || !keeps_nc || sizes.elems[2].first != Elem::constant || sizes.elems[3].first != Elem::constant)
       fail_node(node, "sizes must keep N and C and give H and W as constants at the model's input size");
     if (sizes.elems[2].second < 1 || sizes.elems[3].second < 1) fail_node(node, "sizes must be positive");
@@ -111,7 +112,8 @@ bool Importer::convert_softmax(const NodeProto& node) {
   if (!channels_by_rank) {
     // axis -1 (or 1 before opset 13) is the channels only where the input is (N, C): checked on the built model.
     if (axis != -1 && axis != 1)
-      fail_node(node, "axis " + std::to_string(axis) + " is not supported (Convoy's softmax runs over the channels, axis 1)");
+      fail_node(node, "axis " + std::to_string(axis) +
+                          " is not supported (Convoy's softmax runs over the channels, axis 1)");
     flat_softmaxes_.push_back({layer.name, &node});
   }
   add_layer(node, std::move(layer));
@@ -124,7 +126,8 @@ void Importer::check_on_built_model(const std::string& yaml) const {
   const std::vector<Model::GraphNode> nodes = model.graph_nodes();
   auto input_of = [&](const std::string& name) {
     for (const Model::GraphNode& n : nodes)
-      if (n.layer->name() == name) return n.inputs[0] < 0 ? model.input_shape() : nodes[static_cast<size_t>(n.inputs[0])].shape;
+      if (n.layer->name() == name)
+        return n.inputs[0] < 0 ? model.input_shape() : nodes[static_cast<size_t>(n.inputs[0])].shape;
     throw InternalError("import: layer '" + name + "' is not in the model it made");
   };
   for (const auto& [name, onnx_node] : flat_softmaxes_)

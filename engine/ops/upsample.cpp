@@ -20,7 +20,8 @@ namespace {
 
 void check_pair(const OpCheck& c, UpsampleMode mode, const Tensor& x, const char* xn, const Tensor& y, const char* yn) {
   c.floating(x, xn).here(y, yn);
-  c.that(x.ndim() == 4 && y.ndim() == 4, [&] { return "expected 4-D tensors, got " + describe(x) + ", " + describe(y); });
+  c.that(x.ndim() == 4 && y.ndim() == 4,
+         [&] { return "expected 4-D tensors, got " + describe(x) + ", " + describe(y); });
   c.that(x.dim(0) == y.dim(0) && x.dim(1) == y.dim(1),
          [&] { return describe(x) + " and " + describe(y) + " differ in batch or channels"; });
   c.that(x.dtype() == y.dtype() && x.layout() == y.layout(),

@@ -81,7 +81,8 @@ layers:
   Model m = Model::from_yaml(kYaml, "upsample_softmax.yaml", 3);
   Model ref = Model::from_yaml(kYaml, "upsample_softmax.yaml", 3);
   ref.to(*cpu, DType::f32);
-  for (auto [dtype, layout, tol] : {std::tuple{DType::f32, Layout::nchw, 1e-5}, std::tuple{DType::bf16, Layout::nhwc, 3e-2}}) {
+  for (auto [dtype, layout, tol] :
+       {std::tuple{DType::f32, Layout::nchw, 1e-5}, std::tuple{DType::bf16, Layout::nhwc, 3e-2}}) {
     m.to(*gpu, dtype, layout);
     GraphedForward graphed(*gpu, m);
     const Tensor x = random_batch(*gpu, {2, 3, 6, 5}, 7, dtype, layout);
