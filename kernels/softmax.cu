@@ -1,6 +1,7 @@
 // Softmax and softmax cross-entropy with label smoothing, one warp per row, f32 math.
 // The loss mean and the correct count are reduced by one block in a fixed order, so
-// both are deterministic.
+// both are deterministic. The softmax layer's softmax over channels: one thread per position
+// of the (outer, C, inner) view, its channels in a loop (either layout, any C).
 #include <cmath>
 
 #include "kernels/common.cuh"
@@ -110,6 +111,40 @@ __global__ void softmax_rows(const T* __restrict__ logits, float* __restrict__ p
   for (int64_t c = lane; c < classes; c += 32) out[c] = expf(to_f32(z[c]) - m) / se;
 }
 
+// y = softmax over c of x viewed as (outer, channels, inner), the maximum subtracted first.
+template <class T>
+__global__ void channel_softmax_forward_kernel(const T* x, T* y, int64_t outer, int64_t channels, int64_t inner) {
+  const int64_t positions = outer * inner;
+  for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < positions;
+       i += int64_t(gridDim.x) * blockDim.x) {
+    const int64_t base = (i / inner) * channels * inner + i % inner;
+    float m = -INFINITY;
+    for (int64_t c = 0; c < channels; ++c) m = fmaxf(m, to_f32(x[base + c * inner]));
+    float sum = 0.f;
+    for (int64_t c = 0; c < channels; ++c) sum += expf(to_f32(x[base + c * inner]) - m);
+    const float inv = 1.f / sum;
+    for (int64_t c = 0; c < channels; ++c)
+      y[base + c * inner] = from_f32<T>(expf(to_f32(x[base + c * inner]) - m) * inv);
+  }
+}
+
+// dx = y * (dy - sum_c y dy), the same view.
+template <class T>
+__global__ void channel_softmax_backward_kernel(const T* y, const T* dy, T* dx, int64_t outer, int64_t channels,
+                                                int64_t inner) {
+  const int64_t positions = outer * inner;
+  for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < positions;
+       i += int64_t(gridDim.x) * blockDim.x) {
+    const int64_t base = (i / inner) * channels * inner + i % inner;
+    float dot = 0.f;
+    for (int64_t c = 0; c < channels; ++c) dot += to_f32(y[base + c * inner]) * to_f32(dy[base + c * inner]);
+    for (int64_t c = 0; c < channels; ++c) {
+      const int64_t k = base + c * inner;
+      dx[k] = from_f32<T>(to_f32(y[k]) * (to_f32(dy[k]) - dot));
+    }
+  }
+}
+
 // ---- launchers ----------------------------------------------------------------------------
 
 size_t softmax_cross_entropy_scratch_bytes(int64_t rows) {
@@ -144,6 +179,30 @@ void softmax(Dt dt, const void* logits, float* probs, int64_t rows, int64_t clas
     softmax_rows<T><<<blocks, kRowsPerBlock * 32, 0, stream>>>(static_cast<const T*>(logits), probs,
                                                                 rows, classes);
     CONVOY_LAUNCH_CHECK(softmax_rows);
+  });
+}
+
+void channel_softmax_forward(Dt dt, const void* x, void* y, int64_t outer, int64_t channels, int64_t inner,
+                             cudaStream_t stream) {
+  const int64_t positions = outer * inner;
+  if (positions == 0 || channels == 0) return;
+  dispatch_float(dt, "channel_softmax_forward", [&](auto t) {
+    using T = decltype(t);
+    channel_softmax_forward_kernel<T><<<grid_for(positions), kThreads, 0, stream>>>(
+        static_cast<const T*>(x), static_cast<T*>(y), outer, channels, inner);
+    CONVOY_LAUNCH_CHECK(channel_softmax_forward_kernel);
+  });
+}
+
+void channel_softmax_backward(Dt dt, const void* y, const void* dy, void* dx, int64_t outer, int64_t channels,
+                              int64_t inner, cudaStream_t stream) {
+  const int64_t positions = outer * inner;
+  if (positions == 0 || channels == 0) return;
+  dispatch_float(dt, "channel_softmax_backward", [&](auto t) {
+    using T = decltype(t);
+    channel_softmax_backward_kernel<T><<<grid_for(positions), kThreads, 0, stream>>>(
+        static_cast<const T*>(y), static_cast<const T*>(dy), static_cast<T*>(dx), outer, channels, inner);
+    CONVOY_LAUNCH_CHECK(channel_softmax_backward_kernel);
   });
 }
 

@@ -20,5 +20,12 @@ void softmax_cross_entropy(Dt dt, const void* logits, const int32_t* labels, flo
 // probs (rows, classes) f32 = softmax of each row of logits.
 void softmax(Dt dt, const void* logits, float* probs, int64_t rows, int64_t classes,
              cudaStream_t stream);
+// The softmax layer over C of x viewed as (outer, channels, inner) (nchw: (N, C, H*W); nhwc and
+// (N, C): (N*H*W or N, C, 1)); y like x.
+void channel_softmax_forward(Dt dt, const void* x, void* y, int64_t outer, int64_t channels, int64_t inner,
+                             cudaStream_t stream);
+// dx = y * (dy - sum_c y dy), the same view.
+void channel_softmax_backward(Dt dt, const void* y, const void* dy, void* dx, int64_t outer, int64_t channels,
+                              int64_t inner, cudaStream_t stream);
 
 }  // namespace convoy::kernels

@@ -103,6 +103,11 @@ ref::Vec reference_forward(Model& model, const Tensor& x) {
               ADD_FAILURE() << "no reference for layer type concat";
               return ref::Vec();
             },
+            [&](const SoftmaxSpec&) { return ref::channel_softmax(in(0), in_shape(0)); },
+            [&](const UpsampleSpec& s) {
+              const Shape xs = in_shape(0);
+              return ref::upsample_forward(s.mode, in(0), xs, s.out_h(xs[2]), s.out_w(xs[3]));
+            },
             [&](const MulSpec&) {
               const int k = MulSpec::scale_input(nodes[i].inputs[0] < 0 ? model.input_shape() : nodes[nodes[i].inputs[0]].shape,
                                                  nodes[i].inputs[1] < 0 ? model.input_shape() : nodes[nodes[i].inputs[1]].shape);
@@ -260,6 +265,43 @@ layers:
     const std::string steps = plan.describe();
     EXPECT_EQ(occurrences(steps, "mul (per channel)"), 2u) << steps;
     EXPECT_LT(scaled_error(plan.run(x), ref::to_tensor(truth, expected.shape())), 1e-4) << steps;
+  }
+}
+
+// Upsampling (nearest by a factor, bilinear to a size that is no multiple, 16 channels: the blocked
+// layout's) and softmax over the channels of planes and of the logits run as plan steps, in both
+// activation layouts, and agree with the layers and with the float64 reference.
+TEST(InferencePlan, UpsampleAndSoftmaxStepsAgreeWithTheReference) {
+  Model model = Model::from_yaml(R"(name: upsample_softmax
+input: [3, 5, 6]
+layers:
+  - {name: c1, type: conv2d, out_channels: 16, kernel: 3, padding: 1}
+  - {name: up, type: upsample, scale: [2, 3]}
+  - {name: c2, type: conv2d, out_channels: 16, kernel: 3, padding: 1}
+  - {name: bi, type: upsample, mode: bilinear, size: [13, 7]}
+  - {name: sm, type: softmax}
+  - {name: c3, type: conv2d, out_channels: 16, kernel: 3, stride: 2}
+  - {name: gap, type: global_avg_pool}
+  - {name: fc, type: linear, out_features: 5}
+  - {name: probs, type: softmax}
+)",
+                                 "upsample_softmax.yaml", 5);
+  const std::unique_ptr<Backend> cpu = make_cpu_backend({});
+  model.to(*cpu, DType::f32);
+  const Tensor x = random_input(model, 2, 9);
+  const Tensor expected = model.forward(*cpu, x, StepInfo{});
+  const ref::Vec truth = reference_forward(model, x);
+  EXPECT_LT(scaled_error(expected, ref::to_tensor(truth, expected.shape())), 1e-5);
+  for (const PlanLayout layout : {PlanLayout::blocked, PlanLayout::onednn}) {
+    InferenceOptions options;
+    options.layout = layout;
+    InferencePlan plan(model, 2, options);
+    const std::string steps = plan.describe();
+    EXPECT_EQ(occurrences(steps, "upsample"), 2u) << steps;
+    EXPECT_EQ(occurrences(steps, "softmax"), 2u) << steps;
+    const Tensor got = plan.run(x);
+    EXPECT_LT(scaled_error(got, expected), 1e-5) << steps;
+    EXPECT_LT(scaled_error(got, ref::to_tensor(truth, expected.shape())), 1e-5) << steps;
   }
 }
 

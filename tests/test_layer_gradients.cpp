@@ -246,6 +246,14 @@ const std::vector<LayerCase>& layer_cases() {
       // dropout: a fixed seed makes the mask deterministic
       {"DropoutP0_3FixedSeedMaskIsDeterministic", "dropout", "{p: 0.3}", {{4, 6, 6}}, Values::away_from_zero, 2, 2024,
        dropout_mask_is_real},
+      // softmax over channels: of planes (per pixel) and of feature vectors
+      {"SoftmaxOverChannelsOfPlanes", "softmax", "", {{4, 3, 3}}},
+      {"SoftmaxOnFeatureVectors", "softmax", "", {{6}}, Values::smooth, 3},
+      // upsample: whole factors, a rectangular one, bilinear by a factor and to a size that is no multiple
+      {"UpsampleNearestScale2", "upsample", "{scale: 2}", {{2, 3, 4}}},
+      {"UpsampleNearestScale3x2", "upsample", "{mode: nearest, scale: [3, 2]}", {{2, 2, 3}}},
+      {"UpsampleBilinearScale2", "upsample", "{mode: bilinear, scale: 2}", {{2, 3, 4}}},
+      {"UpsampleBilinearSize7x5", "upsample", "{mode: bilinear, size: [7, 5]}", {{2, 3, 4}}},
       // add and concat
       {"AddTwoInputs", "add", "", {{3, 4, 4}, {3, 4, 4}}},
       {"ConcatTwoInputs", "concat", "", {{2, 3, 4}, {3, 3, 4}}},

@@ -200,6 +200,38 @@ TEST(Model, StructuralErrors) {
             std::string::npos);
 }
 
+// The upsample and softmax layers' keys: each mistake is one error naming the file, line and key
+// (or the layer, for what only the shapes show), and the shapes come out as PyTorch's.
+TEST(Model, UpsampleAndSoftmaxKeysAreCheckedByName) {
+  auto with = [](const std::string& layer) {
+    return "name: m\ninput: [3, 4, 4]\nlayers:\n  - " + layer +
+           "\n  - {name: g, type: global_avg_pool}\n  - {name: f, type: flatten}\n";
+  };
+  const std::vector<std::pair<std::string, std::string>> cases = {
+      {"{name: u, type: upsample}",
+       "m.yaml:4: layers[0] (u).scale: missing (expected scale: N or [sh, sw], or size: [H, W])"},
+      {"{name: u, type: upsample, scale: 2, size: [4, 4]}", "(u).size: give scale or size, not both"},
+      {"{name: u, type: upsample, mode: cubic, scale: 2}",
+       "(u).mode: 'cubic' is not a mode (expected nearest or bilinear)"},
+      {"{name: u, type: upsample, scale: 0}", "(u).scale: 0 is out of range (expected 1 ... 64)"},
+      {"{name: u, type: upsample, scale: 1.5}", "(u).scale: expected an integer or a list of 2 integers"},
+      {"{name: u, type: upsample, scale: 2, align_corners: true}", "(u).align_corners: unknown key"},
+      {"{name: u, type: upsample, size: [5, 4]}",
+       "layer 'u' (upsample): nearest upsampling needs an output size that is a whole multiple of the input's "
+       "(height 4 -> 5"},
+      {"{name: u, type: softmax, dim: 2}", "(u).dim: unknown key"}};
+  for (const auto& [layer, message] : cases) {
+    const std::string error = error_of(with(layer));
+    EXPECT_NE(error.find(message), std::string::npos) << layer << ": " << error;
+  }
+  Model m = Model::from_yaml(
+      with("{name: u, type: upsample, mode: bilinear, size: [5, 7]}\n  - {name: s, type: softmax}"), "m.yaml", 1);
+  EXPECT_EQ(m.graph_nodes()[0].shape, (Shape{3, 5, 7}));
+  EXPECT_EQ(m.graph_nodes()[1].shape, (Shape{3, 5, 7}));
+  EXPECT_EQ(Model::from_yaml(with("{name: u, type: upsample, scale: [2, 3]}"), "m.yaml", 1).graph_nodes()[0].shape,
+            (Shape{3, 8, 12}));
+}
+
 TEST(Model, WrongInputShapeAtRunTimeIsAnError) {
   Model m = Model::from_file(std::string(CONVOY_SOURCE_DIR) + "/models/lenet5.yaml", 1);
   auto backend = make_cpu_backend({});

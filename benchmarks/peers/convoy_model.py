@@ -140,7 +140,7 @@ def load_yaml(path):
 
 LAYER_TYPES = ("conv2d", "batchnorm2d", "relu", "leaky_relu", "gelu", "sigmoid", "silu", "hardsigmoid",
                "hardswish", "relu6", "maxpool2d", "avgpool2d", "global_avg_pool", "global_max_pool", "linear",
-               "flatten", "dropout", "add", "concat", "mul")
+               "flatten", "dropout", "add", "concat", "mul", "softmax", "upsample")
 
 
 def _pair(v):
@@ -195,6 +195,14 @@ def _make_module(nn, spec, in_shapes):
         return nn.Flatten(1)
     if t == "dropout":
         return nn.Dropout(float(spec.get("p", 0.5)))
+    if t == "softmax":
+        return nn.Softmax(dim=1)
+    if t == "upsample":  # align_corners=False, PyTorch's default and Convoy's
+        mode = {"mode": "nearest"} if spec.get("mode", "nearest") == "nearest" else \
+            {"mode": "bilinear", "align_corners": False}
+        if "size" in spec:
+            return nn.Upsample(size=_pair(spec["size"]), **mode)
+        return nn.Upsample(scale_factor=tuple(float(v) for v in _pair(spec["scale"])), **mode)
     if t in ("add", "concat", "mul"):
         return None
     raise ValueError(f"layer type '{t}' is unknown (Convoy's types: {', '.join(LAYER_TYPES)})")

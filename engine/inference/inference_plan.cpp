@@ -356,6 +356,41 @@ int InferencePlan::Impl::emit(const Group& g, const std::vector<Model::GraphNode
     return z;
   }
   if (std::holds_alternative<MulSpec>(spec)) return emit_mul(head, nodes, value_of);
+  if (std::holds_alternative<SoftmaxSpec>(spec) || std::holds_alternative<UpsampleSpec>(spec)) {
+    if (is_int8(dt_of(in)))
+      throw InputError("int8 inference plan: layer '" + head.layer->name() + "' (" + t +
+                       ") runs on int8 values outside a convolution, which int8 plans do not support");
+    if (const auto* up = std::get_if<UpsampleSpec>(&spec)) {
+      const Dims xd = cpu::onednn::dims_of(x);  // (N, C, H, W)
+      const Md any_y({batch, xd[1], up->out_h(xd[2]), up->out_w(xd[3])}, dt_of(in), Tag::any);
+      const auto pd = cpu::onednn::resampling_forward_pd(
+          engine, prop_kind::forward_inference,
+          up->mode == UpsampleMode::bilinear ? algorithm::resampling_linear : algorithm::resampling_nearest, x, any_y,
+          attr_with());
+      const int y = new_value(pd.dst_desc());
+      values[y].range = values[in].range;  // a convex combination of the input's values
+      add_step(dnnl::resampling_forward(pd), pd.scratchpad_desc(), {{DNNL_ARG_SRC, in}, {DNNL_ARG_DST, y}}, t);
+      return y;
+    }
+    // After a flatten (an alias that keeps the 4-D format) the softmax runs over all C x H x W
+    // features: read them as plain (N, F).
+    int src = in;
+    if (head.shape.size() == 1 && cpu::onednn::dims_of(x).size() == 4) {
+      const Dims xd = cpu::onednn::dims_of(x);
+      const int plain = in_format(in, Md(xd, dt_of(in), Tag::nchw));
+      Value flat;
+      flat.md = Md({batch, head.shape[0]}, dt_of(in), Tag::nc);
+      flat.buffer = values[plain].buffer;
+      flat.range = values[plain].range;
+      values.push_back(flat);
+      src = static_cast<int>(values.size()) - 1;
+    }
+    const Md md = values[src].md;  // a copy: new_value grows `values`
+    const auto pd = cpu::onednn::softmax_forward_pd(engine, prop_kind::forward_inference, md, md, 1, attr_with());
+    const int y = new_value(md);
+    add_step(cpu::onednn::SoftmaxForward(pd), pd.scratchpad_desc(), {{DNNL_ARG_SRC, src}, {DNNL_ARG_DST, y}}, t);
+    return y;
+  }
   // An add no convolution could take: copy the first input, then a binary-free sum through a
   // reorder with the sum post-op (dst += src), which oneDNN 2.x and 3.x spell the same way.
   CONVOY_CHECK(std::holds_alternative<AddSpec>(spec), "inference plan: unexpected layer type");

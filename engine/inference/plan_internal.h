@@ -62,7 +62,8 @@ inline bool is_known(const LayerSpec& spec) {
                                [](const Pool2dSpec&) { return true; }, [](const GlobalPoolSpec&) { return true; },
                                [](const FlattenSpec&) { return true; }, [](const DropoutSpec&) { return true; },
                                [](const AddSpec&) { return true; }, [](const ConcatSpec&) { return false; },
-                               [](const MulSpec&) { return true; }},
+                               [](const MulSpec&) { return true; }, [](const SoftmaxSpec&) { return true; },
+                               [](const UpsampleSpec&) { return true; }},
                     spec);
 }
 

@@ -31,6 +31,13 @@ void set_int(NodeProto& node, const std::string& name, int64_t value) {
   a->set_i(value);
 }
 
+void set_string(NodeProto& node, const std::string& name, const std::string& value) {
+  AttributeProto* a = node.add_attribute();
+  a->set_name(name);
+  a->set_type(AttributeProto::STRING);
+  a->set_s(value);
+}
+
 void set_float(NodeProto& node, const std::string& name, double value) {
   AttributeProto* a = node.add_attribute();
   a->set_name(name);
@@ -62,13 +69,22 @@ class GraphWriter {
     p->set_raw_data(t.raw(), t.nbytes());  // little-endian f32, as ONNX's raw_data wants
   }
 
-  // An int64 vector initializer (Unsqueeze's axes).
-  void int64s(const std::string& name, const std::vector<int64_t>& values) {
+  // A 1-d int64 constant (Unsqueeze's axes, Resize's sizes).
+  void ints(const std::string& name, const std::vector<int64_t>& values) {
     TensorProto* p = graph_.add_initializer();
     p->set_name(name);
     p->set_data_type(TensorProto::INT64);
     p->add_dims(static_cast<int64_t>(values.size()));
     for (int64_t v : values) p->add_int64_data(v);
+  }
+
+  // A 1-d f32 constant.
+  void floats(const std::string& name, const std::vector<float>& values) {
+    TensorProto* p = graph_.add_initializer();
+    p->set_name(name);
+    p->set_data_type(TensorProto::FLOAT);
+    p->add_dims(static_cast<int64_t>(values.size()));
+    for (float v : values) p->add_float_data(v);
   }
 
   void scalar(const std::string& name, float value) {
@@ -226,6 +242,37 @@ std::string export_onnx(Model& model, const std::map<std::string, std::string>& 
                   in[k] = name + "/unsqueeze";
                 }
               g.node("Mul", name, in, name);
+            },
+            [&](const SoftmaxSpec&) { set_int(g.node("Softmax", name, in, name), "axis", 1); },  // opset 13's: one axis
+            [&](const UpsampleSpec& s) {
+              // As torch.onnx writes nn.Upsample and F.interpolate: constant scales for a factor,
+              // sizes of (N, C) from the input's shape and a fixed (H, W) for a size (constant
+              // sizes would fix the batch).
+              std::vector<std::string> inputs{in[0], ""};
+              if (s.scale_h > 0) {
+                inputs.push_back(name + "/scales");
+                g.floats(inputs.back(), {1.0f, 1.0f, static_cast<float>(s.scale_h), static_cast<float>(s.scale_w)});
+              } else {
+                g.node("Shape", name + "/shape", {in[0]}, name + "/shape");
+                g.ints(name + "/zero", {0});
+                g.ints(name + "/two", {2});
+                g.ints(name + "/hw", {s.size_h, s.size_w});
+                g.node("Slice", name + "/nc", {name + "/shape", name + "/zero", name + "/two", name + "/zero"},
+                       name + "/nc");
+                set_int(g.node("Concat", name + "/sizes", {name + "/nc", name + "/hw"}, name + "/sizes"), "axis", 0);
+                inputs.insert(inputs.end(), {"", name + "/sizes"});
+              }
+              NodeProto& n = g.node("Resize", name, inputs, name);
+              if (s.mode == UpsampleMode::nearest) {  // as torch.onnx writes F.interpolate's nearest
+                set_string(n, "mode", "nearest");
+                set_string(n, "coordinate_transformation_mode", "asymmetric");
+                set_string(n, "nearest_mode", "floor");
+              } else {
+                // half_pixel is PyTorch's align_corners=False arithmetic at every size (pytorch_half_pixel
+                // differs where an output axis has one element); torch.onnx 1.13 writes it too.
+                set_string(n, "mode", "linear");
+                set_string(n, "coordinate_transformation_mode", "half_pixel");
+              }
             }},
         node.layer->spec());
   }
@@ -234,7 +281,7 @@ std::string export_onnx(Model& model, const std::map<std::string, std::string>& 
     g.scalar("gelu/one", 1.0f);
     g.scalar("gelu/half", 0.5f);
   }
-  if (uses_unsqueeze) g.int64s("mul/axes", {2, 3});
+  if (uses_unsqueeze) g.ints("mul/axes", {2, 3});
   if (uses_relu6) {
     g.scalar("relu6/min", 0.0f);
     g.scalar("relu6/max", static_cast<float>(kRelu6Max));

@@ -19,7 +19,7 @@ constexpr const char* kSupportedOps =
     "Conv, BatchNormalization, Relu, LeakyRelu, Gelu, Sigmoid (x * Sigmoid(x): SiLU), HardSigmoid, HardSwish, "
     "Clip (0, 6: ReLU6), MaxPool, AveragePool, GlobalAveragePool, GlobalMaxPool, ReduceMean (over H and W), Gemm, "
     "MatMul, Flatten, Reshape (to (N, -1)), Add, Concat, Mul (x by one number per channel: squeeze-and-excitation), "
-    "Dropout, Identity, Pad (of zeros)";
+    "Dropout, Identity, Pad (of zeros), Softmax, Resize and Upsample (nearest, and linear as PyTorch's bilinear)";
 
 }  // namespace
 
@@ -218,7 +218,9 @@ void Importer::convert(const NodeProto& node) {
     else layer_of_[node.output(0)] = layer_of(node, node.input(0));
     return;
   }
-  if (convert_shape_arithmetic(node) || convert_pad(node) || convert_reduce_mean(node) || convert_activation(node)) return;
+  if (convert_shape_arithmetic(node) || convert_pad(node) || convert_reduce_mean(node) || convert_activation(node) ||
+      convert_resize(node) || convert_softmax(node))
+    return;
   if (op == "Unsqueeze") {
     // convoy export's (N, C) -> (N, C, 1, 1) before a Mul's broadcast: the mul layer takes (N, C) as it is.
     const std::vector<int64_t> axes =
@@ -443,6 +445,7 @@ ImportedModel Importer::run(const std::string& fallback_name) {
   }
   result.yaml = yaml.str();
   check_ceil_mode(result.yaml);
+  check_on_built_model(result.yaml);
   result.tensors = std::move(tensors_);
   return result;
 }

@@ -104,7 +104,9 @@ bool Importer::convert_shape_arithmetic(const NodeProto& node) {
     shape_values_[out] = whole;
     return true;
   }
-  if ((op == "Gather" || op == "Unsqueeze" || op == "Cast" || op == "Squeeze") && !is_shape(node.input(0))) return false;
+  if ((op == "Gather" || op == "Unsqueeze" || op == "Cast" || op == "Squeeze" || op == "Slice") &&
+      !is_shape(node.input(0)))
+    return false;
   if (op == "Cast" || op == "Squeeze") {  // int64 stays int64 here; a squeezed 1-vector is the same number
     shape_values_[out] = shape_values_[node.input(0)];
     return true;
@@ -125,6 +127,30 @@ bool Importer::convert_shape_arithmetic(const NodeProto& node) {
       kind = picked.first;
       index = picked.second;
     }
+    shape_values_[out] = s;
+    return true;
+  }
+  if (op == "Slice" && is_shape(node.input(0))) {
+    // Slice(Shape(x), 0, 2): F.interpolate's (N, C) before the output size it appends.
+    const std::vector<int64_t> starts =
+        node.input_size() > 1 ? int_constant(node, node.input(1)) : attr_ints(node, "starts", {});
+    const std::vector<int64_t> ends =
+        node.input_size() > 2 ? int_constant(node, node.input(2)) : attr_ints(node, "ends", {});
+    const std::vector<int64_t> axes =
+        node.input_size() > 3 && !node.input(3).empty() ? int_constant(node, node.input(3))
+                                                        : attr_ints(node, "axes", {0});
+    const std::vector<int64_t> steps =
+        node.input_size() > 4 && !node.input(4).empty() ? int_constant(node, node.input(4)) : std::vector<int64_t>{1};
+    if (starts.size() != 1 || ends.size() != 1 || axes != std::vector<int64_t>{0} || steps != std::vector<int64_t>{1})
+      fail_node(node, "only a slice [start:end] of a shape is supported");
+    const ShapeValue from = shape_values_[node.input(0)];
+    // A whole shape is an image batch's here (N, C, H, W): the only tensors whose shapes are taken apart.
+    const auto n = from.whole ? int64_t{4} : static_cast<int64_t>(from.elems.size());
+    auto clamp = [&](int64_t i) { return std::clamp(i < 0 ? i + n : i, int64_t{0}, n); };
+    ShapeValue s;
+    for (int64_t i = clamp(starts[0]); i < clamp(ends[0]); ++i)
+      s.elems.push_back(from.whole ? std::pair{i == 0 ? Elem::batch : Elem::other, i}
+                                   : from.elems[static_cast<size_t>(i)]);
     shape_values_[out] = s;
     return true;
   }

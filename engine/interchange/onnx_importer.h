@@ -89,7 +89,7 @@ class Importer {
     if (it == layer_of_.end()) {
       if (shape_values_.count(value))
         fail_node(node, "its input '" + value + "' is computed from tensor shapes, which the import folds only "
-                        "into a Reshape to (N, -1)");
+                        "into a Reshape to (N, -1) or a Resize's sizes");
       fail_node(node, "its input '" + value + "' is not the graph input, a supported node's output or a constant");
     }
     return it->second;
@@ -110,6 +110,12 @@ class Importer {
   bool convert_shape_arithmetic(const NodeProto& node);  // Shape, Gather, Unsqueeze, Concat of shapes, Reshape, Cast
   bool convert_pad(const NodeProto& node);
   bool convert_reduce_mean(const NodeProto& node);
+  // onnx_import_resize.cpp: Resize and Upsample (scales, or sizes computed from shapes), Softmax.
+  bool convert_resize(const NodeProto& node);
+  bool convert_softmax(const NodeProto& node);
+  // What only the built model's shapes can check: a Softmax's axis -1 (or 1 before opset 13) is
+  // its input's channels, a Resize's constant sizes keep its input's channels.
+  void check_on_built_model(const std::string& yaml) const;
   // ceil_mode pooling whose windows are floor's at the model's input size; else an InputError.
   void check_ceil_mode(const std::string& yaml) const;
 
@@ -121,6 +127,13 @@ class Importer {
   std::map<std::string, std::vector<const NodeProto*>> consumers_;  // ONNX value -> the nodes reading it
   std::set<const NodeProto*> absorbed_;  // nodes already part of an earlier node's layer (SiLU's Mul)
   std::vector<std::pair<std::string, const NodeProto*>> ceil_pools_;  // pooling layers with ceil_mode 1
+  std::vector<std::pair<std::string, const NodeProto*>> flat_softmaxes_;  // softmax layers that need 1-d inputs
+  struct ResizeChannels {
+    std::string layer;
+    const NodeProto* node;
+    int64_t channels;  // what the ONNX sizes say
+  };
+  std::vector<ResizeChannels> resize_channels_;
   int64_t input_batch_ = -1;  // the graph input's batch size where the file fixes it
   std::set<std::string> taken_{"input"};
   std::vector<YamlLayer> layers_;

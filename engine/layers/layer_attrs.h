@@ -17,6 +17,9 @@ class LayerAttrs {
   virtual int64_t get_int(std::string_view key, int64_t fallback) const = 0;
   virtual double get_double(std::string_view key, double fallback) const = 0;
   virtual bool get_bool(std::string_view key, bool fallback) const = 0;
+  virtual std::string get_string(std::string_view key, const std::string& fallback) const = 0;
+  // Whether the attribute is given (a null value is not).
+  virtual bool has(std::string_view key) const = 0;
   // A scalar or a list of n numbers: `kernel: 3` -> {3, 3} when n == 2; `kernel: [3, 5]`.
   virtual std::vector<int64_t> get_ints(std::string_view key, size_t n, std::vector<int64_t> fallback) const = 0;
   // Throws InputError naming the source, the attribute and the problem.

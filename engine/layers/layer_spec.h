@@ -12,6 +12,7 @@
 #include "engine/ops/activation.h"
 #include "engine/ops/conv2d.h"
 #include "engine/ops/pool2d.h"
+#include "engine/ops/upsample.h"
 
 namespace convoy {
 
@@ -109,8 +110,25 @@ struct MulSpec {
   }
 };
 
+// Softmax over channels (dim 1), torch.nn.Softmax(dim=1); ONNX Softmax axis 1.
+struct SoftmaxSpec {
+  static constexpr std::string_view type() { return "softmax"; }
+};
+
+// Nearest or bilinear resizing (align_corners=False), torch.nn.Upsample: by a whole factor per
+// axis (scale), or to a fixed size (size); exactly one of the two is given.
+struct UpsampleSpec {
+  UpsampleMode mode = UpsampleMode::nearest;  // PyTorch's default
+  int64_t scale_h = 0, scale_w = 0;  // > 0 when given by scale
+  int64_t size_h = 0, size_w = 0;    // > 0 when given by size
+  static constexpr std::string_view type() { return "upsample"; }
+  // The output's (H, W) for an input plane of h x w.
+  int64_t out_h(int64_t h) const { return scale_h > 0 ? h * scale_h : size_h; }
+  int64_t out_w(int64_t w) const { return scale_w > 0 ? w * scale_w : size_w; }
+};
+
 using LayerSpec = std::variant<Conv2dSpec, BatchNormSpec, LinearSpec, ActivationSpec, Pool2dSpec, GlobalPoolSpec,
-                               FlattenSpec, DropoutSpec, AddSpec, ConcatSpec, MulSpec>;
+                               FlattenSpec, DropoutSpec, AddSpec, ConcatSpec, MulSpec, SoftmaxSpec, UpsampleSpec>;
 
 // The model YAML's type name of a spec's layer: "conv2d", "leaky_relu", ...
 inline std::string_view layer_type(const LayerSpec& spec) {

@@ -12,6 +12,8 @@
   X(dropout_forward) X(dropout_backward)                                            \
   X(channel_scale_forward) X(channel_scale_backward)                                \
   X(softmax_cross_entropy) X(softmax)                                               \
+  X(channel_softmax_forward) X(channel_softmax_backward)                            \
+  X(upsample_forward) X(upsample_backward)                                          \
   X(cast) X(fill)                                                                   \
   X(sgd_update) X(adamw_update)                                                     \
   X(normalize_augment)

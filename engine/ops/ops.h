@@ -24,6 +24,7 @@
 #include "engine/ops/optimizer_update.h"
 #include "engine/ops/pool2d.h"
 #include "engine/ops/softmax.h"
+#include "engine/ops/upsample.h"
 
 namespace convoy {
 
@@ -140,6 +141,15 @@ class Ops {
                                      Tensor& loss, Tensor& dlogits, Tensor& correct) = 0;
   // logits (N, C) -> probs (N, C) f32.
   virtual void softmax(const Tensor& logits, Tensor& probs) = 0;
+  // The softmax layer: over C of x (N, C) or (N, C, H, W), y like x (dtype and layout), computed
+  // in f32 after subtracting each position's maximum. Backward: dx = y * (dy - sum_c y dy).
+  virtual void channel_softmax_forward(const Tensor& x, Tensor& y) = 0;
+  virtual void channel_softmax_backward(const Tensor& y, const Tensor& dy, Tensor& dx) = 0;
+
+  // Nearest or bilinear resizing (upsample.h's rules): x (N, C, H, W) -> y (N, C, P, Q), the
+  // size y's. Backward sums each output's gradient into the input pixels it was read from.
+  virtual void upsample_forward(UpsampleMode mode, const Tensor& x, Tensor& y) = 0;
+  virtual void upsample_backward(UpsampleMode mode, const Tensor& dy, Tensor& dx) = 0;
 
   // Converts between f32, bf16 and f16 (same shape); a 4-D y may also have the other layout
   // (nchw <-> nhwc).

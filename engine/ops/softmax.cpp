@@ -36,4 +36,22 @@ void check_softmax(const Tensor& logits, const Tensor& probs, Device device) {
       });
 }
 
+void check_channel_softmax_forward(const Tensor& x, const Tensor& y, Device device) {
+  OpCheck("channel_softmax_forward", device)
+      .floating(x, "x")
+      .here(y, "y")
+      .like(x, "x", y, "y")
+      .that(x.ndim() == 2 || x.ndim() == 4, [&] { return "expected (N, C) or (N, C, H, W), got " + describe(x); });
+}
+
+void check_channel_softmax_backward(const Tensor& y, const Tensor& dy, const Tensor& dx, Device device) {
+  OpCheck("channel_softmax_backward", device)
+      .floating(y, "y")
+      .here(dy, "dy")
+      .here(dx, "dx")
+      .like(y, "y", dy, "dy")
+      .like(y, "y", dx, "dx")
+      .that(y.ndim() == 2 || y.ndim() == 4, [&] { return "expected (N, C) or (N, C, H, W), got " + describe(y); });
+}
+
 }  // namespace convoy

@@ -60,6 +60,41 @@ TEST_F(CudaGraphs, ReplayEqualsTheOpByOpForwardAndTheCpu) {
   }
 }
 
+// Upsampling (nearest and bilinear) and softmax over channels inside a recorded forward: the
+// replay is the op-by-op forward, and agrees with the CPU (oneDNN's resampling and softmax) in
+// f32 nchw and bf16 nhwc.
+TEST_F(CudaGraphs, UpsampleAndSoftmaxReplayAndAgreeWithTheCpu) {
+  constexpr const char* kYaml = R"(name: upsample_softmax
+input: [3, 6, 5]
+layers:
+  - {name: c1, type: conv2d, out_channels: 8, kernel: 3, padding: 1}
+  - {name: up, type: upsample, scale: 2}
+  - {name: c2, type: conv2d, out_channels: 8, kernel: 3, padding: 1}
+  - {name: bi, type: upsample, mode: bilinear, size: [17, 9]}
+  - {name: sm, type: softmax}
+  - {name: gap, type: global_avg_pool}
+  - {name: fc, type: linear, out_features: 4}
+  - {name: probs, type: softmax}
+)";
+  auto gpu = make_cuda_backend(0, BackendOptions{});
+  auto cpu = make_cpu_backend({});
+  Model m = Model::from_yaml(kYaml, "upsample_softmax.yaml", 3);
+  Model ref = Model::from_yaml(kYaml, "upsample_softmax.yaml", 3);
+  ref.to(*cpu, DType::f32);
+  for (auto [dtype, layout, tol] :
+       {std::tuple{DType::f32, Layout::nchw, 1e-5}, std::tuple{DType::bf16, Layout::nhwc, 3e-2}}) {
+    m.to(*gpu, dtype, layout);
+    GraphedForward graphed(*gpu, m);
+    const Tensor x = random_batch(*gpu, {2, 3, 6, 5}, 7, dtype, layout);
+    const std::vector<float> plain = m.forward(*gpu, x, StepInfo{}).to_floats();
+    const std::vector<float> replayed = graphed.run(x).to_floats();
+    EXPECT_TRUE(graphed.last_run_replayed());
+    EXPECT_EQ(relative_difference(replayed, plain), 0.0);
+    const Tensor xc = random_batch(*cpu, {2, 3, 6, 5}, 7, DType::f32, Layout::nchw);
+    EXPECT_LE(relative_difference(replayed, ref.forward(*cpu, xc, StepInfo{}).to_floats()), tol);
+  }
+}
+
 TEST_F(CudaGraphs, ANewShapeOrNewWeightsRecordAnew) {
   auto gpu = make_cuda_backend(0, BackendOptions{});
   Model m = resnet20();

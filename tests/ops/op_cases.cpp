@@ -56,7 +56,7 @@ const std::vector<OpCase>& all_cases() {
     // One line per family: a family not named here is not tested.
     for (auto* family : {conv_cases, batchnorm_cases, activation_cases, pool_cases, linear_cases,
                          elementwise_cases, dropout_cases, softmax_cases, optimizer_cases,
-                         normalize_augment_cases, channel_scale_cases}) {
+                         normalize_augment_cases, channel_scale_cases, resample_cases}) {
       for (OpCase& c : family()) all.push_back(std::move(c));
     }
     std::set<std::string> names;

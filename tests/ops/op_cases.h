@@ -107,6 +107,7 @@ std::vector<OpCase> channel_scale_cases();  // channel_scale_forward, channel_sc
 std::vector<OpCase> softmax_cases();      // softmax_cross_entropy, softmax
 std::vector<OpCase> optimizer_cases();    // sgd_update, adamw_update
 std::vector<OpCase> normalize_augment_cases();
+std::vector<OpCase> resample_cases();     // channel_softmax_*, upsample_* (cases_resample.cpp)
 
 // Empty when `got` is within `bound` of `want` (ref::max_relative_error; 0 means bit for
 // bit, NaN equal to NaN); else one line on the worst element.

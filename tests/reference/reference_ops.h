@@ -141,6 +141,18 @@ CrossEntropy softmax_cross_entropy(const Vec& logits, int64_t n, int64_t c,
                                    const std::vector<int32_t>& labels, double smoothing);
 Vec softmax(const Vec& logits, int64_t n, int64_t c);
 
+// ---- the softmax layer and upsampling (reference_resample.cpp) --------------------------------
+
+// Softmax over dim 1 of x (N, C) or (N, C, H, W).
+Vec channel_softmax(const Vec& x, const Shape& shape);
+// dx = y (dy - sum_c y dy) over dim 1, y the forward's output.
+Vec channel_softmax_backward(const Vec& y, const Vec& dy, const Shape& shape);
+// x (N, C, H, W) -> (N, C, P, Q) by PyTorch's align_corners=False rules (engine/ops/upsample.h),
+// in exact arithmetic.
+Vec upsample_forward(UpsampleMode mode, const Vec& x, const Shape& x_shape, int64_t p, int64_t q);
+// dy (N, C, P, Q) -> dx (N, C, H, W): each output's gradient scattered to what it read.
+Vec upsample_backward(UpsampleMode mode, const Vec& dy, const Shape& x_shape, int64_t p, int64_t q);
+
 // ---- cast -----------------------------------------------------------------------------------
 
 // Every value rounded to `to` (see round_to).

@@ -45,6 +45,10 @@ bool CpuOps::supports(OpKind op, DType dtype, Layout layout) const {
     case OpKind::activation_backward:
     case OpKind::pool2d_forward:
     case OpKind::pool2d_backward:
+    case OpKind::channel_softmax_forward:
+    case OpKind::channel_softmax_backward:
+    case OpKind::upsample_forward:
+    case OpKind::upsample_backward:
     case OpKind::linear_forward:
     case OpKind::linear_backward:
     case OpKind::add:

@@ -1,5 +1,6 @@
 // softmax and the fused softmax cross-entropy with label smoothing as OpenMP loops; the logits
-// are read in any floating dtype and the math is done in double.
+// are read in any floating dtype and the math is done in double. The softmax layer's softmax
+// over channels is oneDNN's (softmax_accurate along axis 1), as the inference plans run it.
 #include <algorithm>
 #include <atomic>
 #include <cmath>
@@ -11,6 +12,8 @@
 
 #include "engine/backends/cpu/cpu_loops.h"
 #include "engine/backends/cpu/cpu_ops.h"
+#include "engine/backends/cpu/cpu_primitives.h"
+#include "engine/backends/cpu/onednn_compat.h"
 #include "engine/core/error.h"
 
 namespace convoy::cpu {
@@ -105,6 +108,52 @@ void CpuOps::softmax(const Tensor& logits, Tensor& probs) {
       for (int64_t j = 0; j < c; ++j) out[base + j] *= inv;
     }
   });
+}
+
+namespace {
+
+// x (N, C) or (N, C, H, W), plain.
+Md channel_md(const Tensor& t) {
+  if (t.ndim() == 2) return f32_md({t.dim(0), t.dim(1)}, Tag::nc);
+  return f32_md({t.dim(0), t.dim(1), t.dim(2), t.dim(3)}, Tag::nchw);
+}
+
+std::string channel_key(const char* op, const Tensor& t) {
+  return key_of(op, {t.ndim(), t.dim(0), t.dim(1), t.ndim() == 4 ? t.dim(2) : 1, t.ndim() == 4 ? t.dim(3) : 1});
+}
+
+}  // namespace
+
+void CpuOps::channel_softmax_forward(const Tensor& x, Tensor& y) {
+  constexpr const char* op = "channel_softmax_forward";
+  check_channel_softmax_forward(x, y, Device::cpu());
+  require_supported(OpKind::channel_softmax_forward, {{x, "x"}, {y, "y"}});
+  const Md md = channel_md(x);
+  guarded(
+      op, [&] { return "x " + shape_str(x.shape()); },
+      [&] {
+        const Cached& c = cached(channel_key(op, x), [&] {
+          return Cached{onednn::SoftmaxForward(
+              onednn::softmax_forward_pd(engine_, dnnl::prop_kind::forward_training, md, md, 1))};
+        });
+        execute(c, {{DNNL_ARG_SRC, wrap(md, x)}, {DNNL_ARG_DST, wrap(md, y)}});
+      });
+}
+
+void CpuOps::channel_softmax_backward(const Tensor& y, const Tensor& dy, Tensor& dx) {
+  constexpr const char* op = "channel_softmax_backward";
+  check_channel_softmax_backward(y, dy, dx, Device::cpu());
+  require_supported(OpKind::channel_softmax_backward, {{y, "y"}, {dy, "dy"}, {dx, "dx"}});
+  const Md md = channel_md(y);
+  guarded(
+      op, [&] { return "y " + shape_str(y.shape()); },
+      [&] {
+        const Cached& c = cached(channel_key(op, y), [&] {
+          const auto hint = onednn::softmax_forward_pd(engine_, dnnl::prop_kind::forward_training, md, md, 1);
+          return Cached{onednn::SoftmaxBackward(onednn::softmax_backward_pd(engine_, md, md, md, 1, hint))};
+        });
+        execute(c, {{DNNL_ARG_DST, wrap(md, y)}, {DNNL_ARG_DIFF_DST, wrap(md, dy)}, {DNNL_ARG_DIFF_SRC, wrap(md, dx)}});
+      });
 }
 
 }  // namespace convoy::cpu

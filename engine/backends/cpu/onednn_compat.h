@@ -107,6 +107,58 @@ inline dnnl::pooling_backward::primitive_desc pool_backward_pd(
 #endif
 }
 
+// Softmax (softmax_accurate: the maximum subtracted first) along `axis`. 2.x's
+// softmax_forward has no destination descriptor; its softmax_v2 is 3.x's softmax.
+#if DNNL_VERSION_MAJOR >= 3
+using SoftmaxForward = dnnl::softmax_forward;
+using SoftmaxBackward = dnnl::softmax_backward;
+#else
+using SoftmaxForward = dnnl::softmax_v2_forward;
+using SoftmaxBackward = dnnl::softmax_v2_backward;
+#endif
+inline SoftmaxForward::primitive_desc softmax_forward_pd(const dnnl::engine& eng, prop_kind kind,
+                                                         const memory::desc& src, const memory::desc& dst, int axis,
+                                                         const dnnl::primitive_attr& attr = dnnl::primitive_attr()) {
+#if DNNL_VERSION_MAJOR >= 3
+  return SoftmaxForward::primitive_desc(eng, kind, algorithm::softmax_accurate, src, dst, axis, attr);
+#else
+  return SoftmaxForward::primitive_desc(
+      SoftmaxForward::desc(kind, algorithm::softmax_accurate, src, dst, axis), attr, eng);
+#endif
+}
+inline SoftmaxBackward::primitive_desc softmax_backward_pd(const dnnl::engine& eng, const memory::desc& diff_src,
+                                                           const memory::desc& diff_dst, const memory::desc& dst,
+                                                           int axis, const SoftmaxForward::primitive_desc& hint) {
+#if DNNL_VERSION_MAJOR >= 3
+  return SoftmaxBackward::primitive_desc(eng, algorithm::softmax_accurate, diff_src, diff_dst, dst, axis, hint);
+#else
+  return SoftmaxBackward::primitive_desc(
+      SoftmaxBackward::desc(algorithm::softmax_accurate, diff_src, diff_dst, dst, axis), eng, hint);
+#endif
+}
+
+// Resampling from src's size to dst's (the factors are dst / src).
+inline dnnl::resampling_forward::primitive_desc resampling_forward_pd(
+    const dnnl::engine& eng, prop_kind kind, algorithm alg, const memory::desc& src, const memory::desc& dst,
+    const dnnl::primitive_attr& attr = dnnl::primitive_attr()) {
+  using P = dnnl::resampling_forward;
+#if DNNL_VERSION_MAJOR >= 3
+  return P::primitive_desc(eng, kind, alg, src, dst, attr);
+#else
+  return P::primitive_desc(P::desc(kind, alg, src, dst), attr, eng);
+#endif
+}
+inline dnnl::resampling_backward::primitive_desc resampling_backward_pd(
+    const dnnl::engine& eng, algorithm alg, const memory::desc& diff_src, const memory::desc& diff_dst,
+    const dnnl::resampling_forward::primitive_desc& hint) {
+  using P = dnnl::resampling_backward;
+#if DNNL_VERSION_MAJOR >= 3
+  return P::primitive_desc(eng, alg, diff_src, diff_dst, hint);
+#else
+  return P::primitive_desc(P::desc(alg, diff_src, diff_dst), eng, hint);
+#endif
+}
+
 // src and dst share `data`.
 inline dnnl::batch_normalization_forward::primitive_desc bnorm_forward_pd(
     const dnnl::engine& eng, prop_kind kind, const memory::desc& data, float eps,

@@ -33,6 +33,11 @@ bool CudaOps::supports(OpKind op, DType dtype, Layout layout) const {
     case OpKind::batchnorm_backward:
     case OpKind::pool2d_forward:
     case OpKind::pool2d_backward:
+    // Convoy's kernels, which index either layout.
+    case OpKind::channel_softmax_forward:
+    case OpKind::channel_softmax_backward:
+    case OpKind::upsample_forward:
+    case OpKind::upsample_backward:
     // Elementwise kernels, blind to the layout.
     case OpKind::activation_forward:
     case OpKind::activation_backward:

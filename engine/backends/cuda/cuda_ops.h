@@ -76,6 +76,10 @@ class CudaOps final : public Ops {
   void softmax_cross_entropy(const Tensor& logits, const Tensor& labels, float smoothing,
                              Tensor& loss, Tensor& dlogits, Tensor& correct) override;
   void softmax(const Tensor& logits, Tensor& probs) override;
+  void channel_softmax_forward(const Tensor& x, Tensor& y) override;
+  void channel_softmax_backward(const Tensor& y, const Tensor& dy, Tensor& dx) override;
+  void upsample_forward(UpsampleMode mode, const Tensor& x, Tensor& y) override;
+  void upsample_backward(UpsampleMode mode, const Tensor& dy, Tensor& dx) override;
 
   void cast(const Tensor& x, Tensor& y) override;
   void fill(Tensor& y, float value) override;
