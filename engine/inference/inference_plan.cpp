@@ -318,7 +318,7 @@ int InferencePlan::Impl::emit(const Group& g, const std::vector<Model::GraphNode
   if (std::holds_alternative<LinearSpec>(spec)) return emit_linear(g, nodes, value_of);
   const int in = value_of[head.inputs[0] + 1];
   if (is_alias(spec)) return in;  // flatten keeps the 4-D format: the inner product reads it as PyTorch's order
-  const Md& x = values[in].md;
+  const Md x = values[in].md;  // a copy: in_format and new_value grow `values`
   if (is_pool(spec)) {
     const Dims xd = cpu::onednn::dims_of(x);  // (N, C, H, W)
     const auto* window = std::get_if<Pool2dSpec>(&spec);
@@ -340,17 +340,16 @@ int InferencePlan::Impl::emit(const Group& g, const std::vector<Model::GraphNode
       throw InputError("int8 inference plan: layer '" + head.layer->name() + "' (" + t +
                        ") runs on int8 values outside a convolution, which int8 plans do not support");
     const cpu::OnednnActivation a = cpu::onednn_activation(s->kind, s->alpha());
-    const Md md = x;  // a copy: new_value grows `values`, which holds x
     const auto pd =
-        cpu::onednn::eltwise_forward_pd(engine, prop_kind::forward_inference, a.alg, md, a.alpha, a.beta, attr_with());
-    const int y = new_value(md);
+        cpu::onednn::eltwise_forward_pd(engine, prop_kind::forward_inference, a.alg, x, a.alpha, a.beta, attr_with());
+    const int y = new_value(x);
     values[y].range = values[in].range;
     add_step(dnnl::eltwise_forward(pd), pd.scratchpad_desc(), {{DNNL_ARG_SRC, in}, {DNNL_ARG_DST, y}}, t);
     if (!a.affine()) return y;
     // oneDNN's eltwise takes no eltwise post-op: the affine tail (hardsigmoid's) is a step of its own.
     const auto tail = cpu::onednn::eltwise_forward_pd(engine, prop_kind::forward_inference, algorithm::eltwise_linear,
-                                                      md, a.scale, a.shift, attr_with());
-    const int z = new_value(md);
+                                                      x, a.scale, a.shift, attr_with());
+    const int z = new_value(x);
     values[z].range = values[in].range;
     add_step(dnnl::eltwise_forward(tail), tail.scratchpad_desc(), {{DNNL_ARG_SRC, y}, {DNNL_ARG_DST, z}}, t + " affine");
     return z;
