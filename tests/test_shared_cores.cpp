@@ -203,5 +203,26 @@ TEST(ContendCli, KillingTheBenchKillsItsLoad) {
   for (pid_t p : pids) EXPECT_TRUE(gone_within(p, 5)) << p;
 }
 
+// doctor says how many threads CPU work takes and why, how they wait, and whether the inference
+// team adapts, telling the user's variables from those convoy set itself.
+TEST(ContendCli, DoctorSaysHowManyThreadsAndWhy) {
+  const std::string clean = "env -u OMP_NUM_THREADS -u OMP_WAIT_POLICY -u GOMP_SPINCOUNT -u CONVOY_OPENMP_SET ";
+  auto r = convoy::testing::run_command(clean + kConvoy + " doctor 2>&1");
+  ASSERT_EQ(r.status, 0) << r.output;
+  EXPECT_NE(r.output.find("CPU threads, why: "), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("OpenMP wait: threads spin 30000 pauses between parallel regions in infer and bench, 3000 in "
+                          "serve, none in train"),
+            std::string::npos)
+      << r.output;
+  EXPECT_NE(r.output.find("CPU inference team: all "), std::string::npos) << r.output;
+  r = convoy::testing::run_command(clean + "OMP_NUM_THREADS=1 GOMP_SPINCOUNT=77 CONVOY_ADAPTIVE_TEAM=0 " + kConvoy +
+                                   " doctor 2>&1");
+  ASSERT_EQ(r.status, 0) << r.output;
+  EXPECT_NE(r.output.find("CPU threads, why: 1: OMP_NUM_THREADS=1 from the environment"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("OpenMP wait: from the environment: GOMP_SPINCOUNT=77"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("CPU inference team: all 1 threads always (CONVOY_ADAPTIVE_TEAM=0)"), std::string::npos)
+      << r.output;
+}
+
 }  // namespace
 }  // namespace convoy
