@@ -204,11 +204,13 @@ InferencePlan::~InferencePlan() = default;
 
 namespace {
 
-// The process's involuntary context switches (all its threads): a thread that was running and
-// lost its core to another.
-int64_t preemptions() {
-  rusage usage{};
-  return getrusage(RUSAGE_SELF, &usage) == 0 ? static_cast<int64_t>(usage.ru_nivcsw) : 0;
+// The process's CPU time (all its threads: the team's) and the wall clock.
+TeamChooser::Usage process_usage() {
+  rusage u{};
+  getrusage(RUSAGE_SELF, &u);
+  const auto seconds = [](const timeval& t) { return static_cast<double>(t.tv_sec) + 1e-6 * static_cast<double>(t.tv_usec); };
+  return {seconds(u.ru_utime) + seconds(u.ru_stime),
+          std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count()};
 }
 
 }  // namespace
@@ -239,7 +241,7 @@ const Tensor& InferencePlan::run(const Tensor& x) {
   Impl& m = impl_for_next_pass();
   const auto start = std::chrono::steady_clock::now();
   const Tensor& out = run_on(m, x);
-  teams_->chooser.record(std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count(), preemptions);
+  teams_->chooser.record(std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count(), process_usage);
   return out;
 }
 
