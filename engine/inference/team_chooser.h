@@ -37,7 +37,7 @@ class TeamChooser {
   void record(double seconds, const std::function<Usage()>& usage);
 
   // A block closes after this many passes and this much pass time, whichever is later.
-  static constexpr int kBlockPasses = 8;
+  static constexpr int kBlockPasses = 3;  // few: ResNet-18 at batch 1 on 2 contended cores takes 60 ms a pass
   static constexpr double kBlockSeconds = 0.02;
   // Contention, in a block of back-to-back passes (they fill this share of its wall time): the
   // team got less than this share of its cores' time. Between passes and at barriers its
