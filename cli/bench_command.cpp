@@ -24,6 +24,7 @@ std::vector<std::string> bench_command_line(const BenchOptions& o) {
   if (o.quick) argv.push_back("--quick");
   if (o.profile) argv.push_back("--profile");
   if (o.no_chart) argv.push_back("--no-chart");
+  if (!o.contend.empty()) argv.insert(argv.end(), {"--contend", o.contend});
   return argv;
 }
 
@@ -57,6 +58,9 @@ void add_bench_command(CLI::App& app, Action& chosen) {
                  "also time every layer's forward and backward (5 synchronized steps per case) and print the slowest; "
                  "on a GPU also the slowest kernels of 5 more steps (CUPTI)");
   cmd->add_flag("--no-chart", options->no_chart, "do not run plot.py");
+  cmd->add_option("--contend", options->contend,
+                  "run every case (Convoy's and the peers') beside N busy processes that the bench starts and "
+                  "stops itself: 'auto' is one per two usable CPUs; adds a table of img/s, p50, p99 and the ratios");
   cmd->callback([options, &chosen] {
     options->command = bench_command_line(*options);
     options->source_dir = CONVOY_SOURCE_DIR;

@@ -48,11 +48,28 @@ EngineOptions engine_options_from_environment() {
   o.cuda.bn_kernels = off_unless_one("CONVOY_CUDA_BN_KERNELS");
   o.cuda.verbose = off_unless_one("CONVOY_CUDA_VERBOSE");
   o.winograd = on_unless_zero("CONVOY_WINOGRAD");
+  o.adaptive_team = on_unless_zero("CONVOY_ADAPTIVE_TEAM");
   if (const char* v = std::getenv("CONVOY_BLOCKED_LAYOUT"))  // set at all: the choice is not timed
     o.plan_layout = std::string_view(v) == "0" ? PlanLayout::onednn : PlanLayout::blocked;
   if (const char* v = std::getenv("CONVOY_NVJPEG_BACKEND")) o.nvjpeg_hardware = std::string_view(v) != "default";
   if (const char* v = std::getenv("CONVOY_DATA_VOLUME")) o.data_volume = v;
   return o;
+}
+
+// Inference (infer, serve, bench) runs a forward pass as dozens of short parallel regions:
+// threads that went to sleep after one cost tens of microseconds each to wake for the next
+// (fmnet at batch 1 on 16 cores: 0.74 ms per image passive, 0.23 ms with a spin of 30000). They
+// spin this many pauses before sleeping: 30000 (0.1-1 ms) for infer and bench, 3000 for serve,
+// whose HTTP and batching threads need the cores between passes (LeNet-5 behind 256 connections
+// on 2 cores: 26% fewer images/s with 30000, benchmarks/RESULTS.md). Where other processes
+// compete for the cores a spinning team is what collapses (issue 39): the inference plans then
+// run smaller teams (TeamChooser), whose threads wait less. nullptr: wait passively, as training
+// does from the start: on a busy laptop or beside other jobs, spinning threads made CPU training
+// many times slower (benchmarks/RESULTS.md), and a training step's regions are long enough not
+// to need it.
+const char* openmp_spin_count(const std::string& command) {
+  if (command == "serve") return "3000";
+  return command == "infer" || command == "bench" ? "30000" : nullptr;
 }
 
 }  // namespace convoy::cli

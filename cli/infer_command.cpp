@@ -222,6 +222,7 @@ int run_infer(const InferArgs& args, const EngineOptions& engine) {
   loaded.plan_precision = choose_precision(args, loaded, *backend);
   loaded.plan_precision.winograd = engine.winograd;
   loaded.plan_precision.layout = engine.plan_layout;
+  loaded.plan_precision.adaptive_team = engine.adaptive_team;
   if (backend->device().is_cuda()) {
     // A GPU computes in the precision's own dtype and layout (the CPU's bf16 and int8 are its plans').
     if (loaded.plan_precision.precision == Precision::tf32) {  // TF32 is the backend's math: one made with it

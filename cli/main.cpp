@@ -19,23 +19,11 @@ constexpr int kExitInput = 1;              // bad input, or a device or memory t
 constexpr int kExitUsage = 2;              // the command line is wrong: see --help
 constexpr int kExitInternal = EX_SOFTWARE;  // 70: a bug in Convoy
 
-// Inference (infer, serve, bench) runs a forward pass as dozens of short parallel regions:
-// threads that went to sleep after one cost tens of microseconds each to wake for the next
-// (fmnet at batch 1 on 16 cores: 0.74 ms per image passive, 0.23 ms with a spin of 30000). They
-// spin this many pauses before sleeping: 30000 (0.1-1 ms) for infer and bench, 3000 for serve,
-// whose HTTP and batching threads need the cores between passes (LeNet-5 behind 256 connections
-// on 2 cores: 26% fewer images/s with 30000, benchmarks/RESULTS.md). nullptr: wait passively,
-// as training does from the start: on a busy laptop or beside other jobs, spinning threads made
-// CPU training many times slower (benchmarks/RESULTS.md), and a training step's regions are
-// long enough not to need it.
-const char* inference_spin_count(int argc, char** argv) {
-  for (int i = 1; i < argc; ++i) {
-    const std::string arg = argv[i];
-    if (arg.starts_with('-')) continue;  // an option before the command (--version, --help)
-    if (arg == "serve") return "3000";
-    return arg == "infer" || arg == "bench" ? "30000" : nullptr;
-  }
-  return nullptr;
+// The command named on the line: the first word that is not an option (--version, --help).
+std::string command_of(int argc, char** argv) {
+  for (int i = 1; i < argc; ++i)
+    if (argv[i][0] != '-') return argv[i];
+  return "";
 }
 
 int input_error(const std::string& what) {
@@ -64,22 +52,27 @@ int main(int argc, char** argv) {
   // environment wins.
   // Likewise OpenMP's team size: it counts the CPUs of the affinity mask, not a container's CPU
   // quota (`docker run --cpus`, a Kubernetes limit), which gets OMP_NUM_THREADS where smaller.
-  bool reexec = false;
+  // What it set is listed in CONVOY_OPENMP_SET, for doctor.
+  std::string set;
   if (!std::getenv("OMP_WAIT_POLICY") && !std::getenv("GOMP_SPINCOUNT")) {
-    if (const char* spin = inference_spin_count(argc, argv))
+    if (const char* spin = convoy::cli::openmp_spin_count(command_of(argc, argv))) {
       setenv("GOMP_SPINCOUNT", spin, 1);
-    else
+      set += " GOMP_SPINCOUNT";
+    } else {
       setenv("OMP_WAIT_POLICY", "PASSIVE", 1);
-    reexec = true;
+      set += " OMP_WAIT_POLICY";
+    }
   }
   if (!std::getenv("OMP_NUM_THREADS")) {
     const convoy::CpuBudget cpus = convoy::cpu_budget();
     if (cpus.usable() < cpus.affinity) {
       setenv("OMP_NUM_THREADS", std::to_string(cpus.usable()).c_str(), 1);
-      reexec = true;
+      set += " OMP_NUM_THREADS";
     }
   }
-  if (reexec) {
+  if (!set.empty()) {
+    const char* before = std::getenv(convoy::cli::kOpenMpSetVariable);
+    setenv(convoy::cli::kOpenMpSetVariable, ((before ? before : "") + set).c_str(), 1);
     // The new image's OpenMP finds its CPUs in the mask it starts with: the process's, not the
     // one place this thread is pinned to where OMP_PROC_BIND binds threads.
     const convoy::ProcessCpusScope all_cpus;

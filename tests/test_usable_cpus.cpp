@@ -130,6 +130,8 @@ TEST(UsableCpusCli, DoctorInACgroupWithAOneCpuQuotaRunsOneOpenMpThread) {
   ASSERT_EQ(r.status, 0) << r.output;
   EXPECT_NE(r.output.find("CPU threads: 1 (OpenMP)"), std::string::npos) << r.output;
   EXPECT_NE(r.output.find("a CPU quota of 1 CPUs (cgroup)"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("CPU threads, why: 1: the cgroup's CPU quota of 1 CPUs, rounded down"), std::string::npos)
+      << r.output;
   // Outside it, OpenMP takes what this test's own cgroup and affinity allow (a CI runner may
   // have a quota of its own).
   const auto outside = convoy::testing::run_command("env -u OMP_NUM_THREADS " + std::string(CONVOY_BINARY) + " doctor 2>&1");

@@ -21,6 +21,7 @@
 #include "apps/bench/bench_report.h"
 #include "apps/bench/bench_runner.h"
 #include "apps/bench/bench_suite.h"
+#include "apps/bench/contention.h"
 #include "apps/bench/shell.h"
 #include "engine/backends/backend.h"
 #include "engine/core/error.h"
@@ -175,7 +176,8 @@ class SuiteRun {
  public:
   SuiteRun(const BenchOptions& options, const EngineOptions& engine)
       : options_(options), suite_(load_suite(options, engine)),
-        timing_(options.quick ? quick_bench_timing() : suite_.timing), out_dir_(options.out) {
+        timing_(options.quick ? quick_bench_timing() : suite_.timing), out_dir_(options.out),
+        contend_(options.contend.empty() ? 0 : parse_contend(options.contend, usable_cpus())) {
     if (options.profile) timing_.profile_steps = 5;
   }
 
@@ -202,6 +204,7 @@ class SuiteRun {
   std::vector<BenchCase> cases_;
   json env_;
   int64_t threads_used_ = 0;
+  int contend_ = 0;  // busy processes beside every case (--contend)
   CpuPeak cpu_peak_;
   std::unique_ptr<BackendPool> backends_;
   json records_ = json::array();
@@ -227,12 +230,24 @@ int SuiteRun::run() {
             << (options_.quick ? " (quick timing)" : "") << "; results in " << out_dir_.string() << "/" << std::endl;
   python_ = python_command();
   bench_dir_ = bench_dir(options_.suite, options_.source_dir);
+  std::unique_ptr<ContendingLoad> load;
+  if (contend_ > 0) {  // each ends itself past a generous bound on the whole run, should the bench hang
+    const double per_case = timing_.max_seconds + timing_.latency_seconds + 60;
+    load = std::make_unique<ContendingLoad>(
+        contend_, static_cast<unsigned>(600 + per_case * static_cast<double>(cases_.size() * options_.repeat) *
+                                                  static_cast<double>(1 + suite_.peers.size())));
+    env_["contend"] = {{"processes", contend_}, {"pids", load->pids()}};
+    std::cerr << "convoy bench: " << contend_ << " busy process(es) beside every case, pids";
+    for (pid_t pid : load->pids()) std::cerr << " " << pid;
+    std::cerr << std::endl;
+  }
   if (options_.repeat == 1) {
     for (size_t i = 0; i < cases_.size(); ++i) run_convoy_case(i, "");
     if (!suite_.peers.empty()) run_peers(cases_);
   } else {
     for (int round = 1; round <= options_.repeat; ++round) run_interleaved(round);
   }
+  if (load) load->stop();
   keep_median_runs();
   choose_peer_columns();
   const json ratios = convoy_over_peers();
@@ -247,7 +262,8 @@ int SuiteRun::run() {
   draw_charts(json_path);
   notes_.push_back("results: " + json_path.string());
 
-  const std::string md = bench_markdown(suite_, env_, records_, peer_engines_, notes_);
+  std::string md = bench_markdown(suite_, env_, records_, peer_engines_, notes_);
+  if (contend_ > 0) md += contention_markdown(records_, peer_engines_, contend_, usable_cpus());
   write_file_atomically(out_dir_ / "results.md", "the results table", md);
   std::cout << md << std::flush;
   if (failed_) {

@@ -26,6 +26,7 @@ struct BenchOptions {
   // slows one engine's turn does not decide the ratio.
   int repeat = 1;
   bool no_chart = false;          // leave plot.py out
+  std::string contend;            // --contend: "auto" or N busy processes beside every case; empty = none
   std::vector<std::string> command;  // the command line, recorded in results.json
   std::string source_dir;  // Convoy's source tree: its git commit, and benchmarks/ when not beside the suite
 };

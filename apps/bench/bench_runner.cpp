@@ -247,6 +247,7 @@ nlohmann::json run_bench_case(Backend& backend, const BenchSuite& suite, const B
       o.flops_per_thread = kFlopsPerThread;
       o.winograd = suite.engine.winograd;
       o.layout = suite.engine.plan_layout;
+      o.adaptive_team = suite.engine.adaptive_team;
       o.precision = c.precision;
       plan_input = backend.empty(shape, dtype);  // (N, C, H, W)
       if (o.precision == Precision::int8) {
@@ -285,6 +286,7 @@ nlohmann::json run_bench_case(Backend& backend, const BenchSuite& suite, const B
       };
     }
     const TimingResult t = measure_iterations(step, [&] { backend.synchronize(); }, timing);
+    if (plan) rec["threads_at_end"] = plan->running_threads();  // smaller where other work took cores
     if (graphed && !graphed->last_run_replayed()) rec["path"] = "layer by layer (no CUDA graph could be recorded)";
     if (train_step) rec["path"] = train_step->last_run_replayed() ? "cuda graph" : "layer by layer";
     if (timing.profile_steps > 0) {

@@ -143,6 +143,7 @@ ServedVersion::ServedVersion(const ModelConfig& config, int64_t version, const s
                                    ckpt.info, *instance->model, *instance->backend, checkpoint);
       plan_options_.winograd = engine.winograd;
       plan_options_.layout = engine.plan_layout;
+      plan_options_.adaptive_team = engine.adaptive_team;
       // TF32 is the backend's math (cuDNN tensor-op math, cuBLAS TF32): backends made with it.
       if (!on_cpu_ && plan_options_.precision == Precision::tf32) {
         options.tf32 = true;

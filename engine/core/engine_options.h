@@ -32,6 +32,8 @@ struct EngineOptions {
   // InferenceOptions::winograd: fp32 3x3 stride-1 convolutions through Winograd where it pays.
   bool winograd = true;
   PlanLayout plan_layout = PlanLayout::tuned;  // InferenceOptions::layout
+  // InferenceOptions::adaptive_team: a CPU plan's passes run a smaller team where the cores are contended.
+  bool adaptive_team = true;
   // nvJPEG's hardware backend where the GPU has one; off: its default (GPU/hybrid) backend.
   bool nvjpeg_hardware = true;
   // DatasetSpec::data_volume: where a container mounts the datasets (a missing dataset's error

@@ -55,6 +55,9 @@ struct InferenceOptions {
   PlanLayout layout = PlanLayout::tuned;  // EngineOptions::plan_layout
   // fp32 3x3 stride-1 convolutions through Winograd where it pays (EngineOptions::winograd).
   bool winograd = true;
+  // With threads = 0: each pass's team chosen from the passes (TeamChooser): smaller where other
+  // processes compete for the cores (EngineOptions::adaptive_team). A given `threads` is kept.
+  bool adaptive_team = true;
 };
 
 // The work per thread of `convoy infer` and `convoy bench` for small passes: LeNet-5 at batch 1
@@ -91,7 +94,9 @@ class InferencePlan {
   Precision precision() const;
 
   int64_t batch() const;
-  int threads() const;
+  int threads() const;  // the full team
+  // The team the passes run with now: threads(), or a smaller one where the cores are contended.
+  int running_threads() const;
   // The layout the plan runs with: blocked or onednn (never tuned).
   PlanLayout layout() const;
   // Bytes of the activation + scratchpad arena, of the reordered weights it runs with (shared
@@ -104,7 +109,11 @@ class InferencePlan {
 
  private:
   struct Impl;
+  struct Teams;  // the smaller teams' plans and their chooser (plan_teams.cpp)
+  const Tensor& run_on(Impl& m, const Tensor& x);
+  Impl& impl_for_next_pass();
   std::unique_ptr<Impl> impl_;
+  std::unique_ptr<Teams> teams_;  // null: the one team always
 };
 
 }  // namespace convoy

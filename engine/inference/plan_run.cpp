@@ -1,6 +1,7 @@
 // InferencePlan: buffers placed in one arena by lifetime, run(), calibration, and the
 // precision checks.
 #include <omp.h>
+#include <sys/resource.h>
 
 #include <algorithm>
 #include <chrono>
@@ -12,8 +13,24 @@
 #include "engine/backends/cpu/onednn_compat.h"
 #include "engine/core/error.h"
 #include "engine/inference/plan_state.h"
+#include "engine/inference/team_chooser.h"
 
 namespace convoy {
+
+// The teams below the full one (TeamChooser), each a plan of its own built when first tried:
+// oneDNN splits a primitive's work for the team it was created under. They share their
+// weights and one arena (they never run at the same time); none is built on a quiet machine.
+struct InferencePlan::Teams {
+  TeamChooser chooser;
+  InferenceOptions options;  // the plan's, with its layout fixed and its sharing
+  std::vector<std::unique_ptr<Impl>> impls;  // by chooser level; [0] is the plan's own (impl_)
+
+  Teams(int threads, const InferenceOptions& o, bool blocked) : chooser(threads), options(o) {
+    options.layout = blocked ? PlanLayout::blocked : PlanLayout::onednn;
+    if (!options.sharing) options.sharing = std::make_shared<plan::PlanSharing>();
+    impls.resize(chooser.teams().size());
+  }
+};
 
 // Greedy placement, largest first, at the lowest offset clear of every placed buffer whose
 // lifetime overlaps; the scratchpad (shared by all steps, which run one at a time) goes first.
@@ -142,6 +159,7 @@ InferencePlan::InferencePlan(Model& model, int64_t batch, const InferenceOptions
   int threads = options.threads > 0 ? options.threads : omp_get_max_threads();
   if (options.threads == 0 && options.flops_per_thread > 0)
     threads = static_cast<int>(std::clamp<int64_t>(model.forward_flops() * batch / options.flops_per_thread, 1, threads));
+  const bool adapt = options.threads == 0 && options.adaptive_team && threads > 1;
   check_precision(model, options);
   PlanLayout layout = runs_winograd(model, batch, options) ? options.layout : PlanLayout::onednn;
   if (layout == PlanLayout::tuned) {
@@ -167,6 +185,7 @@ InferencePlan::InferencePlan(Model& model, int64_t batch, const InferenceOptions
     layout = best[0] <= best[1] ? PlanLayout::blocked : PlanLayout::onednn;
     if (!options.sharing) {
       impl_ = std::move(layout == PlanLayout::blocked ? blocked.impl_ : chosen.impl_);
+      if (adapt) teams_ = std::make_unique<Teams>(threads, options, impl_->blocked);
       return;
     }
   }
@@ -178,12 +197,55 @@ InferencePlan::InferencePlan(Model& model, int64_t batch, const InferenceOptions
     throw DeviceError("inference plan for model '" + model.name() + "': oneDNN: " + e.what());
   }
   impl_->refresh_weights();
+  if (adapt) teams_ = std::make_unique<Teams>(threads, options, impl_->blocked);
 }
 
 InferencePlan::~InferencePlan() = default;
 
+namespace {
+
+// The process's CPU time (all its threads: the team's) and the wall clock.
+TeamChooser::Usage process_usage() {
+  rusage u{};
+  getrusage(RUSAGE_SELF, &u);
+  const auto seconds = [](const timeval& t) { return static_cast<double>(t.tv_sec) + 1e-6 * static_cast<double>(t.tv_usec); };
+  return {seconds(u.ru_utime) + seconds(u.ru_stime),
+          std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count()};
+}
+
+}  // namespace
+
+InferencePlan::Impl& InferencePlan::impl_for_next_pass() {
+  if (!teams_ || teams_->chooser.threads() == impl_->threads) return *impl_;
+  const auto level = static_cast<size_t>(std::find(teams_->chooser.teams().begin(), teams_->chooser.teams().end(),
+                                                   teams_->chooser.threads()) -
+                                         teams_->chooser.teams().begin());
+  std::unique_ptr<Impl>& m = teams_->impls[level];
+  if (!m) {
+    const int t = teams_->chooser.threads();
+    auto built = std::make_unique<Impl>(impl_->model, impl_->batch, t, teams_->options, impl_->blocked);
+    try {
+      ThreadScope scope(t);
+      built->build();
+    } catch (const dnnl::error& e) {
+      throw DeviceError("inference plan for model '" + impl_->model.name() + "': oneDNN: " + e.what());
+    }
+    built->refresh_weights();
+    m = std::move(built);
+  }
+  return *m;
+}
+
 const Tensor& InferencePlan::run(const Tensor& x) {
-  Impl& m = *impl_;
+  if (!teams_) return run_on(*impl_, x);
+  Impl& m = impl_for_next_pass();
+  const auto start = std::chrono::steady_clock::now();
+  const Tensor& out = run_on(m, x);
+  teams_->chooser.record(std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count(), process_usage);
+  return out;
+}
+
+const Tensor& InferencePlan::run_on(Impl& m, const Tensor& x) {
   const Shape& in = m.model.input_shape();
   if (x.shape() != Shape{m.batch, in[0], in[1], in[2]} || x.dtype() != DType::f32 || !x.device().is_cpu() ||
       x.layout() != Layout::nchw)
@@ -206,7 +268,7 @@ void InferencePlan::calibrate(const Tensor& x, std::vector<float>& node_max) {
   if (m.precision != Precision::fp32) throw InputError("calibration runs on an fp32 inference plan");
   node_max.resize(m.node_value.size(), 0.0f);
   m.stream.wait();
-  run(x);  // binds x and refreshes the weights; the steps run again below, one at a time
+  run_on(m, x);  // binds x and refreshes the weights; the steps run again below, one at a time
   std::vector<float> value_max(m.values.size(), 0.0f);
   const float* input = x.data<float>();
   for (int64_t i = 0; i < x.numel(); ++i) value_max[0] = std::max(value_max[0], std::fabs(input[i]));
@@ -233,6 +295,7 @@ Precision InferencePlan::precision() const { return impl_->precision; }
 
 int64_t InferencePlan::batch() const { return impl_->batch; }
 int InferencePlan::threads() const { return impl_->threads; }
+int InferencePlan::running_threads() const { return teams_ ? teams_->chooser.chosen() : impl_->threads; }
 PlanLayout InferencePlan::layout() const { return impl_->blocked ? PlanLayout::blocked : PlanLayout::onednn; }
 size_t InferencePlan::arena_bytes() const { return impl_->arena_bytes; }
 size_t InferencePlan::weight_bytes() const {
