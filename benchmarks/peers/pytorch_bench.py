@@ -283,11 +283,13 @@ class Peer:
                 failures[name] = f"{type(e).__name__}: {str(e)[:400]}"
                 log(f"    {name}: failed: {failures[name]}")
             finally:
+                # The variant's model, optimizer state, compiled code and CUDA graph pools go
+                # before the next one starts, so it runs with the device's memory to itself.
                 net = step = last = None
+                tv.reset_compiler(torch)
                 gc.collect()
                 if ctx["cuda"]:
                     torch.cuda.empty_cache()
-        tv.reset_compiler(torch)
         rec["variants"] = figures
         rec["compile_seconds"] = compile_seconds
         if failures:
