@@ -236,9 +236,12 @@ TEST(Bench, TheTableRatesConvoyAgainstTheBestPyTorch) {
                           {"images_per_second", ips}, {"p50_ms", 1.0}, {"p99_ms", 1.0}, {"tflops", 1.0},
                           {"fraction_of_peak", 0.1}, {"stable", true}, {"reason", "ran out of memory"}};
   };
+  nlohmann::json compiled_256 = record("pytorch_compiled", 256, "ok", 6499);
+  compiled_256["compile_mode"] = "reduce-overhead";  // the fastest of the compiled peer's variants
+  compiled_256["optimizer_variant"] = "fused";
   const nlohmann::json records = nlohmann::json::array({
       record("convoy", 256, "ok", 7595), record("pytorch", 256, "ok", 4513),
-      record("pytorch_compiled", 256, "ok", 6499),
+      compiled_256,
       record("convoy", 64, "ok", 3000), record("pytorch", 64, "ok", 2000),
       record("pytorch_compiled", 64, "failed", 0),
   });
@@ -248,6 +251,10 @@ TEST(Bench, TheTableRatesConvoyAgainstTheBestPyTorch) {
   EXPECT_NE(md.find("| Convoy / best PyTorch |"), std::string::npos) << md;
   EXPECT_NE(md.find("| 1.17x (compiled) |"), std::string::npos) << md;  // 7595 / 6499, compiled the faster
   EXPECT_NE(md.find("| 1.50x (eager) |"), std::string::npos) << md;     // compiled failed: eager is the best
+  // The compiled figure names the setup that won, in a footnote.
+  EXPECT_NE(md.find("| 6499 [1] | 1.17x |"), std::string::npos) << md;
+  EXPECT_NE(md.find("[1] PyTorch compiled: the fastest of its variants, torch.compile mode reduce-overhead, "
+                    "optimizer fused"), std::string::npos) << md;
   // One peer only: no such column.
   EXPECT_EQ(bench_markdown(suite, env, records, {"pytorch"}, {}).find("best PyTorch"), std::string::npos);
 }
@@ -355,6 +362,45 @@ TEST(Bench, OnnxRuntimePeerTimesTheSameInferenceCase) {
   EXPECT_EQ(convoy, 1);
   EXPECT_EQ(ort, 1);
   EXPECT_NE(r.out.find("Convoy / ONNX Runtime"), std::string::npos) << r.out;
+  fs::remove_all(dir);
+}
+
+// The suite's peer_compile_modes reach the peer in its request; a torch without torch.compile
+// (Debian's 1.13) makes the compiled peer "missing" with the reason, one note and no column.
+TEST(Bench, CompiledPeerGetsTheSuitesModesAndIsMissingWithoutTorchCompile) {
+  const std::string no_compile = "/usr/bin/python3 -c 'import torch, sys; sys.exit(hasattr(torch, \"compile\"))' 2>&1";
+  if (convoy::testing::run_command(no_compile).status != 0)
+    GTEST_SKIP() << "/usr/bin/python3 has no torch, or a torch with torch.compile (this checks the missing path)";
+  const fs::path dir = fs::temp_directory_path() / ("convoy_bench_compiled_" + std::to_string(getpid()));
+  fs::remove_all(dir);
+  fs::create_directories(dir);
+  {
+    std::ifstream quick(kSource + "/benchmarks/suites/quick.yaml");
+    std::stringstream text;
+    text << quick.rdbuf();
+    std::string suite = text.str();
+    suite.replace(suite.find("../../models/"), 13, kSource + "/models/");
+    std::ofstream(dir / "suite.yaml") << suite << "peer_compile_modes: [max-autotune-no-cudagraphs, default]\n";
+  }
+  const Result r = run_binary("bench --suite " + (dir / "suite.yaml").string() + " --out " + (dir / "out").string() +
+                                  " --devices cpu --peers pytorch_compiled --no-chart",
+                              dir / "stderr.txt");
+  ASSERT_EQ(r.status, 0) << r.out << r.err;
+  std::ifstream request_file(dir / "out" / "peer_cases.json");
+  const nlohmann::json request = nlohmann::json::parse(request_file);
+  EXPECT_EQ(request.at("compile_modes"), nlohmann::json({"max-autotune-no-cudagraphs", "default"}));
+  EXPECT_EQ(request.at("augment"), nlohmann::json({{"crop_padding", 2}, {"horizontal_flip", true}}));
+  std::ifstream in(dir / "out" / "results.json");
+  const nlohmann::json doc = nlohmann::json::parse(in);
+  int compiled = 0;
+  for (const nlohmann::json& rec : doc.at("records")) {
+    if (rec.at("engine") != "pytorch_compiled") continue;
+    ++compiled;
+    EXPECT_EQ(rec.at("status"), "missing") << rec.dump(2);
+    EXPECT_NE(rec.value("reason", "").find("has no torch.compile"), std::string::npos) << rec.dump(2);
+  }
+  EXPECT_EQ(compiled, 2);  // training and inference
+  EXPECT_NE(r.out.find("PyTorch compiled: missing (torch 1.13"), std::string::npos) << r.out;
   fs::remove_all(dir);
 }
 

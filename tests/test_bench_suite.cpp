@@ -6,6 +6,7 @@
 #include <string>
 #include <vector>
 
+#include "run_command.h"
 #include "apps/bench/bench_runner.h"
 #include "apps/bench/bench_suite.h"
 #include "engine/core/error.h"
@@ -77,6 +78,45 @@ TEST(Bench, SuiteErrorsNameFileLineAndKey) {
   EXPECT_EQ(gpu_peak_tflops(d.gpu_peaks, "NVIDIA H200", convoy::Precision::tf32).value_or(0), 494.5);
   EXPECT_EQ(gpu_peak_tflops(builtin_gpu_peaks(), "NVIDIA H200", convoy::Precision::tf32).value_or(0), 495);
   EXPECT_FALSE(gpu_peak_tflops(d.gpu_peaks, "Some GPU", convoy::Precision::fp32).has_value());
+}
+
+// The torch.compile modes the pytorch_compiled peer tries: by name, each once; default and
+// reduce-overhead when the suite says nothing.
+TEST(Bench, PeerCompileModesAreCheckedByName) {
+  const std::string base = "name: t\nmodels:\n  - {model: " + kSource + "/models/lenet5.yaml, inference: [1]}\n";
+  EXPECT_EQ(parse_bench_suite(base, "s.yaml", ".").peer_compile_modes,
+            (std::vector<std::string>{"default", "reduce-overhead"}));
+  const BenchSuite all = parse_bench_suite(
+      base + "peer_compile_modes: [max-autotune-no-cudagraphs, max-autotune, reduce-overhead, default]\n", "s.yaml",
+      ".");
+  EXPECT_EQ(all.peer_compile_modes, (std::vector<std::string>{"max-autotune-no-cudagraphs", "max-autotune",
+                                                              "reduce-overhead", "default"}));
+  const auto error_of = [&](const std::string& line) {
+    try {
+      parse_bench_suite(base + line, "s.yaml", ".");
+    } catch (const InputError& e) {
+      return std::string(e.what());
+    }
+    return std::string("no error");
+  };
+  std::string e = error_of("peer_compile_modes: [default, fast]\n");
+  EXPECT_NE(e.find("s.yaml:4: peer_compile_modes: 'fast' is not one of: default, reduce-overhead, max-autotune, "
+                   "max-autotune-no-cudagraphs"), std::string::npos) << e;
+  e = error_of("peer_compile_modes: []\n");
+  EXPECT_NE(e.find("peer_compile_modes: needs at least one torch.compile mode"), std::string::npos) << e;
+  e = error_of("peer_compile_modes: [default, default]\n");
+  EXPECT_NE(e.find("peer_compile_modes: 'default' is listed twice"), std::string::npos) << e;
+  e = error_of("peer_compile_modes: {mode: default}\n");
+  EXPECT_NE(e.find("peer_compile_modes"), std::string::npos) << e;
+}
+
+// Which of its variants the pytorch_compiled peer plans, keeps (CONVOY_PEER_VARIANTS) and reports:
+// tests/bench_peer_variants.py, plain Python (no torch needed).
+TEST(Bench, PeerVariantSelection) {
+  const auto r = convoy::testing::run_command("PYTHONDONTWRITEBYTECODE=1 /usr/bin/python3 " + kSource +
+                                              "/tests/bench_peer_variants.py 2>&1");
+  EXPECT_EQ(r.status, 0) << r.output;
+  EXPECT_NE(r.output.find("OK"), std::string::npos) << r.output;
 }
 
 TEST(Bench, CpuPeakIsCoresTimesClockTimesFlopsPerCycle) {

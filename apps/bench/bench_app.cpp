@@ -363,8 +363,9 @@ json SuiteRun::peer_request(const std::vector<BenchCase>& cases) const {
     if (!cpu_reduced(c) && c.precision != Precision::int8)
       peer_cases.push_back({{"model_path", fs::absolute(c.model_path).string()}, {"model", c.model},
                             {"mode", c.mode}, {"batch", c.batch}, {"device", c.device}, {"precision", to_string(c.precision)}});
-  return {{"peers", suite_.peers}, {"cases", peer_cases}, {"timing", timing_json(timing_)},
-          {"threads", threads_used_}, {"seed", suite_.seed}, {"input_sets", suite_.input_sets},
+  return {{"peers", suite_.peers}, {"compile_modes", suite_.peer_compile_modes}, {"cases", peer_cases},
+          {"timing", timing_json(timing_)}, {"threads", threads_used_}, {"seed", suite_.seed},
+          {"input_sets", suite_.input_sets},
           {"channels_last", suite_.gpu_layout == "nhwc"},
           {"optimizer", {{"lr", suite_.optimizer.lr}, {"momentum", suite_.optimizer.momentum},
                          {"nesterov", suite_.optimizer.nesterov},

@@ -124,6 +124,17 @@ class Footnotes {
   std::map<std::string, std::string> tags_;  // reason -> "[n]"
 };
 
+// torch.compile's row is the fastest of several setups (compile modes, optimizer or precision
+// variants): a footnote says which one won, so the figure can be reproduced.
+std::string compiled_variant_tag(const json& p, Footnotes& footnotes) {
+  const std::string mode = p.value("compile_mode", "");
+  if (mode.empty()) return "";
+  std::string what = "PyTorch compiled: the fastest of its variants, torch.compile mode " + mode;
+  if (p.contains("optimizer_variant")) what += ", optimizer " + p.value("optimizer_variant", "");
+  if (p.contains("precision_variant")) what += ", precision " + p.value("precision_variant", "");
+  return " " + footnotes.tag(what + " (every variant's img/s: results.json, `variants`)");
+}
+
 // A peer's two cells for Convoy's record `r`: its img/s and Convoy over it.
 void write_peer_cells(std::ostream& md, const json& r, const json* peer, const std::string& engine,
                       Footnotes& footnotes) {
@@ -140,7 +151,7 @@ void write_peer_cells(std::ostream& md, const json& r, const json* peer, const s
     return;
   }
   const bool ok = r.value("status", "") == "ok";
-  md << " " << bench_format_sig(bench_number(p, "images_per_second")) << " | "
+  md << " " << bench_format_sig(bench_number(p, "images_per_second")) << compiled_variant_tag(p, footnotes) << " | "
      << (ok ? bench_format_fixed(bench_number(r, "images_per_second") / bench_number(p, "images_per_second"), 2) + "x"
             : std::string(""))
      << " |";

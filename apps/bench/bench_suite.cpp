@@ -275,6 +275,16 @@ BenchSuite parse_bench_suite(const std::string& yaml_text, const std::string& so
   for (const std::string& p : s.peers)
     if (p != "pytorch" && p != "pytorch_compiled" && p != "onnxruntime")
       top.fail("peers", "'" + p + "' is not one of: pytorch, pytorch_compiled, onnxruntime");
+  s.peer_compile_modes = top.get_strings("peer_compile_modes", s.peer_compile_modes);
+  if (s.peer_compile_modes.empty()) top.fail("peer_compile_modes", "needs at least one torch.compile mode");
+  std::string known;
+  for (const char* m : kPeerCompileModes) known += std::string(known.empty() ? "" : ", ") + m;
+  for (const std::string& m : s.peer_compile_modes) {
+    if (std::find(std::begin(kPeerCompileModes), std::end(kPeerCompileModes), m) == std::end(kPeerCompileModes))
+      top.fail("peer_compile_modes", "'" + m + "' is not one of: " + known);
+    if (std::count(s.peer_compile_modes.begin(), s.peer_compile_modes.end(), m) > 1)
+      top.fail("peer_compile_modes", "'" + m + "' is listed twice");
+  }
   top.finish();
   return s;
 }

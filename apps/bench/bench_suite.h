@@ -61,6 +61,9 @@ struct BenchSuite {
   std::vector<GpuPeak> gpu_peaks;  // the built-in table unless the suite gives one
   double cpu_peak_tflops = 0;      // 0 = estimate from /proc/cpuinfo
   std::vector<std::string> peers = {"pytorch", "onnxruntime"};
+  // torch.compile modes the pytorch_compiled peer tries, each on a fresh model; it reports the
+  // fastest (a careful user would pick it), with every mode's figure in the record.
+  std::vector<std::string> peer_compile_modes = {"default", "reduce-overhead"};
   bool cpu_inference_plan = true;  // CPU fp32 inference through engine/inference (--no-plan: layer by layer)
   bool cuda_graphs = true;         // GPU inference and training steps replayed from CUDA graphs (--no-cuda-graphs: op by op)
   EngineOptions engine;            // the environment's tunables (run_bench)
@@ -71,6 +74,10 @@ struct BenchSuite {
 BenchSuite load_bench_suite(const std::string& path);
 BenchSuite parse_bench_suite(const std::string& yaml_text, const std::string& source,
                              const std::string& base_dir);
+
+// The modes torch.compile accepts, for the suite key `peer_compile_modes`.
+inline constexpr const char* kPeerCompileModes[] = {"default", "reduce-overhead", "max-autotune",
+                                                    "max-autotune-no-cudagraphs"};
 
 // A short timing for smoke runs (`convoy bench --quick`).
 BenchTiming quick_bench_timing();

@@ -378,8 +378,13 @@ def augment(u8, crop_padding, horizontal_flip, generator=None):
     """Convoy's augmentation on the device: a random crop of the original size from the
     zero-padded image and a horizontal flip with probability 1/2, per sample. Returns float."""
     import torch
-    import torch.nn.functional as F
-    x = u8.float()
+    return augment_float(torch, u8.float(), crop_padding, horizontal_flip, generator)
+
+
+def augment_float(torch, x, crop_padding, horizontal_flip, generator=None):
+    """augment() on a float batch; torch comes as an argument so that torch.compile can trace it
+    inside a compiled step (no import statement to trace)."""
+    F = torch.nn.functional
     n, c, h, w = x.shape
     dev = x.device
     if crop_padding:

@@ -6,7 +6,7 @@ usage:
   pytorch_bench.py --cases peer_cases.json            (what `convoy bench` runs)
   pytorch_bench.py --model models/fmnet.yaml --mode training --batch 64 --batch 512 \\
                    --device cuda --precision bf16 [--channels-last] [--peers pytorch,onnxruntime] \\
-                   [--threads N] [--quick]
+                   [--compile-modes default,reduce-overhead] [--threads N] [--quick]
 
 Prints one JSON record per case and peer on stdout (the fields of Convoy's records:
 engine, model, mode, batch, device, precision, status, images_per_second, p50_ms, p99_ms,
@@ -15,11 +15,17 @@ status "skipped" (no GPU for torch) or "missing" (torch / onnxruntime / torch.co
 importable), with the reason.
 
 What is timed, per iteration (random u8 images and labels already on the device, rotated):
-  training:  augment (random crop with padding + flip) and normalize, forward, cross-entropy
-             with label smoothing, backward, SGD (momentum, Nesterov, weight decay) step
+  training:  augment as the suite's training.augment says (random crop with padding, flip; what
+             Convoy's bench applies) and normalize, forward, cross-entropy with label smoothing,
+             backward, SGD (momentum, Nesterov, weight decay) step
   inference: normalize and forward, in torch.inference_mode (eval-mode batch norm)
 bf16: torch.autocast(device_type="cuda", dtype=torch.bfloat16) with fp32 weights, as Convoy's
-mixed precision. fp32 is exact on both sides (torch.backends.cudnn.allow_tf32 and
+mixed precision.
+pytorch: eager, as most scripts run it (the baseline). pytorch_compiled: PyTorch at its best,
+the fastest of several setups (torch_variants.py): each of the request's compile_modes
+(default: default and reduce-overhead) with the optimizer fused or its step compiled
+(training), with autocast or bf16 weights (bf16 inference); augmentation and normalization are
+compiled into the step; compilation and warm-up stay outside the timing. fp32 is exact on both sides (torch.backends.cudnn.allow_tf32 and
 torch.backends.cuda.matmul.allow_tf32 off, where PyTorch's own default runs convolutions in TF32);
 tf32 turns both on, as Convoy's precision tf32.
 ONNX Runtime: CPU inference only; the module, normalization included (u8 in),
@@ -27,10 +33,12 @@ exported to ONNX and run with the CPUExecutionProvider with the same thread coun
 importable, else npm's onnxruntime-node through onnxruntime_bench.mjs (scripts/install-onnxruntime-node.sh).
 """
 import argparse
+import gc
 import json
 import os
 import sys
 import tempfile
+import time
 
 sys.dont_write_bytecode = True  # no __pycache__ in the source tree
 # The CPUs this process may use, read before torch loads OpenMP: under OMP_PROC_BIND, OpenMP pins
@@ -38,6 +46,7 @@ sys.dont_write_bytecode = True  # no __pycache__ in the source tree
 PROCESS_CPUS = os.sched_getaffinity(0)
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import convoy_model as cm  # noqa: E402
+import torch_variants as tv  # noqa: E402
 
 
 def log(msg):
@@ -147,12 +156,7 @@ class Peer:
         rec["layout"] = "nhwc" if channels_last else "nchw"
         rec["device_name"] = torch.cuda.get_device_name(device) if cuda else "cpu"
         try:
-            torch.manual_seed(int(self.request.get("seed", 1)))
-            net = cm.build_model(cm.load_yaml(case["model_path"]))
-            flops_per_image = cm.forward_flops(net)
-            net = net.to(device)
-            if channels_last:
-                net = net.to(memory_format=torch.channels_last)
+            net, flops_per_image = self.fresh_net(case, channels_last)
             if cuda:
                 torch.backends.cudnn.benchmark = True
                 tf32 = case["precision"] == "tf32"
@@ -160,42 +164,20 @@ class Peer:
                 torch.backends.cuda.matmul.allow_tf32 = tf32
             images, labels = self.inputs(net, case, device)
             mean, std = self.norm_tensors(net.input_shape[0], device)
-            bf16 = case["precision"] == "bf16"
-            fmt = torch.channels_last if channels_last else torch.contiguous_format
-            model = torch.compile(net) if compiled else net
-            it = [0]
-            if case["mode"] == "training":
-                net.train()
-                o = self.request.get("optimizer", {})
-                opt = torch.optim.SGD(cm.param_groups(net, float(o.get("weight_decay", 5e-4))), lr=float(o.get("lr", 0.01)),
-                                      momentum=float(o.get("momentum", 0.9)), nesterov=bool(o.get("nesterov", True)))
-                a = self.request.get("augment", {})
-                pad, flip = int(a.get("crop_padding", 2)), bool(a.get("horizontal_flip", True))
-                smoothing = float(self.request.get("label_smoothing", 0.1))
-                last = {}
-
-                def step():
-                    i = it[0] % len(images)
-                    it[0] += 1
-                    x = ((cm.augment(images[i], pad, flip) / 255.0 - mean) / std).contiguous(memory_format=fmt)
-                    with torch.autocast(device_type="cuda" if cuda else "cpu", dtype=torch.bfloat16, enabled=bf16):
-                        logits = model(x)
-                    loss = torch.nn.functional.cross_entropy(logits.float(), labels[i], label_smoothing=smoothing)
-                    opt.zero_grad(set_to_none=True)
-                    loss.backward()
-                    opt.step()
-                    last["loss"] = loss
-            else:
-                net.eval()
-                last = {}
-
-                def step():
-                    i = it[0] % len(images)
-                    it[0] += 1
-                    with torch.inference_mode():
-                        x = ((images[i].float() / 255.0 - mean) / std).contiguous(memory_format=fmt)
-                        with torch.autocast(device_type="cuda" if cuda else "cpu", dtype=torch.bfloat16, enabled=bf16):
-                            last["logits"] = model(x)
+            a = self.request.get("augment", {})
+            ctx = {"cuda": cuda, "bf16": case["precision"] == "bf16", "images": images, "labels": labels,
+                   "mean": mean, "std": std,
+                   "memory_format": torch.channels_last if channels_last else torch.contiguous_format,
+                   # Exactly the suite's augmentation, as Convoy's bench applies it (crop padding 2 and
+                   # the flip when the suite has no training.augment; nothing when it turns both off).
+                   "crop_padding": int(a.get("crop_padding", 2)), "horizontal_flip": bool(a.get("horizontal_flip", True)),
+                   "optimizer": self.request.get("optimizer", {}),
+                   "label_smoothing": float(self.request.get("label_smoothing", 0.1)),
+                   "param_groups": cm.param_groups, "augment_float": cm.augment_float}
+            if compiled:
+                del net
+                return self.run_compiled(rec, case, ctx, flops_per_image, channels_last)
+            step, last = self.eager_step(net, case, ctx)
             result = cm.measure(step, self.timing, cuda=cuda)
             out = last.get("loss", last.get("logits"))
             if not bool(torch.isfinite(out.float()).all()):
@@ -206,6 +188,123 @@ class Peer:
         except Exception as e:  # noqa: BLE001 - reported per case
             rec.update(status="failed", reason=f"{type(e).__name__}: {e}")
             return rec
+
+    def fresh_net(self, case, channels_last):
+        """The case's network from its YAML, seeded alike each time, on the device."""
+        torch = self.torch
+        torch.manual_seed(int(self.request.get("seed", 1)))
+        net = cm.build_model(cm.load_yaml(case["model_path"]))
+        flops_per_image = cm.forward_flops(net)
+        net = net.to(case["device"])
+        if channels_last:
+            net = net.to(memory_format=torch.channels_last)
+        return net, flops_per_image
+
+    def eager_step(self, net, case, ctx):
+        """The eager peer's step (PyTorch as most scripts run it: the baseline) and the dict that
+        holds its last loss or logits."""
+        torch = self.torch
+        cuda, bf16, fmt = ctx["cuda"], ctx["bf16"], ctx["memory_format"]
+        images, labels, mean, std = ctx["images"], ctx["labels"], ctx["mean"], ctx["std"]
+        it = [0]
+        last = {}
+        if case["mode"] == "training":
+            net.train()
+            o = ctx["optimizer"]
+            opt = torch.optim.SGD(cm.param_groups(net, float(o.get("weight_decay", 5e-4))), lr=float(o.get("lr", 0.01)),
+                                  momentum=float(o.get("momentum", 0.9)), nesterov=bool(o.get("nesterov", True)))
+            pad, flip = ctx["crop_padding"], ctx["horizontal_flip"]
+            smoothing = ctx["label_smoothing"]
+
+            def step():
+                i = it[0] % len(images)
+                it[0] += 1
+                x = cm.augment(images[i], pad, flip) if pad or flip else images[i].float()
+                x = ((x / 255.0 - mean) / std).contiguous(memory_format=fmt)
+                with torch.autocast(device_type="cuda" if cuda else "cpu", dtype=torch.bfloat16, enabled=bf16):
+                    logits = net(x)
+                loss = torch.nn.functional.cross_entropy(logits.float(), labels[i], label_smoothing=smoothing)
+                opt.zero_grad(set_to_none=True)
+                loss.backward()
+                opt.step()
+                last["loss"] = loss
+        else:
+            net.eval()
+
+            def step():
+                i = it[0] % len(images)
+                it[0] += 1
+                with torch.inference_mode():
+                    x = ((images[i].float() / 255.0 - mean) / std).contiguous(memory_format=fmt)
+                    with torch.autocast(device_type="cuda" if cuda else "cpu", dtype=torch.bfloat16, enabled=bf16):
+                        last["logits"] = net(x)
+        return step, last
+
+    def run_compiled(self, rec, case, ctx, flops_per_image, channels_last):
+        """torch.compile's peer: every variant of torch_variants on a fresh model, compiled and
+        warmed up outside the timing; the record is the fastest variant's, with each variant's
+        img/s in `variants` and its compilation + warm-up seconds in `compile_seconds`."""
+        torch = self.torch
+        modes = list(self.request.get("compile_modes") or tv.DEFAULT_COMPILE_MODES)
+        unknown = [m for m in modes if m not in tv.COMPILE_MODES]
+        if unknown:
+            rec.update(status="failed", reason=f"compile_modes: {unknown} not among {list(tv.COMPILE_MODES)}")
+            return rec
+        training = case["mode"] == "training"
+        planned = tv.plan_variants(case["mode"], case["precision"], modes, tv.fused_sgd_available(torch, ctx["cuda"]))
+        spec = os.environ.get("CONVOY_PEER_VARIANTS", "")
+        names = tv.select_variants(planned, spec)
+        if not names:
+            rec.update(status="skipped", reason=f"CONVOY_PEER_VARIANTS={spec} matches none of {planned}")
+            return rec
+        batch = int(case["batch"])
+        figures, failures, compile_seconds, results = {}, {}, {}, {}
+        sync = torch.cuda.synchronize if ctx["cuda"] else (lambda: None)
+        for name in names:
+            tv.reset_compiler(torch)
+            try:
+                net, _ = self.fresh_net(case, channels_last)
+                build = tv.build_training_step if training else tv.build_inference_step
+                step, last = build(torch, net, name, ctx)
+                begin = time.perf_counter()
+                for _ in range(tv.WARMUP_STEPS):
+                    step()
+                sync()
+                compile_seconds[name] = round(time.perf_counter() - begin, 2)
+                log(f"    {name}: compiled and warmed up in {compile_seconds[name]:.1f} s")
+                result = cm.measure(step, self.timing, cuda=ctx["cuda"])
+                out = last["out"].detach().clone()  # before anything else replays a CUDA graph
+                if not bool(torch.isfinite(out.float()).all()):
+                    raise RuntimeError("non-finite loss or logits")
+                figures[name] = batch / result["median"]
+                results[name] = (result, float(out) if training else None)
+                log(f"    {name}: {figures[name]:.4g} img/s")
+            except Exception as e:  # noqa: BLE001 - one variant's failure leaves the others
+                failures[name] = f"{type(e).__name__}: {str(e)[:400]}"
+                log(f"    {name}: failed: {failures[name]}")
+            finally:
+                # The variant's model, optimizer state, compiled code and CUDA graph pools go
+                # before the next one starts, so it runs with the device's memory to itself.
+                net = step = last = None
+                tv.reset_compiler(torch)
+                gc.collect()
+                if ctx["cuda"]:
+                    torch.cuda.empty_cache()
+        rec["variants"] = figures
+        rec["compile_seconds"] = compile_seconds
+        if failures:
+            rec["variant_failures"] = failures
+        best = tv.best_variant(figures)
+        if best is None:
+            rec.update(status="failed", reason="every variant failed: " + "; ".join(f"{n}: {r}" for n, r in failures.items()))
+            return rec
+        rec["variant"] = best
+        rec["compile_mode"], sub = tv.split_variant(best)
+        rec["optimizer_variant" if training else "precision_variant"] = sub
+        result, final_loss = results[best]
+        if final_loss is not None:
+            rec["final_loss"] = final_loss
+        return self.finish(rec, result, flops_per_image, batch)
 
     # -- ONNX Runtime ---------------------------------------------------------------------
 
@@ -349,7 +448,8 @@ class Peer:
                 rec = self.run_torch(case, compiled=peer == "pytorch_compiled")
             if rec["status"] == "ok":
                 msg = (f"{rec['images_per_second']:.4g} img/s, p50 {rec['p50_ms']:.3g} ms, p99 {rec['p99_ms']:.3g} ms"
-                       f"{'' if rec['stable'] else ', NOT stable'}")
+                       f"{'' if rec['stable'] else ', NOT stable'}"
+                       f"{' (the fastest variant: ' + rec['variant'] + ')' if 'variant' in rec else ''}")
             else:
                 msg = f"{rec['status']}: {rec.get('reason', '')}"
             log(f"  [{n}/{len(jobs)}] {peer} {label}: {msg}")
@@ -366,9 +466,14 @@ def main():
     ap.add_argument("--precision", choices=["fp32", "bf16", "tf32"], default="fp32")
     ap.add_argument("--channels-last", action="store_true", help="channels_last memory format on the GPU")
     ap.add_argument("--peers", default="pytorch,onnxruntime", help="pytorch, pytorch_compiled, onnxruntime")
+    ap.add_argument("--compile-modes", default=",".join(tv.DEFAULT_COMPILE_MODES),
+                    help="torch.compile modes pytorch_compiled tries, comma-separated: " + ", ".join(tv.COMPILE_MODES))
     ap.add_argument("--threads", type=int, default=0)
     ap.add_argument("--quick", action="store_true", help="short timing (smoke test)")
     args = ap.parse_args()
+    modes = [m for m in args.compile_modes.split(",") if m]
+    if not modes or any(m not in tv.COMPILE_MODES for m in modes):
+        ap.error(f"--compile-modes: '{args.compile_modes}' is not a list of: {', '.join(tv.COMPILE_MODES)}")
     if args.cases:
         with open(args.cases) as f:
             request = json.load(f)
@@ -379,6 +484,7 @@ def main():
                              for b in (args.batch or [64])],
                    "timing": cm.QUICK_TIMING if args.quick else cm.DEFAULT_TIMING, "threads": args.threads,
                    "channels_last": args.channels_last, "peers": [p for p in args.peers.split(",") if p],
+                   "compile_modes": modes,
                    "normalize": {"mean": [0.2860], "std": [0.3530]}}
     else:
         ap.error("give --cases FILE or --model YAML")
