@@ -5,6 +5,8 @@
 // gives the layer-by-layer forward, in f32 and bf16 channels-last.
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <cmath>
 #include <random>
 #include <string>
 #include <vector>
@@ -25,9 +27,37 @@ class CudaSqueezeExcitation : public ::testing::Test {
   }
 };
 
-using convoy::testing::grad_errors;
 using convoy::testing::model_step;
 using convoy::testing::relative_difference;
+
+double norm(const std::vector<float>& v) {
+  double s = 0;
+  for (float e : v) s += double(e) * e;
+  return std::sqrt(s);
+}
+
+// Each gradient's error against the CPU's, relative to its own size, or to 1e-3 of its layer's
+// weight gradient where it is smaller: the bias gradient of an excitation's second convolution
+// is about 1e-6 of its weights' (the gate of a channel moves every sample alike, and the batch
+// norm after the projection takes most of that back), so both sides' values are float32 rounding
+// and their relative difference is about 1 on the CPU's own fused against unfused step too.
+std::vector<double> grad_errors_with_floor(const convoy::testing::ModelStep& got,
+                                           const convoy::testing::ModelStep& ref) {
+  std::vector<double> out;
+  for (size_t i = 0; i < ref.grads.size(); ++i) {
+    const auto& [name, want] = ref.grads[i];
+    double scale = norm(want);
+    const std::string weight =
+        name.ends_with(".bias") ? name.substr(0, name.size() - std::string(".bias").size()) + ".weight" : "";
+    for (const auto& [other, g] : ref.grads)
+      if (other == weight) scale = std::max(scale, 1e-3 * norm(g));
+    double diff = 0;
+    for (size_t k = 0; k < want.size(); ++k)
+      diff += (double(got.grads[i].second[k]) - want[k]) * (double(got.grads[i].second[k]) - want[k]);
+    out.push_back(std::sqrt(diff) / std::max(scale, 1e-30));
+  }
+  return out;
+}
 
 TEST_F(CudaSqueezeExcitation, TrainingStepMatchesTheCpuInBothLayouts) {
   auto cpu = make_cpu_backend({});
@@ -40,7 +70,7 @@ TEST_F(CudaSqueezeExcitation, TrainingStepMatchesTheCpuInBothLayouts) {
       const convoy::testing::ModelStep got = model_step(*gpu, file, DType::f32, layout, true, 4);
       // f32 in another summation order (cuDNN's algorithms, the kernels' plane sums).
       EXPECT_LE(relative_difference(got.logits, ref.logits), 1e-3);
-      const std::vector<double> err = grad_errors(got, ref);
+      const std::vector<double> err = grad_errors_with_floor(got, ref);
       for (size_t i = 0; i < err.size(); ++i) EXPECT_LE(err[i], 1e-2) << "gradient of " << ref.grads[i].first;
     }
   }
