@@ -4,7 +4,7 @@ test accuracy on Fashion-MNIST (fmnet, 8 epochs, batch 512: 93%).
 
 usage: time_to_accuracy.py [--config configs/fmnet.yaml] [--data DIR] [--target 0.93]
                            [--device auto|cuda|cpu] [--convoy BIN] [--out DIR] [--quick]
-                           [--skip-convoy] [--skip-pytorch] [--channels-last] [--compile]
+                           [--skip-convoy] [--skip-pytorch] [--channels-last] [--compile] [--compile-mode M]
 
 Runs `convoy train --config CONFIG` (runs/<name>/metrics.csv: per-epoch training seconds,
 evaluation excluded, and test accuracy) and peers/pytorch_train.py on the same config (same
@@ -92,6 +92,7 @@ def main():
     ap.add_argument("--skip-pytorch", action="store_true")
     ap.add_argument("--channels-last", action="store_true", help="PyTorch: channels_last on the GPU")
     ap.add_argument("--compile", action="store_true", help="PyTorch: torch.compile")
+    ap.add_argument("--compile-mode", help="PyTorch: torch.compile's mode (implies --compile), e.g. reduce-overhead")
     args = ap.parse_args()
 
     out = os.path.abspath(args.out)
@@ -141,6 +142,8 @@ def main():
             cmd.append("--channels-last")
         if args.compile:
             cmd.append("--compile")
+        if args.compile_mode:
+            cmd += ["--compile-mode", args.compile_mode]
         log("$ " + " ".join(cmd))
         if os.path.exists(metrics):
             os.remove(metrics)

@@ -4,7 +4,7 @@ configs/fmnet.yaml) trained in PyTorch, the same recipe, timed the same way.
 
 usage: pytorch_train.py --config configs/fmnet.yaml [--data DIR] [--device auto|cuda|cpu]
                         [--epochs N] [--train-limit N] [--test-limit N] [--threads N]
-                        [--channels-last] [--compile] --out metrics.csv
+                        [--channels-last] [--compile] [--compile-mode MODE] --out metrics.csv
 
 The same recipe as `convoy train`: the model built from the config's model YAML (every
 Convoy layer type, DAG inputs included), SGD with momentum / Nesterov and weight decay on
@@ -13,7 +13,10 @@ for fmnet), cross-entropy with label smoothing, random crop with zero padding + 
 flip, the batch size and epochs of the config, drop_last, bf16 autocast on the GPU when the
 config says precision: bf16 (fp32 on the CPU, as Convoy); TF32 convolutions and matmuls on the
 GPU where it says tf32, exact fp32 (TF32 off, as Convoy's fp32) where it says fp32. The data (Fashion-MNIST IDX files)
-is loaded onto the device once; batches are shuffled and augmented there.
+is loaded onto the device once; batches are shuffled and augmented there. As a careful PyTorch
+user sets it up: SGD's fused kernel on the GPU where the installed torch has it (one kernel per
+parameter group instead of a loop over tensors), and with --compile the model in torch.compile's
+--compile-mode (default; reduce-overhead replays CUDA graphs, marking each step's start).
 
 Time, as in Convoy's metrics.csv: per-epoch training wall seconds, synchronized at the end
 of the epoch; evaluation on the test set after each epoch is not counted. Writes a CSV with
@@ -58,6 +61,8 @@ def main():
     ap.add_argument("--threads", type=int, default=0)
     ap.add_argument("--channels-last", action="store_true")
     ap.add_argument("--compile", action="store_true", help="torch.compile the model (torch 2)")
+    ap.add_argument("--compile-mode", choices=["default", "reduce-overhead", "max-autotune", "max-autotune-no-cudagraphs"],
+                    help="torch.compile's mode (implies --compile; default: default)")
     ap.add_argument("--out", required=True, help="metrics CSV to write")
     args = ap.parse_args()
 
@@ -108,7 +113,12 @@ def main():
     net = cm.build_model(cm.load_yaml(model_path)).to(device)
     if channels_last:
         net = net.to(memory_format=torch.channels_last)
-    model = torch.compile(net) if args.compile else net
+    compile_mode = args.compile_mode or ("default" if args.compile else None)
+    model = torch.compile(net, mode=compile_mode) if compile_mode else net
+    # Under CUDA graphs (reduce-overhead, max-autotune) each step's outputs live until the next
+    # replay: the step's start is marked, and its loss and logits are read before the next one.
+    mark_step = getattr(getattr(torch, "compiler", None), "cudagraph_mark_step_begin", None) \
+        if cuda and compile_mode in ("reduce-overhead", "max-autotune") else None
     train_x, train_y = cm.load_fashion_mnist(data_dir, "train", args.train_limit)
     test_x, test_y = cm.load_fashion_mnist(data_dir, "test", args.test_limit)
     train_x, train_y, test_x, test_y = (t.to(device) for t in (train_x, train_y, test_x, test_y))
@@ -119,8 +129,11 @@ def main():
     std = torch.tensor(std_v * channels if len(std_v) == 1 else std_v, device=device).view(1, -1, 1, 1)
 
     lr = float(opt_cfg.get("lr", 0.1))
+    import inspect
+    fused = cuda and "fused" in inspect.signature(torch.optim.SGD).parameters
     opt = torch.optim.SGD(cm.param_groups(net, float(opt_cfg.get("weight_decay", 0.0))), lr=lr,
-                          momentum=float(opt_cfg.get("momentum", 0.9)), nesterov=bool(opt_cfg.get("nesterov", False)))
+                          momentum=float(opt_cfg.get("momentum", 0.9)), nesterov=bool(opt_cfg.get("nesterov", False)),
+                          **({"fused": True} if fused else {}))
     n = train_x.shape[0]
     steps_per_epoch = n // batch  # drop_last, as Convoy's loader
     if steps_per_epoch == 0:
@@ -134,6 +147,8 @@ def main():
         loss_sum, correct = torch.zeros((), device=device), torch.zeros((), device=device, dtype=torch.int64)
         with torch.inference_mode():
             for b in range(0, test_x.shape[0], max(batch, 256)):
+                if mark_step is not None:
+                    mark_step()
                 x = ((test_x[b:b + max(batch, 256)].float() / 255.0 - mean) / std).contiguous(memory_format=fmt)
                 y = test_y[b:b + max(batch, 256)]
                 with torch.autocast(device_type="cuda" if cuda else "cpu", dtype=torch.bfloat16, enabled=bf16):
@@ -145,13 +160,16 @@ def main():
 
     log(f"pytorch_train.py: torch {torch.__version__}, {net.name} on {device}"
         f"{' (' + torch.cuda.get_device_name(device) + ')' if cuda else ''}, {'bf16 autocast' if bf16 else 'fp32'}, "
-        f"{n} training images, batch {batch}, {epochs} epochs, {steps_per_epoch} steps/epoch")
+        f"{n} training images, batch {batch}, {epochs} epochs, {steps_per_epoch} steps/epoch, "
+        f"SGD {'fused' if fused else 'foreach/loop'}, {'torch.compile ' + compile_mode if compile_mode else 'eager'}")
     if cuda:
         # Set-up before the clock, as `convoy train` does it (TrainStep::prepare): one step's
         # forward and backward on a batch of zeros (cuDNN's plans, the kernels' loading,
         # torch.compile's compilation), then the running statistics put back and no update.
         kept = {k: v.clone() for k, v in net.state_dict().items()}
         x0 = torch.zeros((batch,) + tuple(train_x.shape[1:]), device=device).contiguous(memory_format=fmt)
+        if mark_step is not None:
+            mark_step()
         with torch.autocast(device_type="cuda", dtype=torch.bfloat16, enabled=bf16):
             logits = model(x0)
         F.cross_entropy(logits.float(), torch.zeros(batch, dtype=torch.int64, device=device),
@@ -179,6 +197,8 @@ def main():
                 current_lr = cm.scheduled_lr(schedule, lr, step, steps_per_epoch, total_steps)
                 for g in opt.param_groups:
                     g["lr"] = current_lr
+                if mark_step is not None:
+                    mark_step()
                 with torch.autocast(device_type="cuda" if cuda else "cpu", dtype=torch.bfloat16, enabled=bf16):
                     logits = model(x)
                 loss = F.cross_entropy(logits.float(), y, label_smoothing=smoothing)
@@ -202,6 +222,7 @@ def main():
             log(f"epoch {epoch + 1}/{epochs}: train loss {train_loss:.4f}, test loss {test_loss:.4f}, "
                 f"test accuracy {100 * test_acc:.2f}% ({seconds:.1f} s, {ips:.0f} img/s)")
     print(json.dumps({"engine": "pytorch", "torch_version": torch.__version__, "device": device,
+                      "compile_mode": compile_mode, "fused_sgd": fused,
                       "precision": "bf16" if bf16 else "tf32" if tf32 else "fp32", "epochs": epochs, "train_seconds": total_train,
                       "final_test_accuracy": rows[-1][2] if rows else None, "metrics": args.out}), flush=True)
     return 0
