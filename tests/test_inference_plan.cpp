@@ -12,6 +12,8 @@
 #include <random>
 #include <sstream>
 #include <string>
+#include <utility>
+#include <vector>
 
 #include "engine/backends/backend.h"
 #include "engine/core/error.h"
@@ -109,8 +111,10 @@ ref::Vec reference_forward(Model& model, const Tensor& x) {
               return ref::upsample_forward(s.mode, in(0), xs, s.out_h(xs[2]), s.out_w(xs[3]));
             },
             [&](const MulSpec&) {
-              const int k = MulSpec::scale_input(nodes[i].inputs[0] < 0 ? model.input_shape() : nodes[nodes[i].inputs[0]].shape,
-                                                 nodes[i].inputs[1] < 0 ? model.input_shape() : nodes[nodes[i].inputs[1]].shape);
+              auto input_shape = [&](int j) {
+                return nodes[i].inputs[j] < 0 ? model.input_shape() : nodes[nodes[i].inputs[j]].shape;
+              };
+              const int k = MulSpec::scale_input(input_shape(0), input_shape(1));
               return ref::channel_scale_forward(in(1 - k), in_shape(1 - k), in(k));
             }},
         l.spec());
@@ -226,6 +230,27 @@ size_t occurrences(const std::string& steps, const std::string& needle) {
   return n;
 }
 
+// A plan of `model` (on `cpu`) at `batch`, in both activation layouts: each needle occurs in its
+// steps as often as given, and its logits agree with the layers' and the float64 reference's
+// within `tolerance` (the layers themselves with the reference within 1e-5).
+void expect_plan_steps_agree(Model& model, Backend& cpu, int64_t batch,
+                             const std::vector<std::pair<std::string, size_t>>& steps_expected, double tolerance) {
+  const Tensor x = random_input(model, batch, 9);
+  const Tensor expected = model.forward(cpu, x, StepInfo{});
+  const Tensor truth = ref::to_tensor(reference_forward(model, x), expected.shape());
+  EXPECT_LT(scaled_error(expected, truth), 1e-5);
+  for (const PlanLayout layout : {PlanLayout::blocked, PlanLayout::onednn}) {
+    InferenceOptions options;
+    options.layout = layout;
+    InferencePlan plan(model, batch, options);
+    const std::string steps = plan.describe();
+    for (const auto& [needle, count] : steps_expected) EXPECT_EQ(occurrences(steps, needle), count) << steps;
+    const Tensor got = plan.run(x);
+    EXPECT_LT(scaled_error(got, expected), tolerance) << steps;
+    EXPECT_LT(scaled_error(got, truth), tolerance) << steps;
+  }
+}
+
 // Squeeze-and-excitation's mul as a binary step: its factor (N, C, 1, 1) after 1x1 convolutions,
 // and (N, C) after a linear layer, given first; in both layouts (16 channels: blocked too).
 TEST(InferencePlan, SqueezeExcitationMulAgreesWithTheReference) {
@@ -254,18 +279,7 @@ layers:
   randomize_batch_norms(model, 12);
   const std::unique_ptr<Backend> cpu = make_cpu_backend({});
   model.to(*cpu, DType::f32);
-  const Tensor x = random_input(model, 3, 8);
-  const Tensor expected = model.forward(*cpu, x, StepInfo{});
-  const ref::Vec truth = reference_forward(model, x);
-  EXPECT_LT(scaled_error(expected, ref::to_tensor(truth, expected.shape())), 1e-5);
-  for (const PlanLayout layout : {PlanLayout::blocked, PlanLayout::onednn}) {
-    InferenceOptions options;
-    options.layout = layout;
-    InferencePlan plan(model, 3, options);
-    const std::string steps = plan.describe();
-    EXPECT_EQ(occurrences(steps, "mul (per channel)"), 2u) << steps;
-    EXPECT_LT(scaled_error(plan.run(x), ref::to_tensor(truth, expected.shape())), 1e-4) << steps;
-  }
+  expect_plan_steps_agree(model, *cpu, 3, {{"mul (per channel)", 2}}, 1e-4);
 }
 
 // Upsampling (nearest by a factor, bilinear to a size that is no multiple, 16 channels: the blocked
@@ -288,21 +302,7 @@ layers:
                                  "upsample_softmax.yaml", 5);
   const std::unique_ptr<Backend> cpu = make_cpu_backend({});
   model.to(*cpu, DType::f32);
-  const Tensor x = random_input(model, 2, 9);
-  const Tensor expected = model.forward(*cpu, x, StepInfo{});
-  const ref::Vec truth = reference_forward(model, x);
-  EXPECT_LT(scaled_error(expected, ref::to_tensor(truth, expected.shape())), 1e-5);
-  for (const PlanLayout layout : {PlanLayout::blocked, PlanLayout::onednn}) {
-    InferenceOptions options;
-    options.layout = layout;
-    InferencePlan plan(model, 2, options);
-    const std::string steps = plan.describe();
-    EXPECT_EQ(occurrences(steps, "upsample"), 2u) << steps;
-    EXPECT_EQ(occurrences(steps, "softmax"), 2u) << steps;
-    const Tensor got = plan.run(x);
-    EXPECT_LT(scaled_error(got, expected), 1e-5) << steps;
-    EXPECT_LT(scaled_error(got, ref::to_tensor(truth, expected.shape())), 1e-5) << steps;
-  }
+  expect_plan_steps_agree(model, *cpu, 2, {{"upsample", 2}, {"softmax", 2}}, 1e-5);
 }
 
 TEST(InferencePlan, FusesBatchNormResidualAndActivationIntoTheConvolutions) {
