@@ -3,13 +3,12 @@
 // with random weights and non-trivial batch-norm statistics; for the small models also with a
 // float64 forward built from the reference ops; it re-reads weights that changed; it runs
 // several batch sizes and thread counts; a server's batched plans (every batch size from a few
-// plans sharing their weights) agree with the layers at every size.
+// plans sharing their weights) agree with the layers at every size. The mobile networks' layers
+// as plan steps: test_inference_plan_layers.cpp.
 #include <gtest/gtest.h>
 
 #include <algorithm>
-#include <cmath>
 #include <memory>
-#include <random>
 #include <sstream>
 #include <string>
 #include <utility>
@@ -23,6 +22,7 @@
 #include "engine/inference/inference_plan.h"
 #include "engine/inference/plan_cache.h"
 #include "tests/batch_norm_stats.h"
+#include "tests/plan_reference.h"
 #include "tests/reference/reference_ops.h"
 
 namespace convoy {
@@ -30,7 +30,11 @@ namespace {
 
 const std::string kModels = std::string(CONVOY_SOURCE_DIR) + "/models/";
 
+using testing::occurrences;
+using testing::random_input;
 using testing::randomize_batch_norms;
+using testing::reference_forward;
+using testing::scaled_error;
 
 InferenceOptions options(int threads, int64_t flops_per_thread = 0) {
   InferenceOptions o;
@@ -39,88 +43,6 @@ InferenceOptions options(int threads, int64_t flops_per_thread = 0) {
   return o;
 }
 
-Tensor random_input(const Model& model, int64_t batch, uint64_t seed) {
-  const Shape& in = model.input_shape();
-  const Shape shape{batch, in[0], in[1], in[2]};
-  return ref::to_tensor(ref::random_vec(shape_numel(shape), seed), shape);
-}
-
-// max |a - b| / max(1, max |b|): fp32 error relative to the logits' scale.
-double scaled_error(const Tensor& a, const Tensor& b) {
-  const ref::Vec x = ref::to_vec(a), y = ref::to_vec(b);
-  EXPECT_EQ(x.size(), y.size());
-  double err = 0, scale = 1;
-  for (size_t i = 0; i < x.size() && i < y.size(); ++i) {
-    err = std::max(err, std::abs(x[i] - y[i]));
-    scale = std::max(scale, std::abs(y[i]));
-  }
-  return err / scale;
-}
-
-// Model::forward in float64 from the reference ops, through the same DAG.
-ref::Vec reference_forward(Model& model, const Tensor& x) {
-  const auto nodes = model.graph_nodes();
-  const int64_t n = x.dim(0);
-  std::vector<ref::Vec> out(nodes.size());
-  std::vector<Shape> shape(nodes.size());
-  const ref::Vec input = ref::to_vec(x);
-  for (size_t i = 0; i < nodes.size(); ++i) {
-    Layer& l = *nodes[i].layer;
-    auto in = [&](size_t k) -> const ref::Vec& { return nodes[i].inputs[k] < 0 ? input : out[nodes[i].inputs[k]]; };
-    auto in_shape = [&](size_t k) {
-      return nodes[i].inputs[k] < 0 ? x.shape() : shape[nodes[i].inputs[k]];
-    };
-    shape[i] = batched(n, nodes[i].shape);
-    const auto ps = l.parameters();
-    auto bias = [&] { return ps.size() > 1 ? ref::to_vec(ps[1]->value) : ref::Vec(); };
-    out[i] = std::visit(
-        Overloaded{
-            [&](const Conv2dSpec& s) {
-              const ref::Vec b = bias();
-              return ref::conv2d_forward(s.params, in(0), in_shape(0), ref::to_vec(ps[0]->value),
-                                         ps[0]->value.shape(), ps.size() > 1 ? &b : nullptr);
-            },
-            [&](const BatchNormSpec& s) {
-              const auto bs = l.buffers();
-              return ref::batchnorm_forward_eval(in(0), in_shape(0), ref::to_vec(ps[0]->value),
-                                                 ref::to_vec(ps[1]->value), ref::to_vec(bs[0]->value),
-                                                 ref::to_vec(bs[1]->value), s.eps);
-            },
-            [&](const ActivationSpec& s) { return ref::activation_forward(s.kind, s.alpha(), in(0)); },
-            [&](const Pool2dSpec& s) { return ref::pool2d_forward(s.params, in(0), in_shape(0)); },
-            [&](const GlobalPoolSpec& s) {
-              const Shape xs = in_shape(0);
-              return ref::pool2d_forward(s.window(xs[2], xs[3]), in(0), xs);
-            },
-            [&](const LinearSpec&) {
-              const ref::Vec b = bias();
-              const Shape xs{n, shape_numel(in_shape(0)) / n};
-              return ref::linear_forward(in(0), xs, ref::to_vec(ps[0]->value), ps[0]->value.shape(),
-                                         ps.size() > 1 ? &b : nullptr);
-            },
-            [&](const AddSpec&) { return ref::add(in(0), in(1)); },
-            [&](const FlattenSpec&) { return in(0); },
-            [&](const DropoutSpec&) { return in(0); },
-            [&](const ConcatSpec&) {
-              ADD_FAILURE() << "no reference for layer type concat";
-              return ref::Vec();
-            },
-            [&](const SoftmaxSpec&) { return ref::channel_softmax(in(0), in_shape(0)); },
-            [&](const UpsampleSpec& s) {
-              const Shape xs = in_shape(0);
-              return ref::upsample_forward(s.mode, in(0), xs, s.out_h(xs[2]), s.out_w(xs[3]));
-            },
-            [&](const MulSpec&) {
-              auto input_shape = [&](int j) {
-                return nodes[i].inputs[j] < 0 ? model.input_shape() : nodes[nodes[i].inputs[j]].shape;
-              };
-              const int k = MulSpec::scale_input(input_shape(0), input_shape(1));
-              return ref::channel_scale_forward(in(1 - k), in_shape(1 - k), in(k));
-            }},
-        l.spec());
-  }
-  return out[model.output_node()];
-}
 
 struct PlanCase {
   const char* file;
@@ -173,137 +95,6 @@ INSTANTIATE_TEST_SUITE_P(Shipped, InferencePlanModels,
                            std::string name = info.param.file;
                            return name.substr(0, name.find('.')) + "_b" + std::to_string(info.param.batch);
                          });
-
-// The mobile networks' activations, fused into convolutions as post-ops (hardsigmoid as two: its
-// clip and its affine tail) and alone (after pooling, on the input): the plan agrees with the
-// layers and with the float64 reference. Inputs over -8 ... 8 and convolution weights x3 reach the
-// saturated sides of relu6, hardsigmoid and hardswish.
-TEST(InferencePlan, MobileActivationsFusedAndAloneAgreeWithTheReference) {
-  Model model = Model::from_yaml(R"(name: mobile_activations
-input: [3, 8, 8]
-layers:
-  - {name: alone_hsig, type: hardsigmoid}
-  - {name: c1, type: conv2d, out_channels: 8, kernel: 3, padding: 1, inputs: [input]}
-  - {name: r6, type: relu6}
-  - {name: c2, type: conv2d, out_channels: 8, kernel: 3, padding: 1}
-  - {name: hsw, type: hardswish}
-  - {name: c3, type: conv2d, out_channels: 8, kernel: 1, inputs: [alone_hsig]}
-  - {name: hsig, type: hardsigmoid}
-  - {name: sum, type: add, inputs: [hsw, hsig]}
-  - {name: c4, type: conv2d, out_channels: 8, kernel: 3, stride: 2, padding: 1}
-  - {name: si, type: silu}
-  - {name: pool, type: maxpool2d, kernel: 2}
-  - {name: sg, type: sigmoid}
-  - {name: alone_r6, type: relu6, inputs: [pool]}
-  - {name: alone_si, type: silu, inputs: [pool]}
-  - {name: alone_hsw, type: hardswish, inputs: [pool]}
-  - {name: sum2, type: add, inputs: [sg, alone_r6]}
-  - {name: sum3, type: add, inputs: [alone_si, alone_hsw]}
-  - {name: sum4, type: add, inputs: [sum2, sum3]}
-  - {name: gap, type: global_avg_pool}
-  - {name: fc, type: linear, out_features: 5}
-)",
-                                 "mobile_activations.yaml", 5);
-  for (auto& [name, p] : model.parameters())
-    if (name.rfind('c', 0) == 0)
-      for (int64_t i = 0; i < p->value.numel(); ++i) p->value.data<float>()[i] *= 3.0f;
-  model.mark_weights_changed();
-  const std::unique_ptr<Backend> cpu = make_cpu_backend({});
-  model.to(*cpu, DType::f32);
-  Tensor x = random_input(model, 2, 9);
-  for (int64_t i = 0; i < x.numel(); ++i) x.data<float>()[i] *= 8.0f;
-  const Tensor expected = model.forward(*cpu, x, StepInfo{});
-  const ref::Vec truth = reference_forward(model, x);
-  InferencePlan plan(model, 2);
-  const std::string steps = plan.describe();
-  for (const char* fused : {"+relu6", "+hardswish", "+hardsigmoid", "+silu"})
-    EXPECT_NE(steps.find(fused), std::string::npos) << fused << " not fused: " << steps;
-  const Tensor got = plan.run(x);
-  EXPECT_LT(scaled_error(got, expected), 1e-4) << steps;
-  EXPECT_LT(scaled_error(got, ref::to_tensor(truth, expected.shape())), 1e-4) << steps;
-}
-
-// How often `needle` occurs in a plan's describe() text.
-size_t occurrences(const std::string& steps, const std::string& needle) {
-  size_t n = 0;
-  for (size_t p = 0; (p = steps.find(needle, p)) != std::string::npos; ++p) ++n;
-  return n;
-}
-
-// A plan of `model` (on `cpu`) at `batch`, in both activation layouts: each needle occurs in its
-// steps as often as given, and its logits agree with the layers' and the float64 reference's
-// within `tolerance` (the layers themselves with the reference within 1e-5).
-void expect_plan_steps_agree(Model& model, Backend& cpu, int64_t batch,
-                             const std::vector<std::pair<std::string, size_t>>& steps_expected, double tolerance) {
-  const Tensor x = random_input(model, batch, 9);
-  const Tensor expected = model.forward(cpu, x, StepInfo{});
-  const Tensor truth = ref::to_tensor(reference_forward(model, x), expected.shape());
-  EXPECT_LT(scaled_error(expected, truth), 1e-5);
-  for (const PlanLayout layout : {PlanLayout::blocked, PlanLayout::onednn}) {
-    InferenceOptions options;
-    options.layout = layout;
-    InferencePlan plan(model, batch, options);
-    const std::string steps = plan.describe();
-    for (const auto& [needle, count] : steps_expected) EXPECT_EQ(occurrences(steps, needle), count) << steps;
-    const Tensor got = plan.run(x);
-    EXPECT_LT(scaled_error(got, expected), tolerance) << steps;
-    EXPECT_LT(scaled_error(got, truth), tolerance) << steps;
-  }
-}
-
-// Squeeze-and-excitation's mul as a binary step: its factor (N, C, 1, 1) after 1x1 convolutions,
-// and (N, C) after a linear layer, given first; in both layouts (16 channels: blocked too).
-TEST(InferencePlan, SqueezeExcitationMulAgreesWithTheReference) {
-  Model model = Model::from_yaml(R"(name: se
-input: [3, 8, 8]
-layers:
-  - {name: c1, type: conv2d, out_channels: 16, kernel: 3, padding: 1}
-  - {name: bn, type: batchnorm2d}
-  - {name: act, type: silu}
-  - {name: gap, type: global_avg_pool}
-  - {name: fc1, type: conv2d, out_channels: 4, kernel: 1}
-  - {name: r, type: relu}
-  - {name: fc2, type: conv2d, out_channels: 16, kernel: 1}
-  - {name: s, type: hardsigmoid}
-  - {name: se, type: mul, inputs: [act, s]}
-  - {name: c2, type: conv2d, out_channels: 16, kernel: 3, padding: 1}
-  - {name: gap2, type: global_avg_pool}
-  - {name: flat, type: flatten}
-  - {name: lin, type: linear, out_features: 16}
-  - {name: sg, type: sigmoid}
-  - {name: se2, type: mul, inputs: [sg, c2]}
-  - {name: gap3, type: global_avg_pool}
-  - {name: fc, type: linear, out_features: 5}
-)",
-                                 "se.yaml", 5);
-  randomize_batch_norms(model, 12);
-  const std::unique_ptr<Backend> cpu = make_cpu_backend({});
-  model.to(*cpu, DType::f32);
-  expect_plan_steps_agree(model, *cpu, 3, {{"mul (per channel)", 2}}, 1e-4);
-}
-
-// Upsampling (nearest by a factor, bilinear to a size that is no multiple, 16 channels: the blocked
-// layout's) and softmax over the channels of planes and of the logits run as plan steps, in both
-// activation layouts, and agree with the layers and with the float64 reference.
-TEST(InferencePlan, UpsampleAndSoftmaxStepsAgreeWithTheReference) {
-  Model model = Model::from_yaml(R"(name: upsample_softmax
-input: [3, 5, 6]
-layers:
-  - {name: c1, type: conv2d, out_channels: 16, kernel: 3, padding: 1}
-  - {name: up, type: upsample, scale: [2, 3]}
-  - {name: c2, type: conv2d, out_channels: 16, kernel: 3, padding: 1}
-  - {name: bi, type: upsample, mode: bilinear, size: [13, 7]}
-  - {name: sm, type: softmax}
-  - {name: c3, type: conv2d, out_channels: 16, kernel: 3, stride: 2}
-  - {name: gap, type: global_avg_pool}
-  - {name: fc, type: linear, out_features: 5}
-  - {name: probs, type: softmax}
-)",
-                                 "upsample_softmax.yaml", 5);
-  const std::unique_ptr<Backend> cpu = make_cpu_backend({});
-  model.to(*cpu, DType::f32);
-  expect_plan_steps_agree(model, *cpu, 2, {{"upsample", 2}, {"softmax", 2}}, 1e-5);
-}
 
 TEST(InferencePlan, FusesBatchNormResidualAndActivationIntoTheConvolutions) {
   Model model = Model::from_file(kModels + "resnet20.yaml", 1);
