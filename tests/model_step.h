@@ -50,14 +50,22 @@ inline ModelStep model_step(Backend& be, const std::string& model_file, DType dt
   return out;
 }
 
-// ||a - b|| / ||b||: small for the same computation in another order, ~1 for a scrambled one.
-inline double relative_difference(const std::vector<float>& a, const std::vector<float>& b) {
-  double diff = 0, norm = 0;
-  for (size_t i = 0; i < a.size(); ++i) {
-    diff += (double(a[i]) - b[i]) * (double(a[i]) - b[i]);
-    norm += double(b[i]) * b[i];
-  }
-  return std::sqrt(diff / std::max(norm, 1e-30));
+inline double l2_norm(const std::vector<float>& v) {
+  double sum = 0;
+  for (float e : v) sum += double(e) * e;
+  return std::sqrt(sum);
+}
+
+// The floor below which a norm is taken as zero (no division by 0).
+inline constexpr double kNormFloor = 1e-15;
+
+// ||a - b|| / max(||b||, floor): small for the same computation in another order, ~1 for a
+// scrambled one. A floor measures a b that is itself rounding against a larger scale.
+inline double relative_difference(const std::vector<float>& a, const std::vector<float>& b,
+                                  double floor = kNormFloor) {
+  double diff = 0;
+  for (size_t i = 0; i < a.size(); ++i) diff += (double(a[i]) - b[i]) * (double(a[i]) - b[i]);
+  return std::sqrt(diff) / std::max(l2_norm(b), floor);
 }
 
 // Gradient errors of `step` against the reference, one per parameter.

@@ -5,8 +5,7 @@
 // gives the layer-by-layer forward, in f32 and bf16 channels-last.
 #include <gtest/gtest.h>
 
-#include <algorithm>
-#include <cmath>
+#include <map>
 #include <random>
 #include <string>
 #include <vector>
@@ -27,14 +26,9 @@ class CudaSqueezeExcitation : public ::testing::Test {
   }
 };
 
+using convoy::testing::l2_norm;
 using convoy::testing::model_step;
 using convoy::testing::relative_difference;
-
-double norm(const std::vector<float>& v) {
-  double s = 0;
-  for (float e : v) s += double(e) * e;
-  return std::sqrt(s);
-}
 
 // Each gradient's error against the CPU's, relative to its own size, or to 1e-3 of its layer's
 // weight gradient where it is smaller: the bias gradient of an excitation's second convolution
@@ -43,18 +37,16 @@ double norm(const std::vector<float>& v) {
 // and their relative difference is about 1 on the CPU's own fused against unfused step too.
 std::vector<double> grad_errors_with_floor(const convoy::testing::ModelStep& got,
                                            const convoy::testing::ModelStep& ref) {
+  std::map<std::string, double> norms;
+  for (const auto& [name, g] : ref.grads) norms[name] = l2_norm(g);
   std::vector<double> out;
   for (size_t i = 0; i < ref.grads.size(); ++i) {
-    const auto& [name, want] = ref.grads[i];
-    double scale = norm(want);
+    const std::string& name = ref.grads[i].first;
     const std::string weight =
         name.ends_with(".bias") ? name.substr(0, name.size() - std::string(".bias").size()) + ".weight" : "";
-    for (const auto& [other, g] : ref.grads)
-      if (other == weight) scale = std::max(scale, 1e-3 * norm(g));
-    double diff = 0;
-    for (size_t k = 0; k < want.size(); ++k)
-      diff += (double(got.grads[i].second[k]) - want[k]) * (double(got.grads[i].second[k]) - want[k]);
-    out.push_back(std::sqrt(diff) / std::max(scale, 1e-30));
+    const auto w = norms.find(weight);
+    out.push_back(relative_difference(got.grads[i].second, ref.grads[i].second,
+                                      w == norms.end() ? convoy::testing::kNormFloor : 1e-3 * w->second));
   }
   return out;
 }
