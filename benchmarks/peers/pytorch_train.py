@@ -32,6 +32,7 @@ import time
 sys.dont_write_bytecode = True  # no __pycache__ in the source tree
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import convoy_model as cm  # noqa: E402
+import torch_variants as tv  # noqa: E402
 
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
@@ -117,8 +118,7 @@ def main():
     model = torch.compile(net, mode=compile_mode) if compile_mode else net
     # Under CUDA graphs (reduce-overhead, max-autotune) each step's outputs live until the next
     # replay: the step's start is marked, and its loss and logits are read before the next one.
-    mark_step = getattr(getattr(torch, "compiler", None), "cudagraph_mark_step_begin", None) \
-        if cuda and compile_mode in ("reduce-overhead", "max-autotune") else None
+    mark_step = tv.step_marker(torch, compile_mode, cuda)
     train_x, train_y = cm.load_fashion_mnist(data_dir, "train", args.train_limit)
     test_x, test_y = cm.load_fashion_mnist(data_dir, "test", args.test_limit)
     train_x, train_y, test_x, test_y = (t.to(device) for t in (train_x, train_y, test_x, test_y))
@@ -129,8 +129,7 @@ def main():
     std = torch.tensor(std_v * channels if len(std_v) == 1 else std_v, device=device).view(1, -1, 1, 1)
 
     lr = float(opt_cfg.get("lr", 0.1))
-    import inspect
-    fused = cuda and "fused" in inspect.signature(torch.optim.SGD).parameters
+    fused = tv.fused_sgd_available(torch, cuda)
     opt = torch.optim.SGD(cm.param_groups(net, float(opt_cfg.get("weight_decay", 0.0))), lr=lr,
                           momentum=float(opt_cfg.get("momentum", 0.9)), nesterov=bool(opt_cfg.get("nesterov", False)),
                           **({"fused": True} if fused else {}))

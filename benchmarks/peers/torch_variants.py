@@ -98,7 +98,7 @@ def reset_compiler(torch):
         pass
 
 
-def _step_marker(torch, compile_mode, cuda):
+def step_marker(torch, compile_mode, cuda):
     """torch.compiler.cudagraph_mark_step_begin where the mode replays CUDA graphs: each step is
     a new iteration, whose replay may overwrite the previous step's outputs."""
     if not cuda or compile_mode not in CUDA_GRAPH_MODES:
@@ -150,7 +150,7 @@ def build_training_step(torch, net, name, ctx):
             opt.step()
     else:
         opt_step = opt.step
-    mark = _step_marker(torch, compile_mode, cuda)
+    mark = step_marker(torch, compile_mode, cuda)
     images, labels = ctx["images"], ctx["labels"]
     it = [0]
     last = {}
@@ -186,7 +186,7 @@ def build_inference_step(torch, net, name, ctx):
         with torch.autocast(device_type=device_type, dtype=torch.bfloat16, enabled=autocast):
             return net(x)
     infer = torch.compile(infer, mode=compile_mode)
-    mark = _step_marker(torch, compile_mode, cuda)
+    mark = step_marker(torch, compile_mode, cuda)
     images = ctx["images"]
     it = [0]
     last = {}
