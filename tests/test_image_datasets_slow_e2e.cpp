@@ -3,14 +3,13 @@
 #include <gtest/gtest.h>
 
 #include <chrono>
-#include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <iostream>
 #include <regex>
 #include <string>
 
-#include "datasets/dataset.h"
+#include "fashion_mnist_folder.h"
 #include "run_command.h"
 #include "temp_dir.h"
 
@@ -24,17 +23,10 @@ using convoy::testing::run_command;
 // (models/resnet20.yaml) on a subset of Fashion-MNIST written as a colour JPEG folder (32x32)
 // by scripts/datasets/fashion_mnist_to_folder.py, on the CPU.
 TEST(ImageDatasetsSlowE2E, Resnet20OnAFashionMnistJpegFolderBeatsTheStatedAccuracy) {
-  const std::string fmnist = std::string(convoy::kFashionMnistDefaultPath);
-  if (!fs::exists(fmnist + "/train-images-idx3-ubyte.gz"))
-    GTEST_SKIP() << "Fashion-MNIST is not installed at " << fmnist << " (sudo bash scripts/setup.sh)";
-  if (std::system("/usr/bin/python3 -c 'import numpy, PIL' >/dev/null 2>&1") != 0)
-    GTEST_SKIP() << "/usr/bin/python3 with numpy and Pillow is needed to write the image folder "
-                    "(sudo bash scripts/setup.sh installs python3-numpy and python3-pil)";
+  if (const std::string why = convoy::testing::fashion_mnist_folder_unavailable(); !why.empty()) GTEST_SKIP() << why;
   const convoy::testing::TempDir dir("convoy-fmnist-folder");
   const fs::path root = dir / "fmnist32";
-  const std::string script = std::string(CONVOY_SOURCE_DIR) + "/scripts/datasets/fashion_mnist_to_folder.py";
-  const CommandResult gen = run_command("/usr/bin/python3 " + script + " --out " + root.string() +
-                                                  " --train-limit 4000 --test-limit 1000 --size 32 2>&1");
+  const CommandResult gen = convoy::testing::write_fashion_mnist_folder(root, 4000, 1000, 32);
   ASSERT_EQ(gen.status, 0) << gen.output;
 
   const fs::path cfg = dir / "fmnist_resnet20.yaml";

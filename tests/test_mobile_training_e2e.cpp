@@ -13,7 +13,7 @@
 #include <string>
 #include <vector>
 
-#include "datasets/dataset.h"
+#include "fashion_mnist_folder.h"
 #include "run_command.h"
 #include "temp_dir.h"
 
@@ -49,12 +49,7 @@ std::vector<EpochRow> epoch_rows(const fs::path& csv) {
 class MobileTrainingE2E : public ::testing::TestWithParam<const char*> {
  protected:
   void SetUp() override {
-    const std::string fmnist = std::string(convoy::kFashionMnistDefaultPath);
-    if (!fs::exists(fmnist + "/train-images-idx3-ubyte.gz"))
-      GTEST_SKIP() << "Fashion-MNIST is not installed at " << fmnist << " (sudo bash scripts/setup.sh)";
-    if (std::system("/usr/bin/python3 -c 'import numpy, PIL' >/dev/null 2>&1") != 0)
-      GTEST_SKIP() << "/usr/bin/python3 with numpy and Pillow is needed to write the image folder "
-                      "(sudo bash scripts/setup.sh installs python3-numpy and python3-pil)";
+    if (const std::string why = convoy::testing::fashion_mnist_folder_unavailable(); !why.empty()) GTEST_SKIP() << why;
   }
   convoy::testing::TempDir dir_{"convoy-mobile-train"};
 };
@@ -62,9 +57,7 @@ class MobileTrainingE2E : public ::testing::TestWithParam<const char*> {
 TEST_P(MobileTrainingE2E, TrainsAFewStepsOnAFashionMnistFolderWithFiniteFallingLoss) {
   const std::string arch = GetParam();
   const fs::path root = dir_ / "fmnist32";
-  const CommandResult gen =
-      run_command("/usr/bin/python3 " + std::string(CONVOY_SOURCE_DIR) + "/scripts/datasets/fashion_mnist_to_folder.py --out " +
-                  root.string() + " --train-limit 640 --test-limit 200 --size 32 2>&1");
+  const CommandResult gen = convoy::testing::write_fashion_mnist_folder(root, 640, 200, 32);
   ASSERT_EQ(gen.status, 0) << gen.output;
   std::string yaml = read_text(std::string(CONVOY_SOURCE_DIR) + "/models/" + arch + ".yaml");
   const std::string shipped_input = "input: [3, 224, 224]";
