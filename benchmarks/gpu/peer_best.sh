@@ -6,7 +6,8 @@
 # e.g. benchmarks/gpu/peer_best.sh out benchmarks/suites/resnet_gpu_training.yaml \
 #        resnet18:240 'resnet50:200:default/fused,reduce-overhead/fused'
 # MODEL is a model file's name in the suite (resnet18 for ../../models/resnet18.yaml); VARIANTS is
-# CONVOY_PEER_VARIANTS for that model (benchmarks/peers/torch_variants.py). Configures and builds
+# CONVOY_PEER_VARIANTS for that model (benchmarks/peers/torch_variants.py). PEER_BEST_BENCH_ARGS
+# goes to every `convoy bench` (e.g. "--precision tf32 --devices cuda"). Configures and builds
 # through run.sh where build-gpu/ is not there yet.
 set -uo pipefail
 out=${1:?usage: benchmarks/gpu/peer_best.sh OUTDIR SUITE MODEL[:SECONDS[:VARIANTS]]...}
@@ -26,7 +27,7 @@ for spec in "$@"; do
                            {inm = 0; print}' "$suite" > "$one"
   echo "== $model ($(date -u '+%F %H:%M:%S UTC'), variants: ${variants:-all}, at most ${seconds:-300} s)"
   CONVOY_PEER_VARIANTS=$variants timeout "${seconds:-300}" bash benchmarks/gpu/suite.sh "$out/$model" "$one" \
-    > "$out/$model.txt" 2>&1
+    ${PEER_BEST_BENCH_ARGS:-} > "$out/$model.txt" 2>&1
   echo "exit $?"
   cat "$out/$model.txt"
   grep -h "compiled and warmed up\|failed" "$out/$model/bench.err" 2>/dev/null | tail -12
