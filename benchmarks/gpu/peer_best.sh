@@ -7,7 +7,8 @@
 #        resnet18:240 'resnet50:200:default/fused,reduce-overhead/fused'
 # MODEL is a model file's name in the suite (resnet18 for ../../models/resnet18.yaml); VARIANTS is
 # CONVOY_PEER_VARIANTS for that model (benchmarks/peers/torch_variants.py). PEER_BEST_BENCH_ARGS
-# goes to every `convoy bench` (e.g. "--precision tf32 --devices cuda"). Configures and builds
+# goes to every `convoy bench` (e.g. "--devices cuda --peers pytorch,pytorch_compiled"; its
+# --precision adds rows, it does not select them). Configures and builds
 # through run.sh where build-gpu/ is not there yet.
 set -uo pipefail
 out=${1:?usage: benchmarks/gpu/peer_best.sh OUTDIR SUITE MODEL[:SECONDS[:VARIANTS]]...}
