@@ -93,12 +93,16 @@ on_exit() {
 }
 trap on_exit EXIT
 # build LOG ARGS...: podman build with its output in $LOGS/LOG.log (the tail shown on failure).
+# With CCACHE_DIR set (.ci/run sets it for its test build), the builder stages compile through
+# that cache, mounted, so the images recompile only what the test build did not.
 build() {
   local log=$LOGS/$1.log; shift
-  if ! podman build --network host --layers -v "$WORK/apt-archives:/var/cache/apt/archives" "$@" >"$log" 2>&1; then
+  local cache=()
+  [ -n "${CCACHE_DIR:-}" ] && mkdir -p "$CCACHE_DIR" && cache=(-v "$CCACHE_DIR:/var/cache/ccache" --build-arg CCACHE_DIR=/var/cache/ccache)
+  if ! podman build --network host --layers -v "$WORK/apt-archives:/var/cache/apt/archives" "${cache[@]}" "$@" >"$log" 2>&1; then
     tail -n 40 "$log"; fail "podman build $* (log: $log)"
   fi
-  grep -E '^runtime packages:|Convoy: CUDA' "$log" | sort -u || true
+  grep -E '^runtime packages:|Convoy: CUDA|^ccache:' "$log" | sort -u || true
 }
 # ctr ARGS... IMAGE ARGS...: runs a container the way a user would, no network.
 ctr() { podman run --rm --network none "$@"; }

@@ -31,6 +31,7 @@ test_packages=(
   wrk                    # convoy serve's load test (tests/serve, benchmarks/serve/load_test.sh)
   nghttp2-client         # h2load: benchmarks/serve/load_test.sh SERVE_PROTOCOL=grpc (a gRPC load that is not Python)
   libgtest-dev libgmock-dev libbenchmark-dev
+  ccache                 # .ci/run: the images' builds reuse what the test build compiled (docker/test-images.sh)
   clang libfuzzer-14-dev # scripts/fuzz.sh: the libFuzzer targets (tests/fuzz/) need clang's libFuzzer
   python3-numpy python3-torch python3-matplotlib   # golden tests, peers, charts
   python3-torchvision    # the torchvision acceptance models (mobilenet_v2, the resnets) in the onnx and init-weights tests
