@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <array>
+#include <chrono>
 #include <iostream>
 #include <memory>
 #include <optional>
@@ -403,14 +404,20 @@ bool CudaOps::conv2d_forward_fused(const Conv2dParams& p, const Tensor& x, const
     // The benchmark writes a stand-in: y may be a buffer whose values are still read (it is not,
     // in a forward pass, but a recording's buffers are better left alone).
     const Tensor stand_in(y.shape(), y.dtype(), ctx_.tensors, y.layout());
+    const auto started = std::chrono::steady_clock::now();
     std::unique_ptr<GraphConvPlan> plan = GraphConvPlan::build(
-        ctx_.cudnn, spec, GraphConvChoice{ctx_.benchmark, ctx_.deterministic, workspace_limit()}, x.raw(), w.raw(),
+        ctx_.cudnn, spec, GraphConvChoice{ctx_.benchmark, ctx_.deterministic, workspace_limit(), true}, x.raw(), w.raw(),
         stand_in.raw(), [this](size_t bytes) { return conv_workspace_.get(bytes); }, b.raw(),
         residual ? residual->raw() : nullptr);
     if (!plan && ctx_.tunables.verbose)
       std::cerr << "convoy: cuDNN has no fused convolution + bias" << (residual ? " + add" : "") << (relu ? " + relu" : "")
-                << " for x " << shape_str(x.shape()) << " w " << shape_str(w.shape()) << " without run-time compilation;"
+                << " for x " << shape_str(x.shape()) << " w " << shape_str(w.shape()) << ";"
                 << " the ops run one by one\n";
+    if (plan && ctx_.tunables.verbose)
+      std::cerr << "convoy: fused convolution plan for x " << shape_str(x.shape()) << " w " << shape_str(w.shape())
+                << " built in "
+                << std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - started).count()
+                << " ms\n";
     it = fused_conv_plans_.emplace(key, std::move(plan)).first;
   }
   if (!it->second) return false;

@@ -38,7 +38,13 @@ struct GraphConvChoice {
   bool benchmark = false;      // time the first few on the live buffers, keep the fastest
   bool deterministic = false;  // only engines without cuDNN's non-determinism note
   size_t workspace_limit = 0;  // bytes
+  // Also engines that compile their kernel at run time (NVRTC): on cuDNN 9.14 every engine of a
+  // fused graph (convolution + bias/residual/ReLU) is one. Building one takes 0.03 - 0.8 s on the
+  // H200 (cuDNN keeps what it compiled for the next identical kernel), so at most
+  // kRuntimeCompiledCandidates of them are built per plan.
+  bool runtime_compilation = false;
 };
+inline constexpr int kRuntimeCompiledCandidates = 3;
 
 class GraphConvPlan {
  public:
@@ -48,7 +54,7 @@ class GraphConvPlan {
 
   // The plan for `spec`, or null where cuDNN's graph API has none that builds within the
   // choice's limits (the caller falls back to the legacy calls). Engines that compile at run
-  // time (NVRTC, seconds each) are left out. Benchmarking reads and writes the buffers x, w, y
+  // time (NVRTC) only where the choice allows them. Benchmarking reads and writes the buffers x, w, y
   // (the written one may be a stand-in, where the tensor must keep its values); `workspace`
   // returns device scratch of at least the bytes asked.
   // `bias` and `residual`: the epilogue's buffers where the spec has them.
