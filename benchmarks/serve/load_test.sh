@@ -114,7 +114,10 @@ PY
 "$convoy" serve --model-repository "$work/repo" --host 127.0.0.1 --http-port 0 --metrics-port 0 --grpc-port 0 \
   ${SERVE_FLAGS:-} 2>"$work/serve.err" &
 server=$!
+started=$(date +%s.%N)
 for _ in $(seq 300); do grep -q "HTTP on" "$work/serve.err" && break; sleep 0.1; done
+echo "server listening after $(python3 -c "print(f'{$(date +%s.%N) - $started:.1f}')") s"
+grep -iE "loaded|ready" "$work/serve.err" | head -n 5
 port=$(sed -n 's/.*HTTP on 127.0.0.1:\([0-9]*\).*/\1/p' "$work/serve.err")
 [ -n "$port" ] || { cat "$work/serve.err" >&2; exit 1; }
 metrics_port=$(sed -n 's/.*metrics on 127.0.0.1:\([0-9]*\).*/\1/p' "$work/serve.err")
