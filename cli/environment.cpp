@@ -45,6 +45,7 @@ EngineOptions engine_options_from_environment() {
   o.fault_inject_step = fault_inject_step();
   o.cuda.cudnn_graph = on_unless_zero("CONVOY_CUDNN_GRAPH");
   o.cuda.stem_gemm = on_unless_zero("CONVOY_STEM_GEMM");
+  o.cuda.cudnn_compiled = on_unless_zero("CONVOY_CUDNN_COMPILED");
   o.cuda.bn_kernels = off_unless_one("CONVOY_CUDA_BN_KERNELS");
   o.cuda.verbose = off_unless_one("CONVOY_CUDA_VERBOSE");
   o.winograd = on_unless_zero("CONVOY_WINOGRAD");

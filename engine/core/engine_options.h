@@ -13,6 +13,9 @@ namespace convoy {
 struct CudaTunables {
   bool cudnn_graph = true;  // reduced-precision and tf32 convolutions through cuDNN's graph API; off: legacy calls
   bool stem_gemm = true;    // narrow reduced-precision stems as im2col + a cuBLAS GEMM; off: cuDNN
+  // Folded convolutions (conv + bias + add + ReLU) through cuDNN's run-time compiled engines in
+  // bf16/f16; off: no compiling, the unfused path (a model loads faster and runs slower).
+  bool cudnn_compiled = true;
   bool bn_kernels = false;  // batch norm through Convoy's kernels instead of cuDNN
   bool verbose = false;     // a line on stderr when batch norm leaves cuDNN for a dtype
 };

@@ -408,7 +408,7 @@ bool CudaOps::conv2d_forward_fused(const Conv2dParams& p, const Tensor& x, const
     // bf16 inference on the H200 25.7k -> 32.8k img/s at batch 256, RESULTS.md). Not for TF32:
     // there a served batch and the same plan built again differed by 7.5e-6 where they must agree
     // bit for bit (tests/cuda/test_served_gpu.cpp), not yet explained.
-    const bool compiled_engines = x.dtype() != DType::f32;
+    const bool compiled_engines = ctx_.tunables.cudnn_compiled && x.dtype() != DType::f32;
     const auto started = std::chrono::steady_clock::now();
     std::unique_ptr<GraphConvPlan> plan = GraphConvPlan::build(
         ctx_.cudnn, spec, GraphConvChoice{ctx_.benchmark, ctx_.deterministic, workspace_limit(), compiled_engines},
