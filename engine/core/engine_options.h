@@ -17,7 +17,7 @@ struct CudaTunables {
   // bf16/f16; off: no compiling, the unfused path (a model loads faster and runs slower).
   bool cudnn_compiled = true;
   bool bn_kernels = false;  // batch norm through Convoy's kernels instead of cuDNN
-  bool verbose = false;     // a line on stderr when batch norm leaves cuDNN for a dtype
+  bool verbose = false;     // lines on stderr: batch norm leaving cuDNN for a dtype, each fused convolution plan
 };
 
 // The activation formats of a CPU inference plan in which Winograd runs (InferenceOptions::layout):
