@@ -407,7 +407,8 @@ bool CudaOps::conv2d_forward_fused(const Conv2dParams& p, const Tensor& x, const
     // cuDNN 9.14's fused engines are all compiled at run time: taken for bf16 and f16 (ResNet-50
     // bf16 inference on the H200 25.7k -> 32.8k img/s at batch 256, RESULTS.md). Not for TF32:
     // there a served batch and the same plan built again differed by 7.5e-6 where they must agree
-    // bit for bit (tests/cuda/test_served_gpu.cpp), not yet explained.
+    // bit for bit (tests/cuda/test_served_gpu.cpp), not yet explained: the two builds may have
+    // timed different engines fastest, or the engine kept is non-deterministic.
     const bool compiled_engines = ctx_.tunables.cudnn_compiled && x.dtype() != DType::f32;
     const auto started = std::chrono::steady_clock::now();
     std::unique_ptr<GraphConvPlan> plan = GraphConvPlan::build(
