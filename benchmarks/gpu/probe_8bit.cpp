@@ -8,6 +8,8 @@
 //       epilogue (fp8: per-tensor scales, the output e4m3; int8: a per-row alpha vector)
 // cuDNN engines that compile at run time (NVRTC) are allowed here and reported, with their build
 // time. Prints one line per case and the network's sum per variant (conv time per image).
+// Standalone on purpose (one g++ call, no engine build): its descriptor helpers are shaped like
+// engine/backends/cuda/cudnn_graph_conv.cpp's, which cannot yet build 8-bit graphs.
 //   g++ -O2 -std=c++17 probe_8bit.cpp -I/usr/local/cuda/include -L/usr/local/cuda/lib64 \
 //       -lcudnn -lcublasLt -lcudart -o probe_8bit && ./probe_8bit [seconds_budget]
 #include <cublasLt.h>
