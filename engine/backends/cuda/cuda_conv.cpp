@@ -415,15 +415,16 @@ bool CudaOps::conv2d_forward_fused(const Conv2dParams& p, const Tensor& x, const
         ctx_.cudnn, spec, GraphConvChoice{ctx_.benchmark, ctx_.deterministic, workspace_limit(), compiled_engines},
         x.raw(), w.raw(), stand_in.raw(), [this](size_t bytes) { return conv_workspace_.get(bytes); }, b.raw(),
         residual ? residual->raw() : nullptr);
-    if (!plan && ctx_.tunables.verbose)
-      std::cerr << "convoy: cuDNN has no fused convolution + bias" << (residual ? " + add" : "") << (relu ? " + relu" : "")
-                << " for x " << shape_str(x.shape()) << " w " << shape_str(w.shape()) << ";"
-                << " the ops run one by one\n";
-    if (plan && ctx_.tunables.verbose)
-      std::cerr << "convoy: fused convolution plan for x " << shape_str(x.shape()) << " w " << shape_str(w.shape())
-                << " built in "
-                << std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - started).count()
-                << " ms\n";
+    if (ctx_.tunables.verbose) {
+      std::cerr << "convoy: fused convolution + bias" << (residual ? " + add" : "") << (relu ? " + relu" : "")
+                << " for x " << shape_str(x.shape()) << " w " << shape_str(w.shape());
+      if (plan)
+        std::cerr << ": plan built in "
+                  << std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - started).count()
+                  << " ms\n";
+      else
+        std::cerr << ": cuDNN has none; the ops run one by one\n";
+    }
     it = fused_conv_plans_.emplace(key, std::move(plan)).first;
   }
   if (!it->second) return false;
