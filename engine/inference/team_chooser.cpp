@@ -82,7 +82,7 @@ void TeamChooser::finish_probe() {
   const double cost = std::accumulate(probe_seconds_.begin(), probe_seconds_.end(), 0.0);
   const double mean = (cost - probe_seconds_.front()) / static_cast<double>(probe_seconds_.size() - 1);
   const bool down = probe_level_ > level_;
-  if (mean < kWinMargin * reference_) {
+  if (mean < (down ? kDownMargin : kWinMargin) * reference_) {
     level_ = probe_level_;
     blocks_at_level_ = 0;
     previous_mean_ = 0;

@@ -5,8 +5,9 @@
 // the whole pass (fmnet at batch 32 at 0.56x ONNX Runtime, batch 1's p99 30x its p50: issue 39),
 // while a smaller team whose threads each keep a core runs at full speed. So a plan runs the full
 // team while nothing competes; when its passes show contention (the team gets less than its
-// cores' time, or its passes vary), it tries the next smaller team (half, down to 1) for a few passes and keeps the
-// faster; from time to time it tries the larger team again, to come back when the cores are free.
+// cores' time, or its passes vary), it tries the next smaller team (half, down to 1) for a few
+// passes and keeps it unless it is slower; from time to time it tries the larger team again, and
+// keeps that if it is clearly faster, to come back when the cores are free.
 // Tries cost at most about 1% of the time (each waits a hundred times its own length, doubling
 // while they lose), and none happen on a quiet machine. Pure logic: InferencePlan times passes
 // and reads the process's CPU time (tests feed it numbers).
@@ -52,10 +53,15 @@ class TeamChooser {
   static constexpr double kVaried = 2.0;
   // A try: this many passes at the other team, and kBlockSeconds without the first (its threads
   // wake, its caches fill), which is left out: a contended team's passes are mostly fast with a
-  // few stalled a time slice long, so a short try would miss what makes it slow. It wins when
-  // its mean is under this share of the block before it.
+  // few stalled a time slice long, so a short try would miss what makes it slow. A larger team
+  // wins when its mean is under kWinMargin of the block before it; a smaller one, tried only
+  // under contention, when it is no slower (kDownMargin): at the same mean its passes are the
+  // steadier, each thread keeping a core instead of waiting at barriers for one that lost its
+  // own (ResNet-18 at batch 32 beside a busy process kept the team of 2 and had one pass of 4.9
+  // times the median, issue 39). The two margins keep a move from being undone at once.
   static constexpr int kProbePasses = 3;
   static constexpr double kWinMargin = 0.85;
+  static constexpr double kDownMargin = 1.0;
   // Pass time between tries: at least their cost over this (1%), times a back-off that doubles
   // while tries in that direction lose, up to kMaxBackoff.
   static constexpr double kProbeBudget = 0.01;
