@@ -178,6 +178,13 @@ TEST(Bench, TimingStopsWhenThreeRoundsAgreeAndReportsPercentiles) {
   EXPECT_FALSE(r.stable);
   EXPECT_EQ(r.rounds, 7);
   EXPECT_GT(r.spread, 0.3);
+
+  // Iterations longer than a round (100 ms): the rounds are latency samples already, and the
+  // latency phase adds its second's worth after them (10 more), not nothing.
+  t.max_rounds = 8;
+  r = measure_iterations([&] { now += 0.1; }, [] {}, t, [&] { return now; });
+  EXPECT_EQ(r.iterations_per_round, 1);
+  EXPECT_EQ(r.latencies.size(), static_cast<size_t>(r.rounds) + 10);
 }
 
 }  // namespace

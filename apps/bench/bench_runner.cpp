@@ -133,19 +133,18 @@ TimingResult measure_iterations(const std::function<void()>& step, const std::fu
   r.rounds = static_cast<int64_t>(rounds.size());
   r.median = median_of(rounds);
 
-  // Latency: one synchronized iteration per sample.
-  if (k == 1) {
-    r.latencies = rounds;
-  } else {
-    const double lat_start = clock();
-    while (static_cast<int64_t>(r.latencies.size()) < t.latency_samples) {
-      const double a = clock();
-      step();
-      sync();
-      const double b = clock();
-      r.latencies.push_back(b - a);
-      if (b - lat_start >= t.latency_seconds) break;
-    }
+  // Latency: one synchronized iteration per sample. Rounds of one iteration are such samples
+  // already; the phase still runs after them, so that a slow pass's p99 is not just the
+  // slowest of a handful of rounds.
+  if (k == 1) r.latencies = rounds;
+  const double lat_start = clock();
+  while (static_cast<int64_t>(r.latencies.size()) < t.latency_samples) {
+    const double a = clock();
+    step();
+    sync();
+    const double b = clock();
+    r.latencies.push_back(b - a);
+    if (b - lat_start >= t.latency_seconds) break;
   }
   r.p50 = percentile(r.latencies, 0.50);
   r.p99 = percentile(r.latencies, 0.99);

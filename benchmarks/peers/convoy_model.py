@@ -511,15 +511,14 @@ def measure(step, timing, cuda=False):
             break
         if len(rounds) >= t["min_rounds"] and (len(rounds) >= t["max_rounds"] or clock() - start >= t["max_seconds"]):
             break
-    if k == 1:
-        latencies = list(rounds)
-    else:
-        latencies = []
-        lat_start = clock()
-        while len(latencies) < t["latency_samples"]:
-            latencies.append(timed(1))
-            if clock() - lat_start >= t["latency_seconds"]:
-                break
+    # Rounds of one iteration are latency samples already; the phase still runs after them (as
+    # convoy bench's does), so that a slow pass's p99 is more than the slowest of a few rounds.
+    latencies = list(rounds) if k == 1 else []
+    lat_start = clock()
+    while len(latencies) < t["latency_samples"]:
+        latencies.append(timed(1))
+        if clock() - lat_start >= t["latency_seconds"]:
+            break
     return {"median": percentile(rounds, 0.5), "spread": spread, "stable": stable, "warmup_iterations": len(warm),
             "rounds": len(rounds), "iterations_per_round": k, "latencies": latencies,
             "p50": percentile(latencies, 0.5), "p99": percentile(latencies, 0.99), "seconds": clock() - start}

@@ -87,15 +87,13 @@ async function measure(step, t) {
     if (rounds.length >= t.min_rounds && spread <= t.stable_spread) { stable = true; break; }
     if (rounds.length >= t.min_rounds && (rounds.length >= t.max_rounds || clock() - start >= t.max_seconds)) break;
   }
-  let latencies = [];
-  if (k === 1) {
-    latencies = [...rounds];
-  } else {
-    const latStart = clock();
-    while (latencies.length < t.latency_samples) {
-      latencies.push(await timed(1));
-      if (clock() - latStart >= t.latency_seconds) break;
-    }
+  // Rounds of one iteration are latency samples already; the phase still runs after them (as
+  // convoy bench's does), so that a slow pass's p99 is more than the slowest of a few rounds.
+  const latencies = k === 1 ? [...rounds] : [];
+  const latStart = clock();
+  while (latencies.length < t.latency_samples) {
+    latencies.push(await timed(1));
+    if (clock() - latStart >= t.latency_seconds) break;
   }
   return { median: percentile(rounds, 0.5), spread, stable, warmup_iterations: warm.length, rounds: rounds.length,
     iterations_per_round: k, latencies, p50: percentile(latencies, 0.5), p99: percentile(latencies, 0.99),
