@@ -413,8 +413,8 @@ bool CudaOps::conv2d_forward_fused(const Conv2dParams& p, const Tensor& x, const
     const auto started = std::chrono::steady_clock::now();
     std::unique_ptr<GraphConvPlan> plan = GraphConvPlan::build(
         ctx_.cudnn, spec, GraphConvChoice{ctx_.benchmark, ctx_.deterministic, workspace_limit(), compiled_engines},
-        x.raw(), w.raw(), stand_in.raw(), [this](size_t bytes) { return conv_workspace_.get(bytes); }, b.raw(),
-        residual ? residual->raw() : nullptr);
+        x.raw(), w.raw(), stand_in.raw(), [this](size_t bytes) { return conv_workspace_.get(bytes); },
+        GraphConvOperands{b.raw(), residual ? residual->raw() : nullptr});
     if (ctx_.tunables.verbose) {
       std::cerr << "convoy: fused convolution + bias" << (residual ? " + add" : "") << (relu ? " + relu" : "")
                 << " for x " << shape_str(x.shape()) << " w " << shape_str(w.shape());
@@ -429,7 +429,7 @@ bool CudaOps::conv2d_forward_fused(const Conv2dParams& p, const Tensor& x, const
   }
   if (!it->second) return false;
   void* ws = conv_workspace_.get(it->second->workspace());
-  it->second->run(ctx_.cudnn, x.raw(), w.raw(), y.raw(), ws, b.raw(), residual ? residual->raw() : nullptr);
+  it->second->run(ctx_.cudnn, x.raw(), w.raw(), y.raw(), ws, GraphConvOperands{b.raw(), residual ? residual->raw() : nullptr});
   return true;
 }
 

@@ -33,15 +33,15 @@ class Desc {
 };
 
 // The tensors' unique ids in the graph; the epilogue's intermediates (virtual) count up from kNext.
-constexpr int64_t kX = 1, kW = 2, kY = 3, kBias = 4, kResidual = 5, kNext = 10;
+constexpr int64_t kX = 1, kW = 2, kY = 3, kBias = 4, kResidual = 5, kScale = 6, kResidualScale = 7, kNext = 10;
 
 // `is_virtual`: an intermediate of a fused graph, never in memory (f32).
-std::unique_ptr<Desc> tensor(int64_t uid, DType dtype, const std::array<int64_t, 4>& d, Layout layout,
+std::unique_ptr<Desc> tensor(int64_t uid, cudnnDataType_t type, const std::array<int64_t, 4>& d, Layout layout,
                              bool is_virtual = false) {
   const int64_t c = d[1], h = d[2], w = d[3];
   const std::array<int64_t, 4> strides = layout == Layout::nhwc ? std::array<int64_t, 4>{c * h * w, 1, w * c, c}
                                                                 : std::array<int64_t, 4>{c * h * w, h * w, w, 1};
-  const cudnnDataType_t type = is_virtual ? CUDNN_DATA_FLOAT : cudnn_type(dtype);
+  if (is_virtual) type = CUDNN_DATA_FLOAT;
   const int64_t alignment = 16;
   auto t = std::make_unique<Desc>(CUDNN_BACKEND_TENSOR_DESCRIPTOR);
   t->set(CUDNN_ATTR_TENSOR_DATA_TYPE, CUDNN_TYPE_DATA_TYPE, 1, &type)
@@ -66,7 +66,36 @@ bool has_note(const Desc& engine, cudnnBackendAttributeName_t attr, cudnnBackend
   return std::find(notes, notes + std::min<int64_t>(count, 32), note) != notes + std::min<int64_t>(count, 32);
 }
 
+// The type of the tensors in memory (x, w, y, residual).
+cudnnDataType_t io_type(const GraphConvSpec& spec) {
+  switch (spec.quantized) {
+    case QuantType::int8: return CUDNN_DATA_INT8;
+    case QuantType::fp8_e4m3: return CUDNN_DATA_FP8_E4M3;
+    case QuantType::none: break;
+  }
+  return cudnn_type(spec.dtype);
+}
+
 }  // namespace
+
+const char* quant_name(QuantType q) {
+  switch (q) {
+    case QuantType::int8: return "int8";
+    case QuantType::fp8_e4m3: return "fp8";
+    case QuantType::none: break;
+  }
+  return "none";
+}
+
+std::string quant_unsupported_reason(QuantType q, int major, int minor) {
+  const int cc = 10 * major + minor;
+  const std::string gpu = "compute capability " + std::to_string(major) + "." + std::to_string(minor);
+  if (q == QuantType::fp8_e4m3 && cc < 89)
+    return "FP8 (e4m3) needs tensor cores of compute capability 8.9 or newer (Ada, Hopper); this GPU has " + gpu +
+           ": use int8 or bf16";
+  if (q == QuantType::int8 && cc < 61) return "int8 convolutions need compute capability 6.1 or newer; this GPU has " + gpu;
+  return "";
+}
 
 struct GraphConvPlan::Descriptors {
   std::vector<std::unique_ptr<Desc>> kept;  // everything the plan was built from
@@ -74,7 +103,7 @@ struct GraphConvPlan::Descriptors {
   // The variant pack of the last run: rebuilt only when a pointer changes (a replayed or
   // steady loop hands the same buffers every time).
   std::unique_ptr<Desc> pack;
-  std::array<const void*, 6> pack_ptrs{};
+  std::array<const void*, 8> pack_ptrs{};
 };
 
 GraphConvPlan::GraphConvPlan() : desc_(std::make_unique<Descriptors>()) {}
@@ -83,22 +112,26 @@ GraphConvPlan::~GraphConvPlan() = default;
 std::unique_ptr<GraphConvPlan> GraphConvPlan::build(cudnnHandle_t handle, const GraphConvSpec& spec,
                                                     const GraphConvChoice& choice, const void* x, const void* w,
                                                     const void* y, const std::function<void*(size_t)>& workspace,
-                                                    const void* bias, const void* residual) {
+                                                    const GraphConvOperands& epilogue) {
   std::vector<std::unique_ptr<Desc>> kept;
   auto keep = [&](std::unique_ptr<Desc> d) -> Desc& {
     kept.push_back(std::move(d));
     return *kept.back();
   };
   if (spec.fused() && spec.kind != ConvKind::forward) return nullptr;
-  Desc& tx = keep(tensor(kX, spec.dtype, spec.x, spec.x_layout));
-  Desc& tw = keep(tensor(kW, spec.dtype, spec.w, spec.w_layout));
-  Desc& ty = keep(tensor(kY, spec.dtype, spec.y, spec.y_layout));
+  const bool quantized = spec.quantized != QuantType::none;
+  const cudnnDataType_t type = io_type(spec);
+  Desc& tx = keep(tensor(kX, type, spec.x, spec.x_layout));
+  Desc& tw = keep(tensor(kW, type, spec.w, spec.w_layout));
+  Desc& ty = keep(tensor(kY, type, spec.y, spec.y_layout));
   // With an epilogue the convolution writes a virtual f32 tensor the pointwise ops read.
   int64_t next_uid = kNext;
-  Desc& conv_out = spec.fused() ? keep(tensor(next_uid++, spec.dtype, spec.y, spec.y_layout, true)) : ty;
+  auto intermediate = [&]() -> Desc& { return keep(tensor(next_uid++, type, spec.y, spec.y_layout, true)); };
+  Desc& conv_out = spec.fused() ? intermediate() : ty;
 
   Desc& conv = keep(std::make_unique<Desc>(CUDNN_BACKEND_CONVOLUTION_DESCRIPTOR));
-  const cudnnDataType_t compute = CUDNN_DATA_FLOAT;
+  // int8 products summed exactly in int32; everything else in f32.
+  const cudnnDataType_t compute = spec.quantized == QuantType::int8 ? CUDNN_DATA_INT32 : CUDNN_DATA_FLOAT;
   const cudnnConvolutionMode_t mode = CUDNN_CROSS_CORRELATION;
   const int64_t dims = 2;
   conv.set(CUDNN_ATTR_CONVOLUTION_COMP_TYPE, CUDNN_TYPE_DATA_TYPE, 1, &compute)
@@ -144,30 +177,45 @@ std::unique_ptr<GraphConvPlan> GraphConvPlan::build(cudnnHandle_t handle, const 
   if (op->finalize() != CUDNN_STATUS_SUCCESS) return nullptr;
   std::vector<cudnnBackendDescriptor_t> ops{op->get()};
 
-  // The epilogue: + bias, + residual, ReLU, each a pointwise op on the last one's output; the
-  // last writes y.
-  std::vector<std::pair<cudnnPointwiseMode_t, Desc*>> steps;  // mode, its second operand
-  if (spec.bias) {
-    const std::array<int64_t, 4> b{1, spec.y[1], 1, 1};
-    steps.push_back({CUDNN_POINTWISE_ADD, &keep(tensor(kBias, DType::f32, b, spec.y_layout))});
+  // The epilogue, each a pointwise op in f32: (x scale,) + bias, + residual (x its scale), ReLU;
+  // the last writes y (rounded and saturated to y's type).
+  const std::array<int64_t, 4> per_channel{1, spec.y[1], 1, 1};
+  auto pointwise = [&](cudnnPointwiseMode_t mode, Desc& in, Desc* operand, Desc& out) {
+    Desc& pw = keep(std::make_unique<Desc>(CUDNN_BACKEND_POINTWISE_DESCRIPTOR));
+    const cudnnDataType_t math = CUDNN_DATA_FLOAT;
+    pw.set(CUDNN_ATTR_POINTWISE_MODE, CUDNN_TYPE_POINTWISE_MODE, 1, &mode)
+        .set(CUDNN_ATTR_POINTWISE_MATH_PREC, CUDNN_TYPE_DATA_TYPE, 1, &math);
+    if (pw.finalize() != CUDNN_STATUS_SUCCESS) return false;
+    Desc& node = keep(std::make_unique<Desc>(CUDNN_BACKEND_OPERATION_POINTWISE_DESCRIPTOR));
+    node.set(CUDNN_ATTR_OPERATION_POINTWISE_PW_DESCRIPTOR, pw)
+        .set(CUDNN_ATTR_OPERATION_POINTWISE_XDESC, in)
+        .set(CUDNN_ATTR_OPERATION_POINTWISE_YDESC, out);
+    if (operand) node.set(CUDNN_ATTR_OPERATION_POINTWISE_BDESC, *operand);
+    if (node.finalize() != CUDNN_STATUS_SUCCESS) return false;
+    ops.push_back(node.get());
+    return true;
+  };
+  // The residual, scaled first where it is 8-bit (a second pointwise chain into the add).
+  Desc* residual = nullptr;
+  if (spec.residual) {
+    residual = &keep(tensor(kResidual, type, spec.y, spec.y_layout));
+    if (quantized) {
+      Desc& scaled = intermediate();
+      if (!pointwise(CUDNN_POINTWISE_MUL, *residual, &keep(tensor(kResidualScale, CUDNN_DATA_FLOAT, per_channel, spec.y_layout)),
+                     scaled))
+        return nullptr;
+      residual = &scaled;
+    }
   }
-  if (spec.residual) steps.push_back({CUDNN_POINTWISE_ADD, &keep(tensor(kResidual, spec.dtype, spec.y, spec.y_layout))});
+  std::vector<std::pair<cudnnPointwiseMode_t, Desc*>> steps;  // mode, its second operand
+  if (quantized) steps.push_back({CUDNN_POINTWISE_MUL, &keep(tensor(kScale, CUDNN_DATA_FLOAT, per_channel, spec.y_layout))});
+  if (spec.bias) steps.push_back({CUDNN_POINTWISE_ADD, &keep(tensor(kBias, CUDNN_DATA_FLOAT, per_channel, spec.y_layout))});
+  if (residual) steps.push_back({CUDNN_POINTWISE_ADD, residual});
   if (spec.relu) steps.push_back({CUDNN_POINTWISE_RELU_FWD, nullptr});
   Desc* in = &conv_out;
   for (size_t i = 0; i < steps.size(); ++i) {
-    Desc& out = i + 1 == steps.size() ? ty : keep(tensor(next_uid++, spec.dtype, spec.y, spec.y_layout, true));
-    Desc& pw = keep(std::make_unique<Desc>(CUDNN_BACKEND_POINTWISE_DESCRIPTOR));
-    const cudnnDataType_t math = CUDNN_DATA_FLOAT;
-    pw.set(CUDNN_ATTR_POINTWISE_MODE, CUDNN_TYPE_POINTWISE_MODE, 1, &steps[i].first)
-        .set(CUDNN_ATTR_POINTWISE_MATH_PREC, CUDNN_TYPE_DATA_TYPE, 1, &math);
-    if (pw.finalize() != CUDNN_STATUS_SUCCESS) return nullptr;
-    Desc& node = keep(std::make_unique<Desc>(CUDNN_BACKEND_OPERATION_POINTWISE_DESCRIPTOR));
-    node.set(CUDNN_ATTR_OPERATION_POINTWISE_PW_DESCRIPTOR, pw)
-        .set(CUDNN_ATTR_OPERATION_POINTWISE_XDESC, *in)
-        .set(CUDNN_ATTR_OPERATION_POINTWISE_YDESC, out);
-    if (steps[i].second) node.set(CUDNN_ATTR_OPERATION_POINTWISE_BDESC, *steps[i].second);
-    if (node.finalize() != CUDNN_STATUS_SUCCESS) return nullptr;
-    ops.push_back(node.get());
+    Desc& out = i + 1 == steps.size() ? ty : intermediate();
+    if (!pointwise(steps[i].first, *in, steps[i].second, out)) return nullptr;
     in = &out;
   }
 
@@ -219,7 +267,7 @@ std::unique_ptr<GraphConvPlan> GraphConvPlan::build(cudnnHandle_t handle, const 
         continue;
       // f32 (TF32) keeps its inputs' 10-bit mantissas at least: no engine that narrows them to
       // fp16 or bf16 first.
-      if (spec.dtype == DType::f32 && has_note(engine, CUDNN_ATTR_ENGINE_NUMERICAL_NOTE, CUDNN_TYPE_NUMERICAL_NOTE,
+      if (!quantized && spec.dtype == DType::f32 && has_note(engine, CUDNN_ATTR_ENGINE_NUMERICAL_NOTE, CUDNN_TYPE_NUMERICAL_NOTE,
                                                CUDNN_NUMERICAL_NOTE_DOWN_CONVERT_INPUTS))
         continue;
       auto plan = std::make_unique<Desc>(CUDNN_BACKEND_EXECUTION_PLAN_DESCRIPTOR);
@@ -255,9 +303,9 @@ std::unique_ptr<GraphConvPlan> GraphConvPlan::build(cudnnHandle_t handle, const 
       bool ok = true;
       float ms = 0;
       try {
-        out->run(handle, x, w, y, ws, bias, residual);
+        out->run(handle, x, w, y, ws, epilogue);
         CONVOY_CUDA_CHECK(cudaEventRecord(start, stream));
-        for (int r = 0; r < 3; ++r) out->run(handle, x, w, y, ws, bias, residual);
+        for (int r = 0; r < 3; ++r) out->run(handle, x, w, y, ws, epilogue);
         CONVOY_CUDA_CHECK(cudaEventRecord(stop, stream));
         CONVOY_CUDA_CHECK(cudaEventSynchronize(stop));
         CONVOY_CUDA_CHECK(cudaEventElapsedTime(&ms, start, stop));
@@ -282,15 +330,17 @@ std::unique_ptr<GraphConvPlan> GraphConvPlan::build(cudnnHandle_t handle, const 
 }
 
 void GraphConvPlan::run(cudnnHandle_t handle, const void* x, const void* w, const void* y, void* workspace,
-                        const void* bias, const void* residual) {
+                        const GraphConvOperands& e) {
   Descriptors& d = *desc_;
-  const std::array<const void*, 6> ptrs{x, w, y, workspace, bias, residual};
+  const std::array<const void*, 8> ptrs{x, w, y, workspace, e.bias, e.residual, e.scale, e.residual_scale};
   if (!d.pack || d.pack_ptrs != ptrs) {
     auto pack = std::make_unique<Desc>(CUDNN_BACKEND_VARIANT_PACK_DESCRIPTOR);
     std::vector<int64_t> uids{kX, kW, kY};
     std::vector<void*> data{const_cast<void*>(x), const_cast<void*>(w), const_cast<void*>(y)};
-    if (bias) uids.push_back(kBias), data.push_back(const_cast<void*>(bias));
-    if (residual) uids.push_back(kResidual), data.push_back(const_cast<void*>(residual));
+    const std::pair<int64_t, const void*> optional[] = {
+        {kBias, e.bias}, {kResidual, e.residual}, {kScale, e.scale}, {kResidualScale, e.residual_scale}};
+    for (const auto& [uid, ptr] : optional)
+      if (ptr) uids.push_back(uid), data.push_back(const_cast<void*>(ptr));
     pack->set(CUDNN_ATTR_VARIANT_PACK_UNIQUE_IDS, CUDNN_TYPE_INT64, static_cast<int64_t>(uids.size()), uids.data())
         .set(CUDNN_ATTR_VARIANT_PACK_DATA_POINTERS, CUDNN_TYPE_VOID_PTR, static_cast<int64_t>(data.size()), data.data())
         .set(CUDNN_ATTR_VARIANT_PACK_WORKSPACE, CUDNN_TYPE_VOID_PTR, 1, &workspace);

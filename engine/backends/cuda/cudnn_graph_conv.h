@@ -12,11 +12,19 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <string>
 
 #include "engine/backends/cuda/cuda_ops.h"
 #include "engine/core/tensor.h"
 
 namespace convoy::cuda {
+
+// 8-bit inference (issue 37): the tensors a quantized convolution reads and writes.
+enum class QuantType : uint8_t { none, int8, fp8_e4m3 };
+const char* quant_name(QuantType q);
+// Why this GPU cannot run `q` ("" where it can): FP8 tensor cores need compute capability 8.9
+// (Ada, Hopper) or newer; int8 convolutions need 6.1 (dp4a).
+std::string quant_unsupported_reason(QuantType q, int major, int minor);
 
 // One convolution's geometry: x the layer's input (or dx), w its weights (or dw), y its output
 // (or dy), each (N, C, H, W) / (K, C/groups, R, S) in its layout.
@@ -30,7 +38,21 @@ struct GraphConvSpec {
   // Forward only, in the same kernel (inference with batch norm folded in): y = conv + bias
   // (1, K, 1, 1) in f32, + residual (y's shape, dtype and layout), then a ReLU.
   bool bias = false, residual = false, relu = false;
-  bool fused() const { return bias || residual || relu; }
+  // Quantized (dtype then unused): x, w, y and the residual are 8-bit, channels-last; the
+  // convolution accumulates in int32 (int8) or f32 (fp8), and the epilogue runs in f32 as
+  //   y = saturate(round(conv * scale + bias + residual * residual_scale)), ReLU before rounding,
+  // scale and residual_scale per output channel (1, K, 1, 1) f32: w's channel scale times x's
+  // scale over y's, and the residual's scale over y's (bias already over y's scale).
+  QuantType quantized = QuantType::none;
+  bool fused() const { return bias || residual || relu || quantized != QuantType::none; }
+};
+
+// The epilogue's buffers, where the spec has them.
+struct GraphConvOperands {
+  const void* bias = nullptr;
+  const void* residual = nullptr;
+  const void* scale = nullptr;           // quantized only
+  const void* residual_scale = nullptr;  // quantized with a residual only
 };
 
 // How to pick among the engine configurations cuDNN's heuristics list.
@@ -57,16 +79,15 @@ class GraphConvPlan {
   // time (NVRTC) only where the choice allows them. Benchmarking reads and writes the buffers x, w, y
   // (the written one may be a stand-in, where the tensor must keep its values); `workspace`
   // returns device scratch of at least the bytes asked.
-  // `bias` and `residual`: the epilogue's buffers where the spec has them.
   static std::unique_ptr<GraphConvPlan> build(cudnnHandle_t handle, const GraphConvSpec& spec,
                                               const GraphConvChoice& choice, const void* x, const void* w,
                                               const void* y, const std::function<void*(size_t)>& workspace,
-                                              const void* bias = nullptr, const void* residual = nullptr);
+                                              const GraphConvOperands& epilogue = {});
 
   size_t workspace() const { return workspace_; }
   // Runs on the handle's stream; x, w, y as in GraphConvSpec (the written one among them too).
   void run(cudnnHandle_t handle, const void* x, const void* w, const void* y, void* workspace,
-           const void* bias = nullptr, const void* residual = nullptr);
+           const GraphConvOperands& epilogue = {});
 
  private:
   struct Descriptors;
