@@ -9,6 +9,7 @@
 #include <cmath>
 #include <filesystem>
 #include <iostream>
+#include <limits>
 #include <memory>
 #include <random>
 #include <regex>
@@ -283,6 +284,99 @@ TEST_F(QuantTest, RefusesBadInput) {
   o.precision = Precision::int8;
   o.activation_max = {1.0f, 2.0f};
   EXPECT_THROW(InferencePlan(model, 4, o), InputError);
+}
+
+TEST(ActivationHistogram, PercentileClipsTheRareOutliersAndMaxKeepsThem) {
+  // 100,000 values spread over [0, 1) (a quarter of them exactly 0, as after a ReLU), and five
+  // outliers at 50: the 99.99th percentile is the bulk's top (within a bin: 2^-7 relative), max
+  // the outlier.
+  std::vector<float> v;
+  std::mt19937 rng(5);
+  std::uniform_real_distribution<float> u(0.0f, 1.0f);
+  for (int i = 0; i < 100000; ++i) v.push_back(i % 4 == 0 ? 0.0f : (i % 2 ? -1.0f : 1.0f) * u(rng));
+  for (int i = 0; i < 5; ++i) v.push_back(50.0f);
+  ActivationHistogram a, b;
+  a.add(v.data(), v.size() / 2);
+  b.add(v.data() + v.size() / 2, v.size() - v.size() / 2);
+  a.merge(b);  // two batches
+  EXPECT_EQ(a.count(), v.size());
+  EXPECT_EQ(a.max(), 50.0f);
+  EXPECT_EQ(a.percentile(100), 50.0f);
+  const float p = a.percentile(99.99);
+  EXPECT_GT(p, 0.99f);
+  EXPECT_LT(p, 1.0f * (1 + 1.0f / 128));
+  // The 50th percentile of |v|: a quarter zeros, the rest uniform: |v| at 1/3 of the way.
+  EXPECT_NEAR(a.percentile(50), 1.0f / 3, 0.01);
+  // Without bins (the max method) every percentile is the max; a non-finite value is counted
+  // apart, not taken as a range.
+  ActivationHistogram m(false);
+  const float odd[] = {1.0f, -3.0f, std::numeric_limits<float>::infinity(), std::nanf("")};
+  m.add(odd, 4);
+  EXPECT_EQ(m.max(), 3.0f);
+  EXPECT_EQ(m.percentile(99.99), 3.0f);
+  EXPECT_EQ(m.non_finite(), 2u);
+  EXPECT_EQ(m.count(), 2u);
+}
+
+TEST_F(QuantTest, CalibrationIsDeterministicAndPercentileRangesAreAtMostTheMax) {
+  Model model = load(fp32_path());
+  const std::vector<Tensor> batches = images("train", 256, 64);
+  const Calibration p{CalibrationMethod::percentile, 99.99, 0};
+  const std::vector<float> once = calibrate_activation_ranges(model, batches, p);
+  EXPECT_EQ(calibrate_activation_ranges(model, batches, p), once);  // bit for bit, run again
+  Calibration one_thread = p;
+  one_thread.threads = 1;
+  const std::vector<float> alone = calibrate_activation_ranges(model, batches, one_thread);
+  const std::vector<float> max = calibrate_activation_max(model, batches);
+  ASSERT_EQ(alone.size(), once.size());
+  ASSERT_EQ(max.size(), once.size());
+  int clipped = 0;
+  for (size_t i = 0; i < once.size(); ++i) {
+    // Another team sums in another order: the same bin, or the next (2^-7 apart).
+    EXPECT_NEAR(alone[i], once[i], once[i] / 64) << "tensor " << i;
+    EXPECT_LE(once[i], max[i]) << "tensor " << i;
+    EXPECT_EQ(once[i] == 0, max[i] == 0) << "tensor " << i;  // the same tensors have ranges
+    clipped += once[i] < max[i];
+  }
+  EXPECT_GE(clipped, 1) << "no tensor had an outlier above its 99.99th percentile";
+}
+
+TEST_F(QuantTest, GpuTargetsRecordTheirTypeAndMethodAndRunOnTheCpuAsInt8) {
+  const std::string gpu_int8 = (*dir_ / "cuda-int8.safetensors").string(), fp8 = (*dir_ / "cuda-fp8.safetensors").string();
+  const auto q = convoy("quantize --model " + fp32_path() + " --calibration fashion-mnist:train --samples 256 --device cuda -o " +
+                        gpu_int8);
+  ASSERT_EQ(q.status, 0) << q.output;
+  EXPECT_NE(q.output.find("(percentile 99.99) on 256 images"), std::string::npos) << q.output;
+  EXPECT_NE(q.output.find("does not run 8-bit yet"), std::string::npos) << q.output;
+  const auto f = convoy("quantize --model " + fp32_path() + " --calibration fashion-mnist:train --samples 256 --device cuda"
+                        " --precision fp8 -o " + fp8);
+  ASSERT_EQ(f.status, 0) << f.output;
+  RunCheckpointInfo a, b;
+  load(gpu_int8, &a);
+  load(fp8, &b);
+  EXPECT_EQ(a.quantization.device, "cuda");
+  EXPECT_EQ(a.quantization.type, "int8");
+  EXPECT_EQ(a.quantization.method, "percentile");
+  EXPECT_EQ(a.quantization.percentile, 99.99);
+  EXPECT_EQ(a.quantization.images, 256);
+  EXPECT_EQ(b.quantization.type, "fp8");
+  EXPECT_EQ(b.quantization.method, "max");
+  // The CPU's own file says cpu int8 by max; so does an older file without the record.
+  RunCheckpointInfo c;
+  load(int8_path(), &c);
+  EXPECT_EQ(c.quantization.device, "cpu");
+  EXPECT_EQ(c.quantization.method, "max");
+  // Percentile ranges run on the CPU's int8 plan within a point of fp32.
+  const auto fp32 = convoy("infer --device cpu --model " + fp32_path() + " --data fashion-mnist:test");
+  const auto int8 = convoy("infer --device cpu --model " + gpu_int8 + " --data fashion-mnist:test");
+  ASSERT_EQ(int8.status, 0) << int8.output;
+  EXPECT_NEAR(printed_accuracy(int8.output), printed_accuracy(fp32.output), 1.0) << fp32.output << int8.output;
+  // FP8 is refused for the CPU, with the reason.
+  const auto cpu_fp8 = convoy("quantize --model " + fp32_path() + " --calibration fashion-mnist:train --precision fp8 -o " +
+                              (*dir_ / "never.safetensors").string());
+  EXPECT_EQ(cpu_fp8.status, 1) << cpu_fp8.output;
+  EXPECT_NE(cpu_fp8.output.find("the CPU plans have no FP8 kernels"), std::string::npos) << cpu_fp8.output;
+  EXPECT_FALSE(fs::exists(*dir_ / "never.safetensors"));
 }
 
 TEST_F(QuantTest, Bf16TracksFp32WhereTheCpuHasIt) {

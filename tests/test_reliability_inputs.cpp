@@ -353,6 +353,27 @@ TEST_F(CraftedCheckpoint, InferenceMetadataIsRangeChecked) {
          "'scale' must be [min, max]");
 }
 
+TEST_F(CraftedCheckpoint, TheQuantizationRecordIsChecked) {
+  // An 8-bit checkpoint's record of what its ranges are for (convoy quantize --device/--precision).
+  const auto expect = [&](const std::string& record, const std::string& fragment) {
+    SafetensorsFile f = read_safetensors(path_);
+    f.metadata["int8_activation_max"] = R"({"input": 1})";
+    f.metadata["quantization"] = record;
+    const fs::path p = dir_ / ("edited_" + std::to_string(edits_++) + ".safetensors");
+    write_safetensors(p, f.tensors, f.metadata);
+    const std::string e = error(p, CheckpointUse::inference);
+    EXPECT_HAS(e, p.string() + ": checkpoint metadata 'quantization'");
+    EXPECT_HAS(e, fragment);
+  };
+  const std::string ok = R"("type": "int8", "method": "percentile", "percentile": 99.99)";
+  expect(R"({"device": "tpu", )" + ok + "}", "device 'tpu', expected cpu or cuda");
+  expect(R"({"device": "cuda", "type": "int4", "method": "max", "percentile": 100})", "type 'int4', expected int8 or fp8");
+  expect(R"({"device": "cuda", "type": "fp8", "method": "entropy", "percentile": 100})", "method 'entropy'");
+  expect(R"({"device": "cuda", "type": "int8", "method": "percentile", "percentile": 0})", "percentile out of (0, 100]");
+  expect(R"({"device": "cuda", "type": "int8"})", "method");  // a field missing
+  expect("[1, 2", "malformed");
+}
+
 TEST_F(CraftedCheckpoint, MetadataMustFitTheModel) {
   const auto fit_error = [&](const std::string& key, const std::string& value) {
     const fs::path p = with_metadata(key, value);

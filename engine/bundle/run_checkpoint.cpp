@@ -34,6 +34,7 @@ constexpr const char* kPrecision = "precision";
 constexpr const char* kTestAccuracy = "test_accuracy";
 constexpr const char* kBestAccuracy = "best_accuracy";
 constexpr const char* kInt8ActivationMax = "int8_activation_max";
+constexpr const char* kQuantization = "quantization";
 
 constexpr const char* kFormatVersion = "convoy-checkpoint-1";
 
@@ -72,7 +73,13 @@ std::map<std::string, std::string> metadata_of(const RunCheckpointInfo& info) {
     metadata[kEpochSoFar] =
         nlohmann::json{{"loss_sum", e->loss_sum}, {"correct", e->correct}, {"steps", e->steps}, {"images", e->images}}
             .dump();
-  if (!info.int8_activation_max.empty()) metadata[kInt8ActivationMax] = nlohmann::json(info.int8_activation_max).dump();
+  if (!info.int8_activation_max.empty()) {
+    metadata[kInt8ActivationMax] = nlohmann::json(info.int8_activation_max).dump();
+    const RunCheckpointInfo::Quantization& q = info.quantization;
+    metadata[kQuantization] = nlohmann::json{{"device", q.device}, {"type", q.type}, {"method", q.method},
+                                             {"percentile", q.percentile}, {"images", q.images}}
+                                  .dump();
+  }
   return metadata;
 }
 
@@ -165,6 +172,29 @@ RunCheckpointInfo::EpochSoFar read_epoch_so_far(const MetadataReader& meta) {
     throw InputError(meta.source() + ": checkpoint metadata '" + kEpochSoFar +
                      "' is out of range (expected a finite loss_sum >= 0 and 0 <= correct <= images)");
   return e;
+}
+
+RunCheckpointInfo::Quantization read_quantization(const MetadataReader& meta) {
+  RunCheckpointInfo::Quantization q;
+  const auto bad = [&](const std::string& what) {
+    return InputError(meta.source() + ": checkpoint metadata '" + kQuantization + "': " + what);
+  };
+  try {
+    const auto j = meta.json<nlohmann::json>(kQuantization);
+    q.device = j.at("device").get<std::string>();
+    q.type = j.at("type").get<std::string>();
+    q.method = j.at("method").get<std::string>();
+    q.percentile = j.at("percentile").get<double>();
+    q.images = j.value("images", int64_t{0});
+  } catch (const nlohmann::json::exception& error) {
+    throw bad(error.what());
+  }
+  if (q.device != "cpu" && q.device != "cuda") throw bad("device '" + q.device + "', expected cpu or cuda");
+  if (q.type != "int8" && q.type != "fp8") throw bad("type '" + q.type + "', expected int8 or fp8");
+  if (q.method != "max" && q.method != "percentile") throw bad("method '" + q.method + "', expected max or percentile");
+  if (!(q.percentile > 0 && q.percentile <= 100)) throw bad("percentile out of (0, 100]");
+  if (q.images < 0) throw bad("images is negative");
+  return q;
 }
 
 void read_resume_fields(const MetadataReader& meta, RunCheckpointInfo& info) {
@@ -329,6 +359,7 @@ RunCheckpointInfo read_run_checkpoint_metadata(const std::map<std::string, std::
         // ranges may be 0 (fused into the next) takes the model: activation_max_by_node checks that.
         for (const auto& [name, range] : info.int8_activation_max)
           check_activation_range(name, range, name == kQuantInputName, source);
+        if (meta.has(kQuantization)) info.quantization = read_quantization(meta);
       }
       break;
   }

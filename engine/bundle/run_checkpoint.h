@@ -51,9 +51,19 @@ struct RunCheckpointInfo {
   Precision precision = Precision::fp32;  // as configured; int8 for `convoy quantize`'s
   double test_accuracy = 0;  // the last evaluation's, in [0, 1]
   double best_accuracy = 0;  // the best evaluation's so far
-  // Written by `convoy quantize`: the calibrated largest |value| of the input ("input") and of
-  // each layer's output, by layer name. Non-empty makes an int8 checkpoint: CPU inference only.
+  // Written by `convoy quantize`: the calibrated range (largest |value| kept) of the input
+  // ("input") and of each layer's output, by layer name. Non-empty makes an 8-bit checkpoint.
   std::map<std::string, double> int8_activation_max;
+  // With those ranges: what they were calibrated for and how (`convoy quantize --device
+  // --precision --method`). Absent in older files: the CPU's int8 by max.
+  struct Quantization {
+    std::string device = "cpu";  // cpu | cuda
+    std::string type = "int8";   // int8 | fp8 (e4m3, GPUs of compute capability 8.9+)
+    std::string method = "max";  // max | percentile
+    double percentile = 100;     // the percentile method's, in (0, 100]
+    int64_t images = 0;          // calibration images (0: not recorded)
+  };
+  Quantization quantization;
 };
 
 // Writes the model's state, then `optimizer_state` (the optimizer's, or none) and the metadata,

@@ -21,6 +21,8 @@
 
 namespace convoy {
 
+class ActivationHistogram;  // engine/inference/quantize.h
+
 namespace plan {
 class PlanSharing;
 }
@@ -87,9 +89,10 @@ class InferencePlan {
   // plan and overwritten by the next run(). Re-reads the weights first if they changed.
   const Tensor& run(const Tensor& x);
 
-  // fp32 plans only: runs x like run() and raises node_max ((graph nodes + 1), [0] = the input)
-  // to the largest |value| each node's output held: the ranges an int8 plan quantizes with.
-  void calibrate(const Tensor& x, std::vector<float>& node_max);
+  // fp32 plans only: runs x like run() and adds the |values| of the input (node_stats[0]) and of
+  // each node's output ([i + 1]) to node_stats (graph nodes + 1 of them): what an int8 plan's
+  // ranges come from (calibrate_activation_ranges). Nodes fused into a later step get nothing.
+  void calibrate(const Tensor& x, std::vector<ActivationHistogram>& node_stats);
 
   Precision precision() const;
 

@@ -13,6 +13,7 @@
 #include "engine/backends/cpu/onednn_compat.h"
 #include "engine/core/error.h"
 #include "engine/inference/plan_state.h"
+#include "engine/inference/quantize.h"
 #include "engine/inference/team_chooser.h"
 
 namespace convoy {
@@ -263,15 +264,17 @@ const Tensor& InferencePlan::run_on(Impl& m, const Tensor& x) {
   return m.output;
 }
 
-void InferencePlan::calibrate(const Tensor& x, std::vector<float>& node_max) {
+void InferencePlan::calibrate(const Tensor& x, std::vector<ActivationHistogram>& node_stats) {
   Impl& m = *impl_;
   if (m.precision != Precision::fp32) throw InputError("calibration runs on an fp32 inference plan");
-  node_max.resize(m.node_value.size(), 0.0f);
+  CONVOY_CHECK(node_stats.size() == m.node_value.size(), "calibration: one histogram per node and the input");
   m.stream.wait();
   run_on(m, x);  // binds x and refreshes the weights; the steps run again below, one at a time
-  std::vector<float> value_max(m.values.size(), 0.0f);
-  const float* input = x.data<float>();
-  for (int64_t i = 0; i < x.numel(); ++i) value_max[0] = std::max(value_max[0], std::fabs(input[i]));
+  // Each value's |values| as its last write left them (a residual copy, then the sum), read
+  // before a later step reuses its memory.
+  const bool bins = !node_stats.empty() && node_stats[0].keeps_bins();
+  std::vector<ActivationHistogram> value_stats(m.values.size(), ActivationHistogram(bins));
+  value_stats[0].add(x.data<float>(), static_cast<size_t>(x.numel()));
   ThreadScope scope(m.threads);
   for (Impl::Step& s : m.steps) {
     s.prim.execute(m.stream, s.bound);
@@ -281,14 +284,14 @@ void InferencePlan::calibrate(const Tensor& x, std::vector<float>& node_max) {
       const dnnl::memory& mem = s.bound.at(a.arg);
       const auto* p = static_cast<const float*>(mem.get_data_handle());
       const size_t n = mem.get_desc().get_size() / sizeof(float);  // blocked padding holds zeros
-      float mx = 0.0f;
-      for (size_t i = 0; i < n; ++i) mx = std::max(mx, std::fabs(p[i]));
-      value_max[static_cast<size_t>(a.value)] = mx;  // the last write wins (a residual copy, then the sum)
+      ActivationHistogram& h = value_stats[static_cast<size_t>(a.value)];
+      h = ActivationHistogram(bins);
+      h.add(p, n);
     }
   }
-  // Nodes fused into a later step's group have no value of their own (-1): no range.
+  // Nodes fused into a later step's group have no value of their own (-1): nothing.
   for (size_t n = 0; n < m.node_value.size(); ++n)
-    if (m.node_value[n] >= 0) node_max[n] = std::max(node_max[n], value_max[static_cast<size_t>(m.node_value[n])]);
+    if (m.node_value[n] >= 0) node_stats[n].merge(value_stats[static_cast<size_t>(m.node_value[n])]);
 }
 
 Precision InferencePlan::precision() const { return impl_->precision; }

@@ -1,6 +1,9 @@
 #include "engine/inference/quantize.h"
 
+#include <algorithm>
+#include <bit>
 #include <cmath>
+#include <limits>
 #include <memory>
 #include <sstream>
 
@@ -25,19 +28,76 @@ void check_activation_range(const std::string& name, double range, bool quantize
   throw InputError(out.str());
 }
 
-std::vector<float> calibrate_activation_max(Model& model, const std::vector<Tensor>& batches, int threads) {
+void ActivationHistogram::add(const float* values, size_t n) {
+  if (keep_bins_ && bins_.empty()) bins_.assign(kBins, 0);
+  float mx = max_;
+  uint64_t bad = 0;
+  for (size_t i = 0; i < n; ++i) {
+    const float a = std::fabs(values[i]);
+    if (!(a <= std::numeric_limits<float>::max())) {  // inf or NaN
+      ++bad;
+      continue;
+    }
+    mx = std::max(mx, a);
+    if (keep_bins_) ++bins_[std::bit_cast<uint32_t>(a) >> 16];
+  }
+  max_ = mx;
+  count_ += n - bad;
+  non_finite_ += bad;
+}
+
+void ActivationHistogram::merge(const ActivationHistogram& other) {
+  if (!other.bins_.empty()) {
+    if (bins_.empty()) bins_.assign(kBins, 0);
+    for (size_t i = 0; i < kBins; ++i) bins_[i] += other.bins_[i];
+  }
+  max_ = std::max(max_, other.max_);
+  count_ += other.count_;
+  non_finite_ += other.non_finite_;
+}
+
+float ActivationHistogram::percentile(double percent) const {
+  if (bins_.empty() || count_ == 0 || percent >= 100) return max_;
+  // The smallest bin with at least this many values at or below it.
+  const auto want = static_cast<uint64_t>(std::ceil(static_cast<double>(count_) * percent / 100.0));
+  uint64_t seen = 0;
+  for (size_t i = 0; i < kBins; ++i) {
+    seen += bins_[i];
+    if (seen >= want && seen > 0) {
+      // The bin's upper edge: its last bit pattern (the values in it are at most that).
+      const float edge = std::bit_cast<float>(static_cast<uint32_t>(((i + 1) << 16) - 1));
+      return std::min(edge, max_);
+    }
+  }
+  return max_;
+}
+
+const char* calibration_method_name(CalibrationMethod method) {
+  return method == CalibrationMethod::percentile ? "percentile" : "max";
+}
+
+std::vector<float> calibrate_activation_ranges(Model& model, const std::vector<Tensor>& batches,
+                                               const Calibration& calibration) {
   if (batches.empty()) throw InputError("calibration of model '" + model.name() + "': no calibration images");
+  if (!(calibration.percentile > 0 && calibration.percentile <= 100))
+    throw InputError("calibration percentile " + std::to_string(calibration.percentile) +
+                     ": expected a number in (0, 100], e.g. 99.99");
   InferenceOptions options;
-  options.threads = threads;
+  options.threads = calibration.threads;
   std::map<int64_t, std::unique_ptr<InferencePlan>> plans;  // one per batch size (the last may be smaller)
-  std::vector<float> node_max(model.graph_nodes().size() + 1, 0.0f);
+  const bool bins = calibration.method == CalibrationMethod::percentile;
+  std::vector<ActivationHistogram> stats(model.graph_nodes().size() + 1, ActivationHistogram(bins));
   for (const Tensor& x : batches) {
     auto& plan = plans[x.dim(0)];
     if (!plan) plan = std::make_unique<InferencePlan>(model, x.dim(0), options);
-    plan->calibrate(x, node_max);
+    plan->calibrate(x, stats);
   }
-  for (float v : node_max)
-    if (!std::isfinite(v)) throw NumericError("calibration of model '" + model.name() + "': a range is not finite");
+  std::vector<float> node_max(stats.size(), 0.0f);
+  for (size_t i = 0; i < stats.size(); ++i) {
+    if (stats[i].non_finite() > 0)
+      throw NumericError("calibration of model '" + model.name() + "': a range is not finite");
+    node_max[i] = bins ? stats[i].percentile(calibration.percentile) : stats[i].max();
+  }
   const std::vector<Model::GraphNode> nodes = model.graph_nodes();
   const std::vector<bool> quantized = InferencePlan::quantized_outputs(model);
   for (size_t i = 0; i < node_max.size(); ++i)
