@@ -36,6 +36,18 @@ int64_t fault_inject_step() {
   return std::stoll(digits);
 }
 
+// CONVOY_CUDNN_COMPILED: how many run-time compiled cuDNN engines a fused plan may build and time
+// (0 turns them off; unset: CudaTunables' default).
+int compiled_candidates() {
+  const char* v = std::getenv("CONVOY_CUDNN_COMPILED");
+  if (!v) return CudaTunables{}.cudnn_compiled;
+  const std::string_view s(v);
+  if (s.size() != 1 || s[0] < '0' || s[0] > '9')
+    throw InputError("CONVOY_CUDNN_COMPILED: expected 0 (off) or a count of compiled engines per plan from 1 to 9, got '" +
+                     std::string(s) + "'");
+  return s[0] - '0';
+}
+
 }  // namespace
 
 EngineOptions engine_options_from_environment() {
@@ -45,7 +57,7 @@ EngineOptions engine_options_from_environment() {
   o.fault_inject_step = fault_inject_step();
   o.cuda.cudnn_graph = on_unless_zero("CONVOY_CUDNN_GRAPH");
   o.cuda.stem_gemm = on_unless_zero("CONVOY_STEM_GEMM");
-  o.cuda.cudnn_compiled = on_unless_zero("CONVOY_CUDNN_COMPILED");
+  o.cuda.cudnn_compiled = compiled_candidates();
   o.cuda.bn_kernels = off_unless_one("CONVOY_CUDA_BN_KERNELS");
   o.cuda.verbose = off_unless_one("CONVOY_CUDA_VERBOSE");
   o.winograd = on_unless_zero("CONVOY_WINOGRAD");

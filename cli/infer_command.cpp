@@ -87,6 +87,11 @@ std::unique_ptr<InferencePlans> make_plans(const InferArgs& args, const Inferenc
   return std::make_unique<InferencePlans>(o);
 }
 
+// The largest batch the GPU records a forward for: --batch-size, or fewer where there are fewer
+// images. Each recorded size builds its own plans (with the fused convolutions' run-time compiled
+// engines, about 4 s a size for ResNet-50): one image records one size, not nine.
+int64_t recorded_batch(const InferArgs& args, int64_t images) { return std::clamp<int64_t>(images, 1, args.batch_size); }
+
 void evaluate_split(const InferArgs& args, LoadedModel& loaded, Backend& backend, const EngineOptions& engine) {
   const size_t colon = args.data.find(':');
   if (colon == std::string::npos)
@@ -102,7 +107,7 @@ void evaluate_split(const InferArgs& args, LoadedModel& loaded, Backend& backend
   LoaderOptions options = eval_loader_options(loaded.preprocess, args.batch_size, args.workers);
   EvalResult r;
   if (backend.device().is_cuda()) {  // the GPU's inference path, as classify_images and `convoy serve` run it
-    GraphedBatches graphed(backend, loaded.model, args.batch_size, loaded.normalize);
+    GraphedBatches graphed(backend, loaded.model, recorded_batch(args, data->size()), loaded.normalize);
     options.host_empty = [&graphed](Shape shape, DType dtype) { return graphed.host_empty(std::move(shape), dtype); };
     DataLoader loader(*data, options);
     r = evaluate(graphed, loaded.model.num_classes(), loader);
@@ -131,7 +136,7 @@ void classify_images(const InferArgs& args, LoadedModel& loaded, Backend& backen
   // decoder), batch by batch.
   std::unique_ptr<GraphedBatches> graphed;
   if (backend.device().is_cuda()) {
-    graphed = std::make_unique<GraphedBatches>(backend, loaded.model, args.batch_size, loaded.normalize);
+    graphed = std::make_unique<GraphedBatches>(backend, loaded.model, recorded_batch(args, files.size()), loaded.normalize);
     options.host_empty = [g = graphed.get()](Shape shape, DType dtype) { return g->host_empty(std::move(shape), dtype); };
     if (!args.invert && nvjpeg_unavailable_reason().empty())
       options.batch_decoder = make_nvjpeg_batch_decoder(backend.device().index, engine.nvjpeg_hardware);

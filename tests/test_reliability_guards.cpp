@@ -199,6 +199,13 @@ TEST(ReliabilityGuards, FaultInjectionVariableIsChecked) {
   EXPECT_EQ(r.status, 1) << r.output;
   EXPECT_NE(r.output.find("convoy: error: CONVOY_FAULT_INJECT: expected device_error@step:N"), std::string::npos)
       << r.output;
+  // The count of cuDNN's compiled engines per fused plan: one digit, or refused naming the variable.
+  for (const char* bad : {"x", "10", "-1", "''"}) {
+    const CommandResult c = run_command(std::string("CONVOY_CUDNN_COMPILED=") + bad + " " + CONVOY_BINARY +
+                                        " train --config " + config.string() + " 2>&1");
+    EXPECT_EQ(c.status, 1) << bad << ": " << c.output;
+    EXPECT_NE(c.output.find("CONVOY_CUDNN_COMPILED: expected 0 (off) or a count"), std::string::npos) << c.output;
+  }
 }
 
 }  // namespace

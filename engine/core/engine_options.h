@@ -14,8 +14,11 @@ struct CudaTunables {
   bool cudnn_graph = true;  // reduced-precision and tf32 convolutions through cuDNN's graph API; off: legacy calls
   bool stem_gemm = true;    // narrow reduced-precision stems as im2col + a cuBLAS GEMM; off: cuDNN
   // Folded convolutions (conv + bias + add + ReLU) through cuDNN's run-time compiled engines in
-  // bf16/f16; off: no compiling, the unfused path (a model loads faster and runs slower).
-  bool cudnn_compiled = true;
+  // bf16/f16: at most this many compiled (and timed) per plan; 0: no compiling, the unfused path
+  // (a model loads faster and runs slower). One, cuDNN's first pick: on the H200 three per plan
+  // made a one-image ResNet-50 `convoy infer` take 21 s instead of 4.4 s (3.4 s with none) for
+  // no measurable speed (batch 256: 32.7k vs 32.0k img/s, one run each; batch 1 0.39 ms both).
+  int cudnn_compiled = 1;
   bool bn_kernels = false;  // batch norm through Convoy's kernels instead of cuDNN
   bool verbose = false;     // lines on stderr: batch norm leaving cuDNN for a dtype, each fused convolution plan
 };

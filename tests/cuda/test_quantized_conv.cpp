@@ -155,7 +155,7 @@ TEST_P(CudaQuantizedConv, FusedEpilogueAgreesWithTheFloat64ReferenceWithinTheQua
     uint8_t* dy = upload(std::vector<uint8_t>(cs.n * oh * ow * cs.k, 0x5A));  // poisoned
     GraphConvChoice choice;
     choice.workspace_limit = size_t(256) << 20;
-    choice.runtime_compilation = true;  // cuDNN 9.14's fused 8-bit engines are all compiled at run time
+    choice.runtime_compiled = 1;  // cuDNN 9.14's fused 8-bit engines are all compiled at run time
     const GraphConvOperands operands{dbias, cs.residual ? dres : nullptr, dscale, cs.residual ? drscale : nullptr};
     auto plan = GraphConvPlan::build(
         handle_, spec, choice, dx, dw, dy,

@@ -409,7 +409,7 @@ bool CudaOps::conv2d_forward_fused(const Conv2dParams& p, const Tensor& x, const
     // there a served batch and the same plan built again differed by 7.5e-6 where they must agree
     // bit for bit (tests/cuda/test_served_gpu.cpp), not yet explained: the two builds may have
     // timed different engines fastest, or the engine kept is non-deterministic.
-    const bool compiled_engines = ctx_.tunables.cudnn_compiled && x.dtype() != DType::f32;
+    const int compiled_engines = x.dtype() != DType::f32 ? ctx_.tunables.cudnn_compiled : 0;
     const auto started = std::chrono::steady_clock::now();
     std::unique_ptr<GraphConvPlan> plan = GraphConvPlan::build(
         ctx_.cudnn, spec, GraphConvChoice{ctx_.benchmark, ctx_.deterministic, workspace_limit(), compiled_engines},

@@ -261,7 +261,7 @@ std::unique_ptr<GraphConvPlan> GraphConvPlan::build(cudnnHandle_t handle, const 
         continue;
       const bool compiles = has_note(engine, CUDNN_ATTR_ENGINE_BEHAVIOR_NOTE, CUDNN_TYPE_BEHAVIOR_NOTE,
                                      CUDNN_BEHAVIOR_NOTE_RUNTIME_COMPILATION);
-      if (compiles && (!choice.runtime_compilation || compiled >= kRuntimeCompiledCandidates)) continue;
+      if (compiles && compiled >= choice.runtime_compiled) continue;
       if (choice.deterministic && has_note(engine, CUDNN_ATTR_ENGINE_NUMERICAL_NOTE, CUDNN_TYPE_NUMERICAL_NOTE,
                                            CUDNN_NUMERICAL_NOTE_NONDETERMINISTIC))
         continue;

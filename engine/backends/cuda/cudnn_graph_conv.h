@@ -60,13 +60,12 @@ struct GraphConvChoice {
   bool benchmark = false;      // time the first few on the live buffers, keep the fastest
   bool deterministic = false;  // only engines without cuDNN's non-determinism note
   size_t workspace_limit = 0;  // bytes
-  // Also engines that compile their kernel at run time (NVRTC): on cuDNN 9.14 every engine of a
-  // fused graph (convolution + bias/residual/ReLU) is one. Building one takes 0.03 - 0.8 s on the
-  // H200 (cuDNN keeps what it compiled for the next identical kernel), so at most
-  // kRuntimeCompiledCandidates of them are built per plan.
-  bool runtime_compilation = false;
+  // Also engines that compile their kernel at run time (NVRTC), at most this many per plan (0:
+  // none): on cuDNN 9.14 every engine of a fused graph (convolution + bias/residual/ReLU) is one.
+  // Building one takes 0.03 - 0.8 s on the H200 (cuDNN keeps what it compiled for the next
+  // identical kernel).
+  int runtime_compiled = 0;
 };
-inline constexpr int kRuntimeCompiledCandidates = 3;
 
 class GraphConvPlan {
  public:
