@@ -17,7 +17,7 @@
 # probabilities written back there, by BUILD_DIR/convoy_shm_bench over HTTP or SERVE_PROTOCOL=grpc;
 # cudashm: the same in the client's GPU memory, CUDA shared memory, on CUDA builds), SERVE_FLAGS (more `convoy serve` options),
 # SERVE_GPU_METRICS (1: each run's nv_gpu_* before, during and after it, by benchmarks/serve/gpu_metrics.py),
-# SERVE_OFFLINE (0: no offline bench).
+# SERVE_OFFLINE (0: no offline bench), SERVE_START_SECONDS (how long the server may take to listen, 120).
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 build=${1:-build-cpu}
@@ -115,11 +115,14 @@ PY
   ${SERVE_FLAGS:-} 2>"$work/serve.err" &
 server=$!
 started=$(date +%s.%N)
-for _ in $(seq 300); do grep -q "HTTP on" "$work/serve.err" && break; sleep 0.1; done
+# A GPU model loads its plans before the server listens (ResNet-50, 7 batch sizes: seconds).
+start_limit=${SERVE_START_SECONDS:-120}
+for _ in $(seq $((start_limit * 10))); do grep -q "HTTP on" "$work/serve.err" && break; sleep 0.1; done
 echo "server listening after $(python3 -c "print(f'{$(date +%s.%N) - $started:.1f}')") s"
 grep -iE "loaded|ready" "$work/serve.err" | head -n 5
 port=$(sed -n 's/.*HTTP on 127.0.0.1:\([0-9]*\).*/\1/p' "$work/serve.err")
-[ -n "$port" ] || { cat "$work/serve.err" >&2; exit 1; }
+[ -n "$port" ] || { echo "load_test: convoy serve did not listen within $start_limit s (SERVE_START_SECONDS); its log:" >&2
+                    cat "$work/serve.err" >&2; exit 1; }
 metrics_port=$(sed -n 's/.*metrics on 127.0.0.1:\([0-9]*\).*/\1/p' "$work/serve.err")
 grpc_port=$(sed -n 's/.*gRPC on 127.0.0.1:\([0-9]*\).*/\1/p' "$work/serve.err")
 [ "$protocol" = http ] || [ -n "$grpc_port" ] || { echo "load_test: this convoy serve has no gRPC endpoint" >&2; exit 1; }

@@ -1,6 +1,11 @@
 #include "engine/backends/cuda/cudnn_graph_conv.h"
 
 #include <algorithm>
+#include <map>
+#include <mutex>
+#include <optional>
+#include <sstream>
+#include <string>
 #include <vector>
 
 #include "engine/backends/cuda/cudnn_cublas_check.h"
@@ -74,6 +79,49 @@ cudnnDataType_t io_type(const GraphConvSpec& spec) {
     case QuantType::none: break;
   }
   return cudnn_type(spec.dtype);
+}
+
+// Where in cuDNN's heuristics lists (mode A, then fallback) an engine configuration stands.
+struct ChosenEngine {
+  int mode = 0;
+  int64_t index = 0;
+};
+
+// The engine each graph settled on, by the graph (spec, choice) and the device: a later build of
+// the same graph in the process takes it without timing again, as PyTorch's cudnn.benchmark
+// cache does. Two builds of one convolution (a model's second instance, a server's plans and a
+// test's) then run the same engine, and sum in the same order bit for bit (timing noise made
+// two builds of a tf32 plan keep different engines, 6e-6 apart), and the second build costs
+// neither timing runs nor the compiles of the engines that lost.
+std::mutex chosen_mutex;
+std::map<std::string, ChosenEngine>& chosen_engines() {
+  static std::map<std::string, ChosenEngine> chosen;
+  return chosen;
+}
+
+std::string graph_key(const GraphConvSpec& s, const GraphConvChoice& c) {
+  int device = -1;
+  cudaGetDevice(&device);
+  std::ostringstream k;
+  k << device << ' ' << int(s.kind) << ' ' << int(s.dtype) << ' ' << int(s.quantized) << ' ' << int(s.x_layout)
+    << int(s.w_layout) << int(s.y_layout) << ' ' << s.accumulate << s.bias << s.residual << s.relu;
+  for (const auto* dims : {&s.x, &s.w, &s.y})
+    for (int64_t d : *dims) k << ' ' << d;
+  for (const auto* pair : {&s.pad, &s.stride, &s.dilation}) k << ' ' << (*pair)[0] << ',' << (*pair)[1];
+  k << ' ' << c.benchmark << c.deterministic << ' ' << c.workspace_limit << ' ' << c.runtime_compiled;
+  return k.str();
+}
+
+std::optional<ChosenEngine> chosen_engine(const std::string& key) {
+  std::lock_guard<std::mutex> lock(chosen_mutex);
+  const auto it = chosen_engines().find(key);
+  if (it == chosen_engines().end()) return std::nullopt;
+  return it->second;
+}
+
+void remember_engine(const std::string& key, ChosenEngine engine) {
+  std::lock_guard<std::mutex> lock(chosen_mutex);
+  chosen_engines().emplace(key, engine);
 }
 
 }  // namespace
@@ -224,16 +272,23 @@ std::unique_ptr<GraphConvPlan> GraphConvPlan::build(cudnnHandle_t handle, const 
       .set(CUDNN_ATTR_OPERATIONGRAPH_HANDLE, CUDNN_TYPE_HANDLE, 1, &handle);
   if (graph.finalize() != CUDNN_STATUS_SUCCESS) return nullptr;
 
-  // The candidates, best first: heuristics mode A's list, then the fallback list.
+  // The candidates, best first: heuristics mode A's list, then the fallback list. Where this
+  // graph was timed before in the process, only the engine it settled on.
   struct Candidate {
     std::unique_ptr<Desc> plan;
     size_t workspace;
+    ChosenEngine engine;
   };
   std::vector<Candidate> candidates;
-  const size_t wanted = choice.benchmark ? 6 : 1;
+  const std::string key = graph_key(spec, choice);
+  const std::optional<ChosenEngine> chosen = chosen_engine(key);
+  const size_t wanted = chosen || !choice.benchmark ? 1 : 6;
   int compiled = 0;  // run-time compiled engines built so far
-  for (const cudnnBackendHeurMode_t heur_mode : {CUDNN_HEUR_MODE_A, CUDNN_HEUR_MODE_FALLBACK}) {
+  const cudnnBackendHeurMode_t heur_modes[] = {CUDNN_HEUR_MODE_A, CUDNN_HEUR_MODE_FALLBACK};
+  for (int mode = 0; mode < 2; ++mode) {
+    const cudnnBackendHeurMode_t heur_mode = heur_modes[mode];
     if (candidates.size() >= wanted) break;
+    if (chosen && chosen->mode != mode) continue;
     Desc& heur = keep(std::make_unique<Desc>(CUDNN_BACKEND_ENGINEHEUR_DESCRIPTOR));
     heur.set(CUDNN_ATTR_ENGINEHEUR_OPERATION_GRAPH, graph).set(CUDNN_ATTR_ENGINEHEUR_MODE, CUDNN_TYPE_HEUR_MODE, 1, &heur_mode);
     if (heur.finalize() != CUDNN_STATUS_SUCCESS) continue;
@@ -253,6 +308,7 @@ std::unique_ptr<GraphConvPlan> GraphConvPlan::build(cudnnHandle_t handle, const 
                                  raw.data()) != CUDNN_STATUS_SUCCESS)
       continue;
     for (int64_t i = 0; i < got && candidates.size() < wanted; ++i) {
+      if (chosen && chosen->index != i) continue;
       Desc engine(CUDNN_BACKEND_ENGINE_DESCRIPTOR);
       int64_t n = 0;
       cudnnBackendDescriptor_t e = engine.get();
@@ -280,7 +336,7 @@ std::unique_ptr<GraphConvPlan> GraphConvPlan::build(cudnnHandle_t handle, const 
                                    &bytes) != CUDNN_STATUS_SUCCESS ||
           bytes < 0 || static_cast<size_t>(bytes) > choice.workspace_limit)
         continue;
-      candidates.push_back({std::move(plan), static_cast<size_t>(bytes)});
+      candidates.push_back({std::move(plan), static_cast<size_t>(bytes), ChosenEngine{mode, i}});
     }
     for (auto& c : configs) kept.push_back(std::move(c));
   }
@@ -323,6 +379,7 @@ std::unique_ptr<GraphConvPlan> GraphConvPlan::build(cudnnHandle_t handle, const 
     cudaEventDestroy(stop);
     if (best_ms == 0) return nullptr;
   }
+  if (!chosen) remember_engine(key, candidates[best].engine);
   out->desc_->plan = std::move(candidates[best].plan);
   out->workspace_ = candidates[best].workspace;
   out->desc_->kept = std::move(kept);
