@@ -5,6 +5,7 @@
 #include <signal.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <chrono>
 #include <filesystem>
@@ -28,7 +29,8 @@ namespace {
 namespace fs = std::filesystem;
 
 // Feeds `passes` back-to-back passes to the chooser: `team_seconds(threads, i)` is pass i's time
-// at that team, during which the team gets `cpu_share` of its cores' time (1: free cores).
+// at that team, during which the team gets `cpu_share` of its cores' time (1: free cores) and
+// `idle_cores` of the machine's cores are idle (negative: the machine's idle time unknown).
 // Counts the pass seconds spent in teams other than the one chosen at the time (tries).
 struct Feed {
   TeamChooser chooser;
@@ -38,12 +40,13 @@ struct Feed {
 
   explicit Feed(int threads) : chooser(threads) {}
   template <class Time>
-  void run(int passes, Time team_seconds, double cpu_share) {
+  void run(int passes, Time team_seconds, double cpu_share, double idle_cores = -1) {
     for (int i = 0; i < passes; ++i) {
       const bool was_probing = chooser.probing();
       const double s = team_seconds(chooser.threads(), i);
       usage.wall += s;
       usage.cpu += s * cpu_share * chooser.threads();
+      usage.idle = idle_cores < 0 ? -1 : std::max(usage.idle, 0.0) + s * idle_cores;
       total += s;
       if (was_probing) tried += s;
       chooser.record(s, [this] { return usage; });
@@ -84,6 +87,24 @@ TEST(TeamChooser, ContentionMovesToTheSmallerTeamAndTriesBackWithinTheBudget) {
   // The cores free up: the next try of the full team wins.
   f.run(100000, [](int threads, int) { return threads == 2 ? 0.8e-3 : 1.5e-3; }, 1.0);
   EXPECT_EQ(f.chooser.chosen(), 2);
+}
+
+TEST(TeamChooser, WithoutAnIdleCoreTheLargerTeamIsNotTriedAndWithOneItIsAtOnce) {
+  Feed f(2);
+  // Beside a busy process no core is idle: at the team of 1, no try of the team of 2 (its
+  // stalled passes would only lengthen the tail) for as long as that lasts.
+  f.run(200, contended, 0.5, 0.0);
+  EXPECT_EQ(f.chooser.chosen(), 1);
+  f.tries_started = 0;
+  f.run(100000, contended, 0.5, 0.0);
+  EXPECT_EQ(f.chooser.chosen(), 1);
+  EXPECT_EQ(f.tries_started, 0);
+  // The other process stops and a core is idle: the team of 2 is tried within a few blocks, and kept.
+  int passes = 0;
+  for (; f.chooser.chosen() == 1 && passes < 1000; ++passes)
+    f.run(1, [](int threads, int) { return threads == 2 ? 0.8e-3 : 1.5e-3; }, 1.0, 1.0);
+  EXPECT_EQ(f.chooser.chosen(), 2);
+  EXPECT_LT(passes, 100);
 }
 
 TEST(TeamChooser, ATeamShortOfCpuTriesASmallerOneAndKeepsItselfWhenThatIsSlower) {

@@ -2,10 +2,12 @@
 // precision checks.
 #include <omp.h>
 #include <sys/resource.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <chrono>
 #include <cmath>
+#include <cstdio>
 #include <cstdlib>
 #include <sstream>
 #include <string_view>
@@ -205,13 +207,27 @@ InferencePlan::~InferencePlan() = default;
 
 namespace {
 
-// The process's CPU time (all its threads: the team's) and the wall clock.
+// The machine's idle CPU time, all CPUs (the idle and iowait columns of /proc/stat's first line,
+// in clock ticks), or -1 where it cannot be read.
+double machine_idle_seconds() {
+  std::FILE* f = std::fopen("/proc/stat", "r");
+  if (!f) return -1;
+  unsigned long long user = 0, nice = 0, system = 0, idle = 0, iowait = 0;
+  const int got = std::fscanf(f, "cpu %llu %llu %llu %llu %llu", &user, &nice, &system, &idle, &iowait);
+  std::fclose(f);
+  static const long ticks = sysconf(_SC_CLK_TCK);
+  if (got != 5 || ticks <= 0) return -1;
+  return static_cast<double>(idle + iowait) / static_cast<double>(ticks);
+}
+
+// The process's CPU time (all its threads: the team's), the wall clock and the machine's idle time.
 TeamChooser::Usage process_usage() {
   rusage u{};
   getrusage(RUSAGE_SELF, &u);
   const auto seconds = [](const timeval& t) { return static_cast<double>(t.tv_sec) + 1e-6 * static_cast<double>(t.tv_usec); };
   return {seconds(u.ru_utime) + seconds(u.ru_stime),
-          std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count()};
+          std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count(),
+          machine_idle_seconds()};
 }
 
 }  // namespace

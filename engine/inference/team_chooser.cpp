@@ -46,6 +46,7 @@ void TeamChooser::close_block(const std::function<Usage()>& usage) {
     const double wall = now.wall - block_start_.wall;
     if (wall > 0 && block_seconds_ >= kBackToBack * wall)
       starved = now.cpu - block_start_.cpu < kCpuShare * wall * teams_[level_];
+    idle_cores_ = wall > 0 && now.idle >= 0 && block_start_.idle >= 0 ? (now.idle - block_start_.idle) / wall : -1;
     block_start_ = now;
   }
   const bool first = blocks_++ == 0;
@@ -67,7 +68,7 @@ void TeamChooser::close_block(const std::function<Usage()>& usage) {
   const bool verify = verify_up_ && blocks_at_level_ >= 2;
   if (sustained && can_down && affordable(backoff_down_) && !verify) {
     probe_level_ = level_ + 1;
-  } else if (level_ > 0 && (verify || affordable(backoff_up_))) {
+  } else if (level_ > 0 && (idle_cores_ < 0 || idle_cores_ >= kIdleForLarger) && (verify || affordable(backoff_up_))) {
     verify_up_ = false;
     probe_level_ = level_ - 1;
   } else {

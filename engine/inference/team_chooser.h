@@ -29,9 +29,10 @@ class TeamChooser {
   const std::vector<int>& teams() const { return teams_; }
   bool probing() const { return probing_; }
 
-  // The process's CPU time (all its threads) and a wall clock, in seconds.
+  // The process's CPU time (all its threads), a wall clock, and the machine's idle CPU time (all
+  // its CPUs; negative where unknown), in seconds.
   struct Usage {
-    double cpu = 0, wall = 0;
+    double cpu = 0, wall = 0, idle = -1;
   };
   // The pass just run with threads() took `seconds`. `usage` is read once per block of passes,
   // not per pass (getrusage costs a few percent of LeNet-5's pass at batch 1).
@@ -66,6 +67,11 @@ class TeamChooser {
   // while tries in that direction lose, up to kMaxBackoff.
   static constexpr double kProbeBudget = 0.01;
   static constexpr int kMaxBackoff = 16;  // a try of the full team at least every ~50 s of passes
+  // A larger team is tried only when the last block saw at least this many cores idle besides
+  // the team's (where the machine's idle time is known): while another process keeps the other
+  // cores busy, such a try only adds stalled passes to the tail (fmnet at batch 32: a pass 6.5
+  // times the median, issue 39); when it stops, a core goes idle and the try comes at once.
+  static constexpr double kIdleForLarger = 0.5;
 
  private:
   void close_block(const std::function<Usage()>& usage);
@@ -92,6 +98,7 @@ class TeamChooser {
   double previous_mean_ = 0;     // the block before the last at level_ (0: none)
   int blocks_at_level_ = 0;      // closed since level_ was chosen
   bool verify_up_ = false;       // just moved down: try the larger team again soon
+  double idle_cores_ = -1;       // idle cores in the last block (negative: unknown)
 };
 
 }  // namespace convoy
