@@ -36,6 +36,7 @@ struct QuantizeArgs {
   std::string precision = "int8";  // int8 | fp8
   std::string method;            // max | percentile; empty: calibration_method_for
   double percentile = 99.99;
+  bool percentile_given = false;   // --percentile on the command line: the percentile method
 };
 
 // The method a type is calibrated by unless one is asked for: the CPU's int8 keeps max (what
@@ -43,7 +44,10 @@ struct QuantizeArgs {
 // int8 takes the 99.99th percentile (its 255 even steps are too coarse for a tensor's rare
 // outliers); FP8's e4m3 spacing grows with the value, so max costs it little and clips nothing.
 CalibrationMethod calibration_method_for(const QuantizeArgs& args) {
-  if (args.method == "percentile") return CalibrationMethod::percentile;
+  if (args.method == "max" && args.percentile_given)
+    throw InputError("--percentile " + std::to_string(args.percentile) + " with --method max: a percentile is the "
+                     "percentile method's (drop --method max, or --percentile)");
+  if (args.method == "percentile" || args.percentile_given) return CalibrationMethod::percentile;
   if (args.method == "max") return CalibrationMethod::max;
   return args.device == "cuda" && args.precision == "int8" ? CalibrationMethod::percentile : CalibrationMethod::max;
 }
@@ -129,10 +133,11 @@ void add_quantize_command(CLI::App& app, Action& chosen) {
   cmd->add_option("--method", args->method,
                   "how a tensor's range is taken: max, or percentile (default: percentile for cuda int8, else max)")
       ->check(CLI::IsMember({"max", "percentile"}));
-  cmd->add_option("--percentile", args->percentile, "the percentile method's, of each tensor's |values|")
+  cmd->add_option("--percentile", args->percentile, "the percentile method's, of each tensor's |values| (implies it)")
       ->capture_default_str()->check(CLI::Range(0.001, 100.0));
   cmd->add_option("--out,-o", args->out, "the quantized checkpoint to write")->required();
-  cmd->callback([args, &chosen] {
+  cmd->callback([args, cmd, &chosen] {
+    args->percentile_given = cmd->count("--percentile") > 0;
     chosen = [args](const EngineOptions& engine) { return run_quantize(*args, engine); };
   });
 }

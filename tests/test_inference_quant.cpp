@@ -376,6 +376,11 @@ TEST_F(QuantTest, GpuTargetsRecordTheirTypeAndMethodAndRunOnTheCpuAsInt8) {
                               (*dir_ / "never.safetensors").string());
   EXPECT_EQ(cpu_fp8.status, 1) << cpu_fp8.output;
   EXPECT_NE(cpu_fp8.output.find("the CPU plans have no FP8 kernels"), std::string::npos) << cpu_fp8.output;
+  // A percentile asks for the percentile method; with max it is a contradiction, refused.
+  const auto both = convoy("quantize --model " + fp32_path() + " --calibration fashion-mnist:train --method max"
+                           " --percentile 99.9 -o " + (*dir_ / "never.safetensors").string());
+  EXPECT_EQ(both.status, 1) << both.output;
+  EXPECT_NE(both.output.find("with --method max"), std::string::npos) << both.output;
   EXPECT_FALSE(fs::exists(*dir_ / "never.safetensors"));
 }
 
