@@ -1,5 +1,6 @@
 // convoy infer --model runs/x/best.safetensors IMAGE|FOLDER...  |  --data fashion-mnist:test
 #include <algorithm>
+#include <cstdlib>
 #include <filesystem>
 #include <iomanip>
 #include <iostream>
@@ -88,8 +89,8 @@ std::unique_ptr<InferencePlans> make_plans(const InferArgs& args, const Inferenc
 }
 
 // The largest batch the GPU records a forward for: --batch-size, or fewer where there are fewer
-// images. Each recorded size builds its own plans (with the fused convolutions' run-time compiled
-// engines, about 4 s a size for ResNet-50): one image records one size, not nine.
+// images. Each recorded size builds and times its own plans (ResNet-50 on the H200: about 1 s a
+// size): one image records one size, not nine.
 int64_t recorded_batch(const InferArgs& args, int64_t images) { return std::clamp<int64_t>(images, 1, args.batch_size); }
 
 void evaluate_split(const InferArgs& args, LoadedModel& loaded, Backend& backend, const EngineOptions& engine) {
@@ -222,6 +223,11 @@ int run_infer(const InferArgs& args, const EngineOptions& engine) {
   BackendOptions options;
   options.threads = args.threads;
   options.cuda = engine.cuda;
+  // No run-time compiled cuDNN engines unless CONVOY_CUDNN_COMPILED asks: they save ~7 us an image
+  // (ResNet-50 bf16 at batch 256, 25.8k -> 32k img/s on the H200) and cost ~1 - 2 s of compiling
+  // per recorded batch size, which a command that ends with its images does not earn back (and
+  // its JPEGs decode at ~9.6k img/s, below either rate). Servers and the bench keep them.
+  if (!std::getenv("CONVOY_CUDNN_COMPILED")) options.cuda.cudnn_compiled = 0;
   std::unique_ptr<Backend> backend = select_backend(args.device, options, std::cerr);
   LoadedModel loaded = load_model(args.model, *backend, engine.fusion);
   loaded.plan_precision = choose_precision(args, loaded, *backend);
