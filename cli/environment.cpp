@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cstdlib>
+#include <optional>
 #include <string>
 #include <string_view>
 
@@ -37,10 +38,10 @@ int64_t fault_inject_step() {
 }
 
 // CONVOY_CUDNN_COMPILED: how many run-time compiled cuDNN engines a fused plan may build and time
-// (0 turns them off; unset: CudaTunables' default).
-int compiled_candidates() {
+// (0 turns them off; unset: the command's default).
+std::optional<int> compiled_candidates() {
   const char* v = std::getenv("CONVOY_CUDNN_COMPILED");
-  if (!v) return CudaTunables{}.cudnn_compiled;
+  if (!v) return std::nullopt;
   const std::string_view s(v);
   if (s.size() != 1 || s[0] < '0' || s[0] > '9')
     throw InputError("CONVOY_CUDNN_COMPILED: expected 0 (off) or a count of compiled engines per plan from 1 to 9, got '" +

@@ -1,6 +1,5 @@
 // convoy infer --model runs/x/best.safetensors IMAGE|FOLDER...  |  --data fashion-mnist:test
 #include <algorithm>
-#include <cstdlib>
 #include <filesystem>
 #include <iomanip>
 #include <iostream>
@@ -227,7 +226,7 @@ int run_infer(const InferArgs& args, const EngineOptions& engine) {
   // (ResNet-50 bf16 at batch 256, 25.8k -> 32k img/s on the H200) and cost ~1 - 2 s of compiling
   // per recorded batch size, which a command that ends with its images does not earn back (and
   // its JPEGs decode at ~9.6k img/s, below either rate). Servers and the bench keep them.
-  if (!std::getenv("CONVOY_CUDNN_COMPILED")) options.cuda.cudnn_compiled = 0;
+  if (!options.cuda.cudnn_compiled) options.cuda.cudnn_compiled = 0;
   std::unique_ptr<Backend> backend = select_backend(args.device, options, std::cerr);
   LoadedModel loaded = load_model(args.model, *backend, engine.fusion);
   loaded.plan_precision = choose_precision(args, loaded, *backend);

@@ -5,9 +5,13 @@
 // through the options each part already takes: BackendOptions, InferenceOptions, TrainOptions,
 // DatasetSpec, Model::set_fusion, TrainStep::set_recording. The defaults are what ships.
 #include <cstdint>
+#include <optional>
 #include <string>
 
 namespace convoy {
+
+// The compiled cuDNN engines a fused plan may build where neither the user nor the command chose.
+inline constexpr int kCudnnCompiledDefault = 1;
 
 // The CUDA backend's (BackendOptions::cuda).
 struct CudaTunables {
@@ -18,7 +22,9 @@ struct CudaTunables {
   // (a model loads faster and runs slower). One, cuDNN's first pick: on the H200 three per plan
   // made a one-image ResNet-50 `convoy infer` take 21 s instead of 4.4 s (3.4 s with none) for
   // no measurable speed (batch 256: 32.7k vs 32.0k img/s, one run each; batch 1 0.39 ms both).
-  int cudnn_compiled = 1;
+  // Unset (CONVOY_CUDNN_COMPILED not given): the command's default, kCudnnCompiledDefault unless
+  // it sets another (`convoy infer`: 0).
+  std::optional<int> cudnn_compiled;
   bool bn_kernels = false;  // batch norm through Convoy's kernels instead of cuDNN
   bool verbose = false;     // lines on stderr: batch norm leaving cuDNN for a dtype, each fused convolution plan
 };

@@ -405,11 +405,12 @@ bool CudaOps::conv2d_forward_fused(const Conv2dParams& p, const Tensor& x, const
     // in a forward pass, but a recording's buffers are better left alone).
     const Tensor stand_in(y.shape(), y.dtype(), ctx_.tensors, y.layout());
     // cuDNN 9.14's fused engines are all compiled at run time: taken for bf16 and f16 (ResNet-50
-    // bf16 inference on the H200 25.7k -> 32.8k img/s at batch 256, RESULTS.md). Not for TF32:
-    // there a served batch and the same plan built again differed by 7.5e-6 where they must agree
-    // bit for bit (tests/cuda/test_served_gpu.cpp), not yet explained: the two builds may have
-    // timed different engines fastest, or the engine kept is non-deterministic.
-    const int compiled_engines = x.dtype() != DType::f32 ? ctx_.tunables.cudnn_compiled : 0;
+    // bf16 inference on the H200 25.7k -> 32.8k img/s at batch 256, RESULTS.md). Not for TF32,
+    // where they were first tried when a served batch and the same plan built again differed by
+    // 7.5e-6 (two builds timing different engines fastest, which GraphConvPlan's engine memory now
+    // prevents); not tried again since.
+    const int compiled_engines =
+        x.dtype() != DType::f32 ? ctx_.tunables.cudnn_compiled.value_or(kCudnnCompiledDefault) : 0;
     const auto started = std::chrono::steady_clock::now();
     std::unique_ptr<GraphConvPlan> plan = GraphConvPlan::build(
         ctx_.cudnn, spec, GraphConvChoice{ctx_.benchmark, ctx_.deterministic, workspace_limit(), compiled_engines},

@@ -76,9 +76,10 @@ class GraphConvPlan {
   // The plan for `spec`, or null where cuDNN's graph API has none that builds within the
   // choice's limits (the caller falls back to the legacy calls). Engines that compile at run
   // time (NVRTC) only where the choice allows them. A graph built before in this process, on
-  // this device and with this choice, gets the engine it settled on then, untimed. Benchmarking reads and writes the buffers x, w, y
-  // (the written one may be a stand-in, where the tensor must keep its values); `workspace`
-  // returns device scratch of at least the bytes asked.
+  // this device and with this choice, gets the engine it settled on then, untimed.
+  // Benchmarking reads and writes the buffers x, w, y (the written one may be a stand-in, where
+  // the tensor must keep its values); `workspace` returns device scratch of at least the bytes
+  // asked.
   static std::unique_ptr<GraphConvPlan> build(cudnnHandle_t handle, const GraphConvSpec& spec,
                                               const GraphConvChoice& choice, const void* x, const void* w,
                                               const void* y, const std::function<void*(size_t)>& workspace,
