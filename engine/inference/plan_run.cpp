@@ -301,7 +301,7 @@ void InferencePlan::calibrate(const Tensor& x, std::vector<ActivationHistogram>&
       const auto* p = static_cast<const float*>(mem.get_data_handle());
       const size_t n = mem.get_desc().get_size() / sizeof(float);  // blocked padding holds zeros
       ActivationHistogram& h = value_stats[static_cast<size_t>(a.value)];
-      h = ActivationHistogram(bins);
+      h.clear();
       h.add(p, n);
     }
   }

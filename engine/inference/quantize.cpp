@@ -46,6 +46,12 @@ void ActivationHistogram::add(const float* values, size_t n) {
   non_finite_ += bad;
 }
 
+void ActivationHistogram::clear() {
+  std::fill(bins_.begin(), bins_.end(), 0);
+  count_ = non_finite_ = 0;
+  max_ = 0;
+}
+
 void ActivationHistogram::merge(const ActivationHistogram& other) {
   if (!other.bins_.empty()) {
     if (bins_.empty()) bins_.assign(kBins, 0);

@@ -37,6 +37,7 @@ class ActivationHistogram {
   explicit ActivationHistogram(bool bins = true) : keep_bins_(bins) {}
   void add(const float* values, size_t n);
   void merge(const ActivationHistogram& other);
+  void clear();  // empty again, its bins kept allocated
   float max() const { return max_; }
   uint64_t count() const { return count_; }
   uint64_t non_finite() const { return non_finite_; }
