@@ -18,6 +18,7 @@
 #include "engine/core/file_io.h"
 #include "engine/core/precision.h"
 #include "engine/graph/model.h"
+#include "engine/inference/eight_bit_graph.h"
 #include "engine/inference/graphed_batches.h"
 #include "engine/bundle/evaluate.h"
 
@@ -92,6 +93,15 @@ std::unique_ptr<InferencePlans> make_plans(const InferArgs& args, const Inferenc
 // size): one image records one size, not nine.
 int64_t recorded_batch(const InferArgs& args, int64_t images) { return std::clamp<int64_t>(images, 1, args.batch_size); }
 
+// One line on stderr: how much of an 8-bit plan runs in 8 bits (its steps with CONVOY_VERBOSE).
+void report_eight_bit(const GraphedBatches& graphed) {
+  const CompiledForward* plan = graphed.eight_bit_plan();
+  if (!plan) return;
+  std::cerr << "8-bit plan: " << plan->eight_bit_convolutions() << " convolutions in 8 bits";
+  const std::string steps = plan->describe();
+  std::cerr << " of " << std::count(steps.begin(), steps.end(), '\n') << " steps\n";
+}
+
 void evaluate_split(const InferArgs& args, LoadedModel& loaded, Backend& backend, const EngineOptions& engine) {
   const size_t colon = args.data.find(':');
   if (colon == std::string::npos)
@@ -107,7 +117,9 @@ void evaluate_split(const InferArgs& args, LoadedModel& loaded, Backend& backend
   LoaderOptions options = eval_loader_options(loaded.preprocess, args.batch_size, args.workers);
   EvalResult r;
   if (backend.device().is_cuda()) {  // the GPU's inference path, as classify_images and `convoy serve` run it
-    GraphedBatches graphed(backend, loaded.model, recorded_batch(args, data->size()), loaded.normalize);
+    GraphedBatches graphed(backend, loaded.model, recorded_batch(args, data->size()), loaded.normalize,
+                           loaded.eight_bit.get());
+    report_eight_bit(graphed);
     options.host_empty = [&graphed](Shape shape, DType dtype) { return graphed.host_empty(std::move(shape), dtype); };
     DataLoader loader(*data, options);
     r = evaluate(graphed, loaded.model.num_classes(), loader);
@@ -136,7 +148,9 @@ void classify_images(const InferArgs& args, LoadedModel& loaded, Backend& backen
   // decoder), batch by batch.
   std::unique_ptr<GraphedBatches> graphed;
   if (backend.device().is_cuda()) {
-    graphed = std::make_unique<GraphedBatches>(backend, loaded.model, recorded_batch(args, files.size()), loaded.normalize);
+    graphed = std::make_unique<GraphedBatches>(backend, loaded.model, recorded_batch(args, files.size()),
+                                               loaded.normalize, loaded.eight_bit.get());
+    report_eight_bit(*graphed);
     options.host_empty = [g = graphed.get()](Shape shape, DType dtype) { return g->host_empty(std::move(shape), dtype); };
     if (!args.invert && nvjpeg_unavailable_reason().empty())
       options.batch_decoder = make_nvjpeg_batch_decoder(backend.device().index, engine.nvjpeg_hardware);
@@ -188,6 +202,8 @@ InferenceOptions choose_precision(const InferArgs& args, LoadedModel& loaded, co
   PrecisionRequest request;
   if (args.precision != "auto") request.asked = parse_precision(args.precision, kInferencePrecisions, "--precision");
   request.trained = loaded.trained_precision;
+  request.quantized_for = loaded.quantized_for;
+  request.quantized_type = loaded.quantized_type;
   request.words.subject = args.model;
   request.words.use_cpu = "use --device cpu";
   request.words.fp32_on_gpu = ", or --precision fp32 to run this int8 checkpoint's fp32 weights on the GPU";
@@ -241,8 +257,14 @@ int run_infer(const InferArgs& args, const EngineOptions& engine) {
       loaded = load_model(args.model, *backend, engine.fusion);
       loaded.plan_precision = choose_precision(args, loaded, *backend);
     }
-    const DType dtype = loaded.plan_precision.precision == Precision::bf16 ? DType::bf16 : DType::f32;
+    const Precision precision = loaded.plan_precision.precision;
+    // The 8-bit plan's bf16 steps (the stem, the classifier) read the model's input in bf16.
+    const DType dtype = precision == Precision::bf16 || is_eight_bit(precision) ? DType::bf16 : DType::f32;
     loaded.model.to(*backend, dtype, backend->preferred_layout(dtype));
+    if (is_eight_bit(precision))
+      loaded.eight_bit = std::make_shared<const EightBitGraph>(eight_bit_graph(
+          loaded.model, loaded.plan_precision.activation_max,
+          precision == Precision::fp8 ? EightBitType::fp8 : EightBitType::int8));
     std::cerr << "inference on " << backend->device().str() << " in " << to_string(loaded.plan_precision.precision)
               << "\n";
   }
@@ -270,9 +292,10 @@ void add_infer_command(CLI::App& app, Action& chosen) {
   cmd->add_option("--threads", args->threads, "CPU threads (0 = all cores; a tiny pass takes one)")
       ->capture_default_str()->check(CLI::Range(0, 1024));
   cmd->add_option("--precision", args->precision,
-                  "fp32 (exact), tf32 (GPU tensor cores), bf16 (GPU; CPUs with AVX-512 BF16/AMX), int8 (CPU: a "
-                  "convoy quantize checkpoint); auto = on a GPU the checkpoint's training precision, on the CPU int8 "
-                  "for an int8 checkpoint, else fp32")
+                  "fp32 (exact), tf32 (GPU tensor cores), bf16 (GPU; CPUs with AVX-512 BF16/AMX), int8 (a convoy "
+                  "quantize checkpoint, CPU or GPU), fp8 (the same, GPUs of compute capability 8.9+); auto = on a GPU "
+                  "the checkpoint's 8-bit type where it was quantized for one (--device cuda), else its training "
+                  "precision; on the CPU int8 for an int8 checkpoint, else fp32")
       ->capture_default_str()->check(CLI::IsMember(precision_choices()));
   cmd->add_option("--output", args->output,
                   "what is written per image: text (top-k, 3 decimals), or for scripts json (one array), jsonl (an "

@@ -298,7 +298,9 @@ void SuiteRun::run_interleaved(int round) {
 
 json SuiteRun::run_case(const BenchCase& c) {
   if (c.device == "cpu" && !infers_in(c.precision, DeviceKind::cpu))
-    return skipped_bench_record(c, "tf32 is a GPU math mode (the CPU path computes fp32 exactly: its fp32 rows)");
+    return skipped_bench_record(c, c.precision == Precision::tf32
+                                       ? "tf32 is a GPU math mode (the CPU path computes fp32 exactly: its fp32 rows)"
+                                       : "fp8 runs on GPUs only (FP8 tensor cores; the CPU's 8-bit rows are int8)");
   if (cpu_reduced(c) && c.mode == "training")
     return skipped_bench_record(
         c, std::string(to_string(c.precision)) + " on the CPU is an inference precision (the training path computes in fp32)");
@@ -307,8 +309,8 @@ json SuiteRun::run_case(const BenchCase& c) {
                                        " on the CPU runs through the inference plan only (--no-plan)");
   if (c.device == "cpu" && c.precision == Precision::bf16)
     if (const std::string why = bf16_unsupported_reason(); !why.empty()) return skipped_bench_record(c, why);
-  if (c.device != "cpu" && !infers_in(c.precision, DeviceKind::cuda))
-    return skipped_bench_record(c, "int8 is a CPU inference precision (oneDNN)");
+  if (c.device != "cpu" && is_eight_bit(c.precision) && c.mode == "training")
+    return skipped_bench_record(c, std::string(to_string(c.precision)) + " is an inference precision (8-bit plans)");
   Backend* backend = backends_->get(c.device, c.precision == Precision::tf32);
   if (!backend) return skipped_bench_record(c, backends_->why_unusable(c.device));
   const CasePeak peak = case_peak(c, *backend, suite_, cpu_peak_);
@@ -360,7 +362,7 @@ void SuiteRun::keep_median_runs() {
 json SuiteRun::peer_request(const std::vector<BenchCase>& cases) const {
   json peer_cases = json::array();
   for (const BenchCase& c : cases)
-    if (!cpu_reduced(c) && c.precision != Precision::int8)
+    if (!cpu_reduced(c) && !is_eight_bit(c.precision))
       peer_cases.push_back({{"model_path", fs::absolute(c.model_path).string()}, {"model", c.model},
                             {"mode", c.mode}, {"batch", c.batch}, {"device", c.device}, {"precision", to_string(c.precision)}});
   return {{"peers", suite_.peers}, {"compile_modes", suite_.peer_compile_modes}, {"cases", peer_cases},

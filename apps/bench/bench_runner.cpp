@@ -21,6 +21,7 @@
 #include "engine/core/error.h"
 #include "engine/core/usable_cpus.h"
 #include "engine/graph/model.h"
+#include "engine/inference/eight_bit_graph.h"
 #include "engine/inference/graphed_forward.h"
 #include "engine/inference/inference_plan.h"
 #include "engine/inference/quantize.h"
@@ -180,7 +181,9 @@ nlohmann::json run_bench_case(Backend& backend, const BenchSuite& suite, const B
   const bool training = c.mode == "training";
   // The CPU keeps f32 weights; its bf16 and int8 are the inference plan's precisions.
   const bool cpu_plan_precision = backend.device().is_cpu() && c.precision != Precision::fp32;
-  const DType dtype = c.precision == Precision::bf16 && !cpu_plan_precision ? DType::bf16 : DType::f32;
+  // A GPU's 8-bit plan reads its input in bf16 (its stem is bf16).
+  const bool gpu_eight_bit = backend.device().is_cuda() && is_eight_bit(c.precision);
+  const DType dtype = (c.precision == Precision::bf16 && !cpu_plan_precision) || gpu_eight_bit ? DType::bf16 : DType::f32;
   const Layout layout = choose_layout(suite.gpu_layout, backend, dtype);
   rec["layout"] = layout == Layout::nhwc ? "nhwc" : "nchw";
   try {
@@ -227,6 +230,8 @@ nlohmann::json run_bench_case(Backend& backend, const BenchSuite& suite, const B
     std::unique_ptr<TrainStep> train_step;
     std::unique_ptr<InferencePlan> plan;
     std::unique_ptr<GraphedForward> graphed;
+    std::unique_ptr<CompiledForward> eight_bit;
+    std::unique_ptr<RecordedWork> eight_bit_recording;
     Tensor plan_input;
     std::function<void()> step;
     if (training) {
@@ -264,6 +269,33 @@ nlohmann::json run_bench_case(Backend& backend, const BenchSuite& suite, const B
         backend.ops().normalize_augment(images[i], plain, 0, plan_input);
         last_logits = plan->run(plan_input);  // (N, classes)
       };
+    } else if (gpu_eight_bit) {
+      // The GPU's 8-bit plan as GraphedBatches serves it: compiled for this batch, recorded once.
+      // Random weights: the ranges come from a few of the case's random images, run through a copy
+      // of the model on the CPU (speed, not accuracy).
+      Model reference = Model::from_file(c.model_path, suite.seed);
+      const std::unique_ptr<Backend> cpu = make_cpu_backend({});
+      reference.to(*cpu, DType::f32);
+      const int64_t rows = std::min<int64_t>(c.batch, 8);
+      Tensor sample = cpu->empty({rows, in[0], in[1], in[2]}, DType::f32);
+      cpu->ops().normalize_augment(images[0].slice_rows(0, rows).to_cpu(), plain, 0, sample);
+      const std::vector<float> ranges = calibrate_activation_max(reference, {sample});
+      rec["calibration"] = "the case's random input";
+      const EightBitGraph graph = eight_bit_graph(
+          model, ranges, c.precision == Precision::fp8 ? EightBitType::fp8 : EightBitType::int8);
+      eight_bit = backend.compile_8bit(graph, c.batch);
+      rec["eight_bit_convolutions"] = eight_bit->eight_bit_convolutions();
+      rec["eight_bit_plan"] = eight_bit->describe();
+      eight_bit->run();  // a plain pass: the bf16 steps' scratch buffers grow outside the recording
+      eight_bit_recording = backend.record([&] { eight_bit->run(); });
+      rec["path"] = eight_bit_recording ? "8-bit plan, cuda graph" : "8-bit plan";
+      step = [&] {
+        const size_t i = static_cast<size_t>(iteration++) % images.size();
+        backend.ops().normalize_augment(images[i], plain, 0, eight_bit->input());
+        if (eight_bit_recording) eight_bit_recording->replay();
+        else eight_bit->run();
+        last_logits = eight_bit->output();
+      };
     } else if (suite.cuda_graphs && backend.device().is_cuda()) {
       // GPU inference from one CUDA graph per batch size (recorded on the warm-up's first step).
       rec["batch_norms_folded"] = model.fold_batch_norms(backend);  // as GraphedBatches serves it
@@ -295,7 +327,8 @@ nlohmann::json run_bench_case(Backend& backend, const BenchSuite& suite, const B
         backend.ops().normalize_augment(images[0], plain, 0, x);
         model.forward(backend, x, StepInfo{});
       };
-      rec["profile"] = profile_layers(backend, model, plan || graphed ? layer_by_layer : step, timing.profile_steps);
+      rec["profile"] = profile_layers(backend, model, plan || graphed || eight_bit ? layer_by_layer : step,
+                                      timing.profile_steps);
       if (plan) rec["profile"]["path"] = "layer by layer (the case itself runs the fused inference plan)";
       if (graphed) rec["profile"]["path"] = "layer by layer (the case itself replays a CUDA graph)";
     }

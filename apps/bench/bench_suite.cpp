@@ -98,7 +98,11 @@ std::optional<double> gpu_peak_tflops(const std::vector<GpuPeak>& table, const s
                                       Precision precision) {
   for (const GpuPeak& p : table) {
     if (p.match.empty() || gpu_name.find(p.match) == std::string::npos) continue;
-    const double v = precision == Precision::bf16 ? p.bf16 : precision == Precision::tf32 ? p.tf32 : p.fp32;
+    // 8-bit tensor cores (int8, FP8) do twice the dense bf16 rate on Ampere, Ada and Hopper.
+    const double v = precision == Precision::bf16   ? p.bf16
+                     : precision == Precision::tf32 ? p.tf32
+                     : is_eight_bit(precision)      ? 2 * p.bf16
+                                                    : p.fp32;
     if (v > 0) return v;
     return std::nullopt;
   }
@@ -196,7 +200,7 @@ BenchSuite parse_bench_suite(const std::string& yaml_text, const std::string& so
     const std::optional<Precision> precision = precision_from_string(p);
     if (!precision)
       top.fail("precisions", "'" + p + "' is not one of: " + precision_list(kBenchPrecisions) +
-                                 " (tf32: GPU only; int8: CPU inference only)");
+                                 " (tf32: GPU only; int8: inference; fp8: GPU inference)");
     s.precisions.push_back(*precision);
   }
   if (s.precisions.empty()) top.fail("precisions", "needs at least one precision");

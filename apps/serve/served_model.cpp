@@ -16,6 +16,7 @@
 #include "engine/core/error.h"
 #include "engine/graph/model.h"
 #include "engine/inference/batched_plans.h"
+#include "engine/inference/eight_bit_graph.h"
 #include "engine/inference/graphed_batches.h"
 #include "engine/ops/normalize_augment.h"
 
@@ -37,6 +38,10 @@ InferenceOptions plan_options(const ModelConfig& config, const std::string& what
   PrecisionRequest request;
   request.asked = config.precision;
   request.trained = info.precision;
+  if (!info.int8_activation_max.empty()) {
+    request.quantized_for = info.quantization.device;
+    request.quantized_type = info.quantization.type;
+  }
   request.check_plans_now = true;
   request.words.subject = what;
   request.words.use_cpu = "set device: cpu";
@@ -151,8 +156,13 @@ ServedVersion::ServedVersion(const ModelConfig& config, int64_t version, const s
       }
     }
     if (!on_cpu_) {  // in the precision's dtype, in the backend's layout for it (channels-last for tensor cores)
-      const DType dtype = plan_options_.precision == Precision::bf16 ? DType::bf16 : DType::f32;
+      const Precision p = plan_options_.precision;
+      const DType dtype = p == Precision::bf16 || is_eight_bit(p) ? DType::bf16 : DType::f32;  // 8-bit: its bf16 steps'
       instance->model->to(*instance->backend, dtype, instance->backend->preferred_layout(dtype));
+      if (is_eight_bit(p))
+        eight_bit_ = std::make_shared<const EightBitGraph>(
+            eight_bit_graph(*instance->model, plan_options_.activation_max,
+                            p == Precision::fp8 ? EightBitType::fp8 : EightBitType::int8));
     }
     instances_.push_back(std::move(instance));
   }
@@ -178,6 +188,9 @@ ServedVersion::ServedVersion(const ModelConfig& config, int64_t version, const s
         for (int64_t size : instance.graphed->sizes()) execution_ += (size == 1 ? " " : ", ") + std::to_string(size);
         if (const int folded = instance.model->folded_batch_norms())
           execution_ += "; " + std::to_string(folded) + " batch norms folded into their convolutions";
+        if (const CompiledForward* plan = instance.graphed->eight_bit_plan())
+          execution_ += "; the 8-bit plan runs " + std::to_string(plan->eight_bit_convolutions()) +
+                        " convolutions in " + to_string(plan_options_.precision);
       }
     } catch (...) {
       stop();
@@ -270,7 +283,8 @@ void ServedVersion::run_instance(Instance& instance) {
       {
         std::lock_guard forwards(model_forwards_);  // records through the shared model
         instance.graphed = std::make_unique<GraphedBatches>(*instance.backend, *instance.model,
-                                                            config_.max_batch_size, instance.normalize);
+                                                            config_.max_batch_size, instance.normalize,
+                                                            eight_bit_.get());
       }
       // Made now, not for the first encoded images: starting nvJPEG takes about half a second.
       if (nvjpeg_unavailable_reason().empty()) {

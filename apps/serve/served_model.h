@@ -18,6 +18,7 @@
 #include "datasets/preprocess.h"
 #include "engine/core/engine_options.h"
 #include "engine/core/tensor.h"
+#include "engine/backends/eight_bit.h"
 #include "engine/inference/inference_plan.h"
 
 namespace convoy::serve {
@@ -154,6 +155,7 @@ class ServedVersion {
   bool nvjpeg_hardware_ = true;   // EngineOptions::nvjpeg_hardware, for the instances' nvJPEG
   bool planned_ = false;          // the instances run CPU inference plans (BatchedPlans)
   InferenceOptions plan_options_;  // and with these options
+  std::shared_ptr<const EightBitGraph> eight_bit_;  // on a GPU in int8 or fp8: the 8-bit plan's steps
   ModelMetrics& metrics_;
 
   mutable std::mutex mutex_;

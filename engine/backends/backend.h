@@ -9,6 +9,7 @@
 #include <string_view>
 #include <vector>
 
+#include "engine/backends/eight_bit.h"
 #include "engine/ops/ops.h"
 #include "engine/core/engine_options.h"
 #include "engine/core/tensor.h"
@@ -121,6 +122,15 @@ class Backend {
   // record (the CPU: there is no launch overhead to save); throws DeviceError when the
   // recording failed.
   virtual std::unique_ptr<RecordedWork> record(const std::function<void()>& /*work*/) { return nullptr; }
+  // Why this device cannot run 8-bit inference in `type` ("" where it can): the CPU runs int8
+  // through its own inference plans (InferencePlan), not this; a GPU needs the type's tensor cores.
+  virtual std::string eight_bit_unsupported_reason(EightBitType type) const {
+    return std::string(eight_bit_name(type)) + " plans of this kind run on CUDA GPUs; " + device().str() +
+           " runs int8 through its inference plans";
+  }
+  // `graph` compiled for `batch` images a pass (CompiledForward); throws InputError where
+  // eight_bit_unsupported_reason says why not.
+  virtual std::unique_ptr<CompiledForward> compile_8bit(const EightBitGraph& graph, int64_t batch);
   // Starts a trace of the GPU kernels the process launches (KernelTrace). nullptr, with the reason
   // in `why_not`, where there are none (the CPU) or they cannot be traced (no CUPTI library,
   // another trace on); never throws.

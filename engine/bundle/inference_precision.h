@@ -24,10 +24,14 @@ struct PrecisionWords {
 };
 
 struct PrecisionRequest {
-  // One of kInferencePrecisions; nullopt (auto): on a GPU `trained` where the GPU infers in it, else
-  // fp32; on the CPU int8 for an int8 checkpoint, else fp32.
+  // One of kInferencePrecisions; nullopt (auto): on a GPU the checkpoint's 8-bit type where it was
+  // calibrated for a GPU, else `trained` where the GPU infers in it, else fp32; on the CPU int8 for an
+  // int8 checkpoint, else fp32.
   std::optional<Precision> asked;
   Precision trained = Precision::fp32;  // the checkpoint's training precision
+  // An 8-bit checkpoint's calibration target: "cuda" with "int8" or "fp8" makes that the GPU's
+  // automatic precision.
+  std::string quantized_for, quantized_type;
   // Refuse now, not at the first batch, a model the plans cannot compile or bf16 on a CPU without
   // it (serve: before the version is ready).
   bool check_plans_now = false;

@@ -13,6 +13,10 @@ LoadedModel load_model(const std::string& path, Backend& backend, bool fusion) {
   loaded.model.load_state(ckpt.tensors, path);
   loaded.int8_activation_max = std::move(ckpt.info.int8_activation_max);
   loaded.trained_precision = ckpt.info.precision;
+  if (!loaded.int8_activation_max.empty()) {
+    loaded.quantized_for = ckpt.info.quantization.device;
+    loaded.quantized_type = ckpt.info.quantization.type;
+  }
   const Shape& in = loaded.model.input_shape();  // (C, H, W)
   if (ckpt.info.preprocess) {
     loaded.preprocess = *ckpt.info.preprocess;

@@ -12,6 +12,7 @@ const char* to_string(Precision p) {
     case Precision::tf32: return "tf32";
     case Precision::bf16: return "bf16";
     case Precision::int8: return "int8";
+    case Precision::fp8: return "fp8";
   }
   return "?";
 }
@@ -48,7 +49,8 @@ bool trains_in(Precision p, DeviceKind device) {
     case Precision::fp32: return true;
     case Precision::tf32: return has_tf32_math(device);
     case Precision::bf16: return device == DeviceKind::cuda;
-    case Precision::int8: return false;
+    case Precision::int8:
+    case Precision::fp8: return false;
   }
   return false;
 }
@@ -58,7 +60,8 @@ bool infers_in(Precision p, DeviceKind device) {
     case Precision::fp32: return true;
     case Precision::tf32: return has_tf32_math(device);
     case Precision::bf16: return true;
-    case Precision::int8: return device == DeviceKind::cpu;
+    case Precision::int8: return true;
+    case Precision::fp8: return device == DeviceKind::cuda;
   }
   return false;
 }

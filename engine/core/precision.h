@@ -13,21 +13,23 @@ namespace convoy {
 
 // fp32: exact f32. tf32: f32 tensors with TF32 tensor-core math (CUDA). bf16: bf16 tensors with
 // f32 master weights in training, bf16 compute in inference. int8: the CPU inference plan's
-// quantized convolutions and inner products, from a calibration (`convoy quantize`).
-enum class Precision { fp32, tf32, bf16, int8 };
+// quantized convolutions and inner products, from a calibration (`convoy quantize`), on the CPU or
+// a GPU. fp8: a GPU's 8-bit plan in FP8 e4m3 (compute capability 8.9+), from the same calibration.
+enum class Precision { fp32, tf32, bf16, int8, fp8 };
 
 // Every precision, in the order messages list them.
-inline constexpr Precision kAllPrecisions[] = {Precision::fp32, Precision::bf16, Precision::tf32, Precision::int8};
+inline constexpr Precision kAllPrecisions[] = {Precision::fp32, Precision::bf16, Precision::tf32, Precision::int8,
+                                               Precision::fp8};
 // A training run's (RunConfig::precision).
 inline constexpr Precision kTrainingPrecisions[] = {Precision::fp32, Precision::bf16, Precision::tf32};
 // The CPU inference plans'.
 inline constexpr Precision kPlanPrecisions[] = {Precision::fp32, Precision::bf16, Precision::int8};
 // Inference on some device (`convoy infer --precision`, serve's `precision`): the plans' on the
-// CPU, fp32, tf32 and bf16 on a GPU (infers_in).
+// CPU, fp32, tf32, bf16 and the 8-bit plan's int8 and fp8 on a GPU (infers_in).
 inline constexpr Precision kInferencePrecisions[] = {Precision::fp32, Precision::bf16, Precision::tf32,
-                                                     Precision::int8};
+                                                     Precision::int8, Precision::fp8};
 
-// "fp32", "tf32", "bf16", "int8": the spelling of configs, flags, checkpoints and reports.
+// "fp32", "tf32", "bf16", "int8", "fp8": the spelling of configs, flags, checkpoints and reports.
 const char* to_string(Precision p);
 // The precision `text` spells, or nullopt.
 std::optional<Precision> precision_from_string(std::string_view text);
@@ -44,11 +46,13 @@ bool trains_in(Precision p, DeviceKind device);
 // TF32 math is CUDA's (cuDNN tensor-op math, cuBLAS TF32); the CPU computes f32 exactly.
 bool has_tf32_math(DeviceKind device);
 // Inference: the CPU runs fp32, and bf16 and int8 through its inference plans (oneDNN); CUDA
-// runs fp32, tf32 and bf16 through the model's recorded forwards (GraphedBatches). int8 is the
-// CPU's only.
+// runs fp32, tf32 and bf16 through the model's recorded forwards (GraphedBatches), and int8 and
+// fp8 through its 8-bit plan (Backend::compile_8bit), recorded the same way.
 bool infers_in(Precision p, DeviceKind device);
 // Whether inference at `p` on `device` runs through the CPU inference plan only (not the
 // model's forward): the CPU's bf16 and int8.
 bool infers_through_plan_only(Precision p, DeviceKind device);
+// Whether `p` is an 8-bit precision (int8, fp8): it needs a calibrated checkpoint.
+inline bool is_eight_bit(Precision p) { return p == Precision::int8 || p == Precision::fp8; }
 
 }  // namespace convoy

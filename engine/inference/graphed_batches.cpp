@@ -1,24 +1,61 @@
 #include "engine/inference/graphed_batches.h"
 
 #include <algorithm>
+#include <iostream>
 
 #include "engine/core/error.h"
 #include "engine/inference/batched_plans.h"
 
 namespace convoy {
 
-GraphedBatches::GraphedBatches(Backend& backend, Model& model, int64_t max_batch, const NormalizeAugment& normalize)
+GraphedBatches::GraphedBatches(Backend& backend, Model& model, int64_t max_batch, const NormalizeAugment& normalize,
+                               const EightBitGraph* eight_bit)
     : backend_(backend),
       model_(model),
       normalize_(normalize),
       sizes_(BatchedPlans::planned_sizes(max_batch)),
       uploader_(backend.make_batch_uploader()),
       forward_(backend, model) {
-  model.fold_batch_norms(backend);
   const Shape& in = model.input_shape();  // (C, H, W)
-  for (int64_t size : sizes_)
-    inputs_.push_back(backend.zeros({size, in[0], in[1], in[2]}, model.compute_dtype(), model.layout()));
+  if (eight_bit) {
+    eight_bit_ = std::make_unique<EightBit>();
+    for (int64_t size : sizes_) {
+      eight_bit_->plans.push_back(backend.compile_8bit(*eight_bit, size));
+      inputs_.push_back(eight_bit_->plans.back()->input());
+      inputs_.back().zero_();
+    }
+    eight_bit_->recorded.resize(sizes_.size());
+  } else {
+    model.fold_batch_norms(backend);
+    for (int64_t size : sizes_)
+      inputs_.push_back(backend.zeros({size, in[0], in[1], in[2]}, model.compute_dtype(), model.layout()));
+  }
   record_every_size();
+}
+
+const Tensor& GraphedBatches::run_eight_bit(size_t k) {
+  EightBit& e = *eight_bit_;
+  CompiledForward& plan = *e.plans[k];
+  std::unique_ptr<RecordedWork>& recorded = e.recorded[k];
+  e.replayed = false;
+  if (e.unrecordable) return plan.run();
+  if (!recorded || !recorded->valid()) {
+    recorded.reset();
+    plan.run();  // a plain pass first: scratch buffers of the bf16 steps' ops grow outside the recording
+    try {
+      recorded = backend_.record([&] { plan.run(); });
+    } catch (const DeviceError& e2) {
+      std::cerr << "convoy: " << e2.what() << "; running without CUDA graphs\n";
+    }
+    if (!recorded) {
+      e.unrecordable = true;
+      return plan.run();
+    }
+    ++e.recordings;
+  }
+  recorded->replay();
+  e.replayed = true;
+  return plan.output();
 }
 
 void GraphedBatches::record_every_size() {
@@ -27,9 +64,12 @@ void GraphedBatches::record_every_size() {
   // sizes would record on every request. So each size is recorded here, the largest first, and
   // again until a round records nothing new; buffers only grow, so this ends within a few rounds.
   for (int round = 0; round < 4; ++round) {
-    const int before = forward_.recordings();
-    for (size_t k = sizes_.size(); k-- > 0;) forward_.run(inputs_[k], /*stable_input=*/true);
-    if (!forward_.last_run_replayed() || (round > 0 && forward_.recordings() == before)) break;
+    const int before = recordings();
+    for (size_t k = sizes_.size(); k-- > 0;) {
+      if (eight_bit_) run_eight_bit(k);
+      else forward_.run(inputs_[k], /*stable_input=*/true);
+    }
+    if (!replaying() || (round > 0 && recordings() == before)) break;
   }
   backend_.synchronize();
 }
@@ -60,7 +100,8 @@ GraphedBatches::Pending GraphedBatches::submit(const Tensor& images) {
       backend_.ops().normalize_augment(part, normalize_, 0, rows_of_x);
     else
       backend_.ops().cast(part, rows_of_x);  // f32 nchw values to the model's dtype and layout
-    const Tensor out = forward_.run(x, /*stable_input=*/true);  // (size, classes), the recording's buffer
+    // (size, classes), the recording's buffer
+    const Tensor out = eight_bit_ ? run_eight_bit(k) : forward_.run(x, /*stable_input=*/true);
     if (!pending.logits_.defined()) {
       pending.logits_ = uploader_->host_empty({n, out.dim(1)}, out.dtype());
       pending.probabilities_ = uploader_->host_empty({n, out.dim(1)}, DType::f32);

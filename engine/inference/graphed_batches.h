@@ -27,7 +27,11 @@ class GraphedBatches {
   // `model` is already on `backend` (Model::to), and is folded for inference here (no training
   // until its next to()); both must outlive this object. `normalize`
   // turns u8 pixels into the model's input (the checkpoint's mean and std, no augmentation).
-  GraphedBatches(Backend& backend, Model& model, int64_t max_batch, const NormalizeAugment& normalize);
+  // With `eight_bit` (a GPU's 8-bit plan of the model, eight_bit_graph.h): each size runs that
+  // plan (Backend::compile_8bit), recorded the same way, instead of the model's forward; the
+  // model's input is then bf16 channels-last.
+  GraphedBatches(Backend& backend, Model& model, int64_t max_batch, const NormalizeAugment& normalize,
+                 const EightBitGraph* eight_bit = nullptr);
   ~GraphedBatches();
   GraphedBatches(const GraphedBatches&) = delete;
   GraphedBatches& operator=(const GraphedBatches&) = delete;
@@ -65,11 +69,23 @@ class GraphedBatches {
   // Whether the last pass replayed a recording (false where the backend cannot record: then each
   // pass is a plain forward), and how many recordings were made in all (one per size, unless a
   // recording went stale and was made again).
-  bool replaying() const { return forward_.last_run_replayed(); }
-  int recordings() const { return forward_.recordings(); }
+  bool replaying() const { return eight_bit_ ? eight_bit_->replayed : forward_.last_run_replayed(); }
+  int recordings() const { return eight_bit_ ? eight_bit_->recordings : forward_.recordings(); }
+  // The 8-bit plan of the largest size (what runs in 8 bits and what in bf16), or null.
+  const CompiledForward* eight_bit_plan() const { return eight_bit_ ? eight_bit_->plans.back().get() : nullptr; }
 
  private:
   void record_every_size();
+  // The 8-bit plans, one per size, and their recordings.
+  struct EightBit {
+    std::vector<std::unique_ptr<CompiledForward>> plans;  // by sizes_
+    std::vector<std::unique_ptr<RecordedWork>> recorded;  // null: not recorded (yet, or not on this backend)
+    int recordings = 0;
+    bool replayed = false;
+    bool unrecordable = false;
+  };
+  // Queues size k's 8-bit plan: its recording replayed, made again where stale.
+  const Tensor& run_eight_bit(size_t k);
 
   Backend& backend_;
   Model& model_;
@@ -77,7 +93,8 @@ class GraphedBatches {
   std::vector<int64_t> sizes_;
   std::unique_ptr<BatchUploader> uploader_;
   GraphedForward forward_;
-  std::vector<Tensor> inputs_;  // by sizes_: (size, C, H, W) in the model's dtype and layout
+  std::vector<Tensor> inputs_;  // by sizes_: (size, C, H, W) in the model's dtype and layout (8-bit: the plans')
+  std::unique_ptr<EightBit> eight_bit_;
 };
 
 }  // namespace convoy

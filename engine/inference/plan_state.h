@@ -10,6 +10,7 @@
 #include <utility>
 #include <vector>
 
+#include "engine/inference/fuse_groups.h"
 #include "engine/inference/inference_plan.h"
 #include "engine/inference/plan_internal.h"
 
@@ -22,19 +23,6 @@ bool runs_winograd(Model& model, int64_t batch, const InferenceOptions& options)
 
 using namespace plan;
 
-// Layers fused into one step: a convolution (or a batch norm alone), its batch norm, a residual
-// add and an activation; or a linear layer and its activation; or one other layer.
-struct Group {
-  int head = -1;      // the first node: conv2d, batchnorm2d, linear, pooling, activation, add, alias
-  int bn = -1;        // batchnorm2d folded into the conv
-  int add = -1;       // add fused as a sum post-op; `residual` is its other input
-  int residual = -2;  // node index, -1 = the model input
-  int act = -1;       // activation post-op
-  int last = -1;      // the node whose output this group produces
-};
-
-// The steps a plan of `model` runs: its graph's nodes in fused groups, in the order they run.
-std::vector<Group> fuse_groups(const Model& model, const std::vector<Model::GraphNode>& nodes);
 
 struct InferencePlan::Impl {
   // A tensor of the plan: its memory format and the arena buffer holding it.

@@ -11,9 +11,11 @@
 #include "engine/backends/cuda/cuda_allocator.h"
 #include "engine/backends/cuda/cudnn_cublas_check.h"
 #include "engine/backends/cuda/cuda_context.h"
+#include "engine/backends/cuda/cuda_eight_bit.h"
 #include "engine/backends/cuda/cuda_graph.h"
 #include "engine/backends/cuda/cuda_ops.h"
 #include "engine/backends/cuda/cupti_kernel_trace.h"
+#include "engine/backends/cuda/cudnn_graph_conv.h"
 #include "engine/backends/backend.h"
 #include "kernels/probe.cuh"
 
@@ -136,6 +138,8 @@ class CudaBackend final : public Backend {
     cudaDeviceProp prop{};
     CONVOY_CUDA_CHECK(cudaGetDeviceProperties(&prop, index));
     ctx_.sm_count = prop.multiProcessorCount;
+    cc_major_ = prop.major;
+    cc_minor_ = prop.minor;
     try {
       CONVOY_CUDNN_CHECK(cudnnCreate(&ctx_.cudnn));
       CONVOY_CUDNN_CHECK(cudnnSetStream(ctx_.cudnn, ctx_.stream));
@@ -205,6 +209,15 @@ class CudaBackend final : public Backend {
   std::unique_ptr<KernelTrace> trace_kernels(std::string& why_not) override {
     return cuda::start_kernel_trace(ctx_.device, why_not);
   }
+  std::string eight_bit_unsupported_reason(EightBitType type) const override {
+    return cuda::quant_unsupported_reason(type == EightBitType::int8 ? cuda::QuantType::int8 : cuda::QuantType::fp8_e4m3,
+                                          cc_major_, cc_minor_);
+  }
+  std::unique_ptr<CompiledForward> compile_8bit(const EightBitGraph& graph, int64_t batch) override {
+    if (std::string why = eight_bit_unsupported_reason(graph.type); !why.empty()) throw InputError(why);
+    CONVOY_CUDA_CHECK(cudaSetDevice(ctx_.device));
+    return cuda::compile_eight_bit(ctx_, *ops_, graph, batch);
+  }
   // cuDNN's tensor-core convolutions (bf16, f16, TF32) read and write channels-last; given bf16
   // NCHW it picks legacy kernels and transposes (measured on the H200: most of an fmnet step's
   // time). Exact f32 runs on the FMA pipes, fastest in nchw (ResNet-50: 879 against 480 img/s).
@@ -225,6 +238,7 @@ class CudaBackend final : public Backend {
   cuda::ScratchBuffer cublas_workspace_;
   std::unique_ptr<cuda::CudaOps> ops_;
   std::string describe_;
+  int cc_major_ = 0, cc_minor_ = 0;  // compute capability
 };
 
 }  // namespace

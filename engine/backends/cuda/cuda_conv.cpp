@@ -170,14 +170,6 @@ GraphConvSpec graph_conv_spec(ConvKind kind, const Conv2dParams& p, const Tensor
   return spec;
 }
 
-// The most workspace a convolution's plan may ask for: 1 GiB, or half the GPU's free memory.
-size_t workspace_limit() {
-  size_t limit = size_t(1) << 30;
-  if (size_t free_b = 0, total_b = 0; cudaMemGetInfo(&free_b, &total_b) == cudaSuccess)
-    limit = std::min(limit, free_b / 2);
-  return limit;
-}
-
 }  // namespace
 
 ConvPlan& CudaOps::conv_plan(ConvKind kind, const Conv2dParams& p, const Tensor& x, const Tensor& w,

@@ -5,6 +5,7 @@
 #include <cublas_v2.h>
 #include <cudnn.h>
 
+#include <algorithm>
 #include <climits>
 #include <cstdint>
 #include <memory>
@@ -127,5 +128,13 @@ struct ConvPlan {
 
 // The alpha and beta of cuDNN and cuBLAS calls: overwrite the output.
 inline constexpr float kOne = 1.f, kZero = 0.f;
+
+// The most workspace a convolution's plan may ask for: 1 GiB, or half the GPU's free memory.
+inline size_t workspace_limit() {
+  size_t limit = size_t(1) << 30;
+  if (size_t free_b = 0, total_b = 0; cudaMemGetInfo(&free_b, &total_b) == cudaSuccess)
+    limit = std::min(limit, free_b / 2);
+  return limit;
+}
 
 }  // namespace convoy::cuda
