@@ -327,8 +327,10 @@ nlohmann::json run_bench_case(Backend& backend, const BenchSuite& suite, const B
         backend.ops().normalize_augment(images[0], plain, 0, x);
         model.forward(backend, x, StepInfo{});
       };
-      rec["profile"] = profile_layers(backend, model, plan || graphed || eight_bit ? layer_by_layer : step,
+      // The 8-bit plan runs no layers: its own steps give the kernel trace (and no layer times).
+      rec["profile"] = profile_layers(backend, model, (plan || graphed) && !eight_bit ? layer_by_layer : step,
                                       timing.profile_steps);
+      if (eight_bit) rec["profile"]["path"] = "the 8-bit plan's kernels (it runs no layers of the model)";
       if (plan) rec["profile"]["path"] = "layer by layer (the case itself runs the fused inference plan)";
       if (graphed) rec["profile"]["path"] = "layer by layer (the case itself replays a CUDA graph)";
     }

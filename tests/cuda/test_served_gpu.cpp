@@ -178,7 +178,7 @@ TEST_F(ServedGpu, OneRequestAtATimeGetsThePlansAnswerExactly) {
   }
 }
 
-TEST_F(ServedGpu, Int8IsTheCpusAndIsRefusedOnAGpu) {
+TEST_F(ServedGpu, Int8FromACheckpointWithoutRangesIsRefusedOnAGpu) {
   convoy::testing::TempDir dir("convoy-served-gpu");
   const std::string checkpoint = write_checkpoint(dir.path(), Precision::fp32);
   ModelConfig config;
@@ -188,9 +188,9 @@ TEST_F(ServedGpu, Int8IsTheCpusAndIsRefusedOnAGpu) {
   MetricsRegistry metrics;
   try {
     ServedVersion v(config, 1, checkpoint, 0, metrics, EngineOptions{});
-    FAIL() << "int8 on a GPU was accepted";
+    FAIL() << "int8 of an fp32 checkpoint was accepted";
   } catch (const InputError& e) {
-    EXPECT_NE(std::string(e.what()).find("int8 inference runs on the CPU only"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("is not an int8 checkpoint"), std::string::npos) << e.what();
   }
 }
 
