@@ -3,6 +3,7 @@
 // input. Memory-bound element loops; the convolutions themselves are cuDNN's.
 #include <cuda_fp8.h>
 
+#include <climits>
 #include <type_traits>
 
 #include "kernels/common.cuh"
@@ -34,6 +35,17 @@ template <Byte8 T>
 __global__ void quantize_kernel(const __nv_bfloat16* __restrict__ x, uint8_t* __restrict__ y, int64_t n, float scale) {
   for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < n; i += int64_t(gridDim.x) * blockDim.x)
     y[i] = to_byte<T>(__bfloat162float(x[i]) * scale);
+}
+
+// I: the index type, 32-bit where n fits (a 64-bit modulo is tens of emulated instructions).
+template <Byte8 T, class I>
+__global__ void bias_relu_quantize_kernel(const __nv_bfloat16* __restrict__ x, const float* __restrict__ bias,
+                                          uint8_t* __restrict__ y, I n, I c, bool relu, float scale) {
+  for (I i = blockIdx.x * I(blockDim.x) + threadIdx.x; i < n; i += I(gridDim.x) * blockDim.x) {
+    float v = __bfloat162float(x[i]) + bias[i % c];
+    if (relu) v = fmaxf(v, 0.f);
+    y[i] = to_byte<T>(v * scale);
+  }
 }
 
 template <Byte8 T>
@@ -107,6 +119,22 @@ void quantize_bf16(const void* x, void* y, int64_t n, float scale, Byte8 type, c
     quantize_kernel<T><<<grid_for(n), kThreads, 0, stream>>>(static_cast<const __nv_bfloat16*>(x),
                                                              static_cast<uint8_t*>(y), n, scale);
     CONVOY_LAUNCH_CHECK(quantize_kernel);
+  });
+}
+
+void bias_relu_quantize_bf16(const void* x, const float* bias, void* y, int64_t n, int64_t c, bool relu,
+                             float scale, Byte8 type, cudaStream_t stream) {
+  if (n == 0) return;
+  dispatch_byte8(type, [&](auto type_constant) {
+    constexpr Byte8 T = decltype(type_constant)::value;
+    const auto* in = static_cast<const __nv_bfloat16*>(x);
+    auto* out = static_cast<uint8_t*>(y);
+    if (n < INT32_MAX / 2)
+      bias_relu_quantize_kernel<T, int32_t><<<grid_for(n), kThreads, 0, stream>>>(
+          in, bias, out, static_cast<int32_t>(n), static_cast<int32_t>(c), relu, scale);
+    else
+      bias_relu_quantize_kernel<T, int64_t><<<grid_for(n), kThreads, 0, stream>>>(in, bias, out, n, c, relu, scale);
+    CONVOY_LAUNCH_CHECK(bias_relu_quantize_kernel);
   });
 }
 

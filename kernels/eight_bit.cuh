@@ -13,6 +13,11 @@ enum class Byte8 : int { int8 = 0, e4m3 = 1 };
 
 // bf16 x (n elements) -> 8-bit y = saturate(round(x * scale)).
 void quantize_bf16(const void* x, void* y, int64_t n, float scale, Byte8 type, cudaStream_t stream);
+// The epilogue of a bf16 convolution whose output is stored in 8 bits (the stem, after its GEMM):
+// bf16 x (n elements, channels-last with c channels) -> 8-bit y = saturate(round(relu?(x + bias[ch])
+// * scale)), bias f32 (c); one pass instead of a bias pass, a ReLU pass and a quantization.
+void bias_relu_quantize_bf16(const void* x, const float* bias, void* y, int64_t n, int64_t c, bool relu,
+                             float scale, Byte8 type, cudaStream_t stream);
 // 8-bit x -> bf16 y = x * inv_scale.
 void dequantize_to_bf16(const void* x, void* y, int64_t n, float inv_scale, Byte8 type, cudaStream_t stream);
 // Max pooling of 8-bit (n, h, w, c) -> (n, p, q, c), padding ignored (PyTorch's); the scale is

@@ -35,8 +35,9 @@ struct ModelConfig {
   std::string device = "auto";      // auto | cpu | cuda | cuda:N
   int64_t threads = 0;              // CPU threads per instance, 0 = all cores
   // What inference computes in (kInferencePrecisions), as `convoy infer --precision`;
-  // nullopt is `auto`: on a GPU the checkpoint's training precision (bf16, tf32) where it runs
-  // there, else fp32; on the CPU int8 for a `convoy quantize` checkpoint, else fp32.
+  // nullopt is `auto`: on a GPU the checkpoint's 8-bit type where it was quantized for a GPU, else
+  // its training precision (bf16, tf32) where it runs there, else fp32; on the CPU int8 for a
+  // `convoy quantize` checkpoint, else fp32.
   std::optional<Precision> precision;
   uint64_t max_memory = 0;          // bytes for all served versions together; 0 = no budget
   VersionPolicy version_policy;

@@ -93,7 +93,7 @@ TEST(ServeConfig, ErrorsNameTheLineAndTheKey) {
                 .find("preferred_batch_size: expected whole numbers from 1 to max_batch_size (4)"),
             std::string::npos);
   EXPECT_NE(error_of(dir, "device: tpu\n").find("device: expected auto, cpu, cuda or cuda:N"), std::string::npos);
-  EXPECT_NE(error_of(dir, "precision: fp16\n").find("config.yaml:1: precision: expected auto, fp32, bf16, tf32 or int8"),
+  EXPECT_NE(error_of(dir, "precision: fp16\n").find("config.yaml:1: precision: expected auto, fp32, bf16, tf32, int8 or fp8"),
             std::string::npos);
   EXPECT_NE(error_of(dir, "max_memory: lots\n").find("max_memory: expected a size such as 2GiB"), std::string::npos);
   EXPECT_NE(error_of(dir, "version_policy: {latest: 1, all: true}\n").find("give exactly one of"), std::string::npos);

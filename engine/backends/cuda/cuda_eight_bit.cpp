@@ -148,6 +148,11 @@ class CudaEightBitForward final : public CompiledForward {
       return;
     }
     if (why.empty()) why = "cuDNN built no 8-bit plan for it";
+    if (s.range > 0 && s.residual < 0) {
+      add_conv_bf16_to_8bit(s, out);
+      described_ << s.name << ": bf16 convolution (" << why << "), its bias, ReLU and quantization in one pass\n";
+      return;
+    }
     add_conv_bf16(s, out);
     described_ << s.name << ": bf16 convolution (" << why << ")\n";
   }
@@ -237,6 +242,27 @@ class CudaEightBitForward final : public CompiledForward {
       ops_.conv2d_forward(p, x, w, bias16, y);  // the stem's GEMM, say: the epilogue after it
       if (r) ops_.add(y, *r, y, relu);
       else if (relu) ops_.activation_forward(Activation::relu, 0.0f, y, y);
+    });
+  }
+
+  // A bf16 convolution whose output has a calibrated range (the stem): the convolution alone,
+  // then its bias, ReLU and quantization in one pass, so that what follows (the stem's max pool,
+  // the first 8-bit convolutions) reads 8 bits. ResNet-50 b256 on the H200: the stem's separate
+  // bias and ReLU passes, bf16 pool and quantization took 1.7 ms of a 7.8 ms int8 step.
+  void add_conv_bf16_to_8bit(const EightBitStep& s, int out) {
+    const Tensor x = bf16_of(s.input);
+    const Tensor w = device_bf16(s.weight, Layout::nhwc);
+    const Tensor bias = s.bias.to(ctx_.tensors);
+    const Value& in = values_[s.input];
+    Value& o = values_[out];
+    o.shape = {in.shape[0], s.shape.at(0), s.shape.at(1), s.shape.at(2)};
+    o.scale = qmax_ / s.range;
+    o.bytes = Tensor(o.shape, DType::u8, ctx_.tensors, Layout::nhwc);
+    Tensor raw(o.shape, DType::bf16, ctx_.tensors, Layout::nhwc);
+    queued_.push_back([this, p = s.conv, relu = s.relu, x, w, bias, raw, y = o.bytes, scale = o.scale]() mutable {
+      ops_.conv2d_forward(p, x, w, Tensor(), raw);
+      kernels::bias_relu_quantize_bf16(raw.raw(), static_cast<const float*>(bias.raw()), y.raw(), raw.numel(), raw.dim(1), relu, scale,
+                                       byte8(type_), ctx_.stream);
     });
   }
 
