@@ -1,10 +1,12 @@
 // `convoy serve` on a GPU (ServedVersion with device: cuda): requests batched by the dynamic batcher
 // get what GraphedBatches gives for the same images, each precision within its tolerance of the
-// CPU's f32 forward; auto serves a bf16-trained checkpoint in bf16; int8 is refused there.
+// CPU's f32 forward; auto serves a bf16-trained checkpoint in bf16 and a checkpoint quantized for
+// the GPU in its 8-bit type; int8 without calibrated ranges is refused.
 #include <gtest/gtest.h>
 
 #include <cstring>
 #include <future>
+#include <iostream>
 #include <random>
 #include <string>
 #include <vector>
@@ -19,6 +21,7 @@
 #include "engine/core/error.h"
 #include "engine/graph/model.h"
 #include "engine/inference/graphed_batches.h"
+#include "engine/inference/quantize.h"
 #include "tests/model_step.h"
 #include "tests/temp_dir.h"
 
@@ -54,6 +57,26 @@ std::string write_checkpoint(const std::filesystem::path& dir, Precision trained
   p.resize = 36;  // a 48x40 JPEG: resized, then centre-cropped
   info.preprocess = p;
   const std::string path = (dir / "model.safetensors").string();
+  save_run_checkpoint(path, model, {}, info);
+  return path;
+}
+
+Tensor random_images(int64_t n, uint32_t seed);
+
+// The same checkpoint quantized for the GPU (as `convoy quantize --device cuda --method max`
+// writes it), its ranges from `calibration` images through the CPU's f32 plan.
+std::string write_eight_bit_checkpoint(const std::filesystem::path& dir, const Tensor& calibration,
+                                       const std::string& type) {
+  auto cpu = make_cpu_backend({});
+  Model model = Model::from_file(kModel, 5);
+  model.to(*cpu, DType::f32);
+  Tensor x = cpu->empty(calibration.shape(), DType::f32);
+  cpu->ops().normalize_augment(calibration, make_normalize({0.49, 0.48, 0.45}, {0.25, 0.24, 0.26}), 0, x);
+  RunCheckpointInfo info = read_run_checkpoint(write_checkpoint(dir, Precision::bf16), CheckpointUse::inference).info;
+  info.precision = Precision::int8;
+  info.int8_activation_max = activation_max_by_name(model, calibrate_activation_max(model, {x}));
+  info.quantization = {"cuda", type, "max", 100.0, calibration.dim(0)};
+  const std::string path = (dir / ("model-" + type + ".safetensors")).string();
   save_run_checkpoint(path, model, {}, info);
   return path;
 }
@@ -175,6 +198,37 @@ TEST_F(ServedGpu, OneRequestAtATimeGetsThePlansAnswerExactly) {
     const std::vector<float> want = plan_probabilities(images, precision);
     ASSERT_EQ(served.size(), want.size());
     EXPECT_EQ(relative_difference(served, want), 0.0) << to_string(precision) << ": " << v.execution();
+  }
+}
+
+TEST_F(ServedGpu, AnEightBitCheckpointServesThroughTheEightBitPlan) {
+  convoy::testing::TempDir dir("convoy-served-gpu");
+  const Tensor images = random_images(13, 3);
+  const std::vector<float> want = cpu_probabilities(images);
+  for (const std::string type : {"int8", "fp8"}) {
+    if (auto why = make_cuda_backend(0, {})->eight_bit_unsupported_reason(type == "int8" ? EightBitType::int8
+                                                                                           : EightBitType::fp8);
+        !why.empty()) {
+      std::cout << type << " skipped: " << why << "\n";
+      continue;
+    }
+    ModelConfig config;
+    config.name = "r20";
+    config.device = "cuda";
+    config.max_batch_size = 8;
+    config.dynamic_batching = true;
+    config.max_queue_delay_us = 2000;
+    MetricsRegistry metrics;
+    // auto: the type the checkpoint was quantized for.
+    ServedVersion v(config, 1, write_eight_bit_checkpoint(dir.path(), random_images(32, 9), type), 0, metrics,
+                    EngineOptions{});
+    EXPECT_EQ(v.execution().rfind(type + " recorded forwards", 0), 0u) << v.execution();
+    // resnet20's 21 convolutions but the stem (3 input channels) in 8 bits.
+    EXPECT_NE(v.execution().find("the 8-bit plan runs 20 convolutions in " + type), std::string::npos) << v.execution();
+    const std::vector<float> got = serve_all(v, images);
+    ASSERT_EQ(got.size(), want.size());
+    EXPECT_LE(relative_difference(got, want), type == "int8" ? 0.03 : 0.08) << v.execution();
+    v.stop();
   }
 }
 
