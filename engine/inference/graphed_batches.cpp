@@ -34,27 +34,27 @@ GraphedBatches::GraphedBatches(Backend& backend, Model& model, int64_t max_batch
 }
 
 const Tensor& GraphedBatches::run_eight_bit(size_t k) {
-  EightBit& e = *eight_bit_;
-  CompiledForward& plan = *e.plans[k];
-  std::unique_ptr<RecordedWork>& recorded = e.recorded[k];
-  e.replayed = false;
-  if (e.unrecordable) return plan.run();
+  EightBit& state = *eight_bit_;
+  CompiledForward& plan = *state.plans[k];
+  std::unique_ptr<RecordedWork>& recorded = state.recorded[k];
+  state.replayed = false;
+  if (state.unrecordable) return plan.run();
   if (!recorded || !recorded->valid()) {
     recorded.reset();
     plan.run();  // a plain pass first: scratch buffers of the bf16 steps' ops grow outside the recording
     try {
       recorded = backend_.record([&] { plan.run(); });
-    } catch (const DeviceError& e2) {
-      std::cerr << "convoy: " << e2.what() << "; running without CUDA graphs\n";
+    } catch (const DeviceError& error) {
+      std::cerr << "convoy: " << error.what() << "; running without CUDA graphs\n";
     }
     if (!recorded) {
-      e.unrecordable = true;
+      state.unrecordable = true;
       return plan.run();
     }
-    ++e.recordings;
+    ++state.recordings;
   }
   recorded->replay();
-  e.replayed = true;
+  state.replayed = true;
   return plan.output();
 }
 
