@@ -18,6 +18,7 @@
 #include "engine/bundle/run_checkpoint.h"
 #include "engine/core/error.h"
 #include "engine/core/file_io.h"
+#include "engine/inference/eight_bit_graph.h"
 #include "engine/inference/quantize.h"
 
 namespace convoy::cli {
@@ -69,6 +70,11 @@ int run_quantize(const QuantizeArgs& args, const EngineOptions& engine) {
   LoadedModel loaded = load_model(args.model, *backend, engine.fusion);
   if (!loaded.int8_activation_max.empty())
     throw InputError(args.model + ": already an int8 checkpoint; quantize the fp32 one it came from");
+  // Refused before the calibration, not at the first `convoy infer` on a GPU.
+  if (args.device == "cuda")
+    if (const std::string why = eight_bit_unsupported_reason(loaded.model); !why.empty())
+      throw InputError(args.model + ": --device cuda: the GPU's 8-bit plan cannot run this model: " + why +
+                       " (for the CPU's int8 plans: --device cpu)");
 
   DatasetSpec spec;
   spec.kind = args.calibration.substr(0, colon);

@@ -286,6 +286,28 @@ TEST_F(QuantTest, RefusesBadInput) {
   EXPECT_THROW(InferencePlan(model, 4, o), InputError);
 }
 
+TEST(QuantizeForTheGpu, AModelTheEightBitPlanCannotRunIsRefusedBeforeCalibrating) {
+  // fmnet: its stem's GELU (the 8-bit convolutions fuse a ReLU only). Untrained weights will do:
+  // the refusal comes before any image is read.
+  const fs::path dir = fs::temp_directory_path() / ("convoy_quant_gpu_" + std::to_string(getpid()));
+  fs::create_directories(dir);
+  Model model = Model::from_file(std::string(CONVOY_SOURCE_DIR) + "/models/fmnet.yaml", 3);
+  RunCheckpointInfo info;
+  info.model_yaml = model.yaml();
+  info.class_names = std::vector<std::string>(10, "c");
+  info.input_shape = model.input_shape();
+  info.mean = {0.286};
+  info.std = {0.353};
+  const std::string ckpt = (dir / "fmnet.safetensors").string(), out = (dir / "fmnet-int8.safetensors").string();
+  save_run_checkpoint(ckpt, model, {}, info);
+  const auto q = convoy("quantize --device cuda --model " + ckpt + " --calibration fashion-mnist:train -o " + out);
+  EXPECT_EQ(q.status, 1) << q.output;
+  EXPECT_NE(q.output.find("--device cuda: the GPU's 8-bit plan cannot run this model: layer 'stem_act' (gelu)"),
+            std::string::npos) << q.output;
+  EXPECT_FALSE(fs::exists(out));
+  fs::remove_all(dir);
+}
+
 TEST(ActivationHistogram, PercentileClipsTheRareOutliersAndMaxKeepsThem) {
   // 100,000 values spread over [0, 1) (a quarter of them exactly 0, as after a ReLU), and five
   // outliers at 50: the 99.99th percentile is the bulk's top (within a bin: 2^-7 relative), max
