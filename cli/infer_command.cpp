@@ -93,13 +93,11 @@ std::unique_ptr<InferencePlans> make_plans(const InferArgs& args, const Inferenc
 // size): one image records one size, not nine.
 int64_t recorded_batch(const InferArgs& args, int64_t images) { return std::clamp<int64_t>(images, 1, args.batch_size); }
 
-// One line on stderr: how much of an 8-bit plan runs in 8 bits (its steps with CONVOY_VERBOSE).
-void report_eight_bit(const GraphedBatches& graphed) {
-  const CompiledForward* plan = graphed.eight_bit_plan();
-  if (!plan) return;
-  std::cerr << "8-bit plan: " << plan->eight_bit_convolutions() << " convolutions in 8 bits";
-  const std::string steps = plan->describe();
-  std::cerr << " of " << std::count(steps.begin(), steps.end(), '\n') << " steps\n";
+// One line on stderr: how much of an 8-bit plan runs in 8 bits.
+void report_eight_bit(const GraphedBatches& graphed, const LoadedModel& loaded) {
+  if (const CompiledForward* plan = graphed.eight_bit_plan())
+    std::cerr << "8-bit plan: " << plan->eight_bit_convolutions() << " convolutions in 8 bits of "
+              << loaded.eight_bit->steps.size() << " steps\n";
 }
 
 void evaluate_split(const InferArgs& args, LoadedModel& loaded, Backend& backend, const EngineOptions& engine) {
@@ -119,7 +117,7 @@ void evaluate_split(const InferArgs& args, LoadedModel& loaded, Backend& backend
   if (backend.device().is_cuda()) {  // the GPU's inference path, as classify_images and `convoy serve` run it
     GraphedBatches graphed(backend, loaded.model, recorded_batch(args, data->size()), loaded.normalize,
                            loaded.eight_bit.get());
-    report_eight_bit(graphed);
+    report_eight_bit(graphed, loaded);
     options.host_empty = [&graphed](Shape shape, DType dtype) { return graphed.host_empty(std::move(shape), dtype); };
     DataLoader loader(*data, options);
     r = evaluate(graphed, loaded.model.num_classes(), loader);
@@ -150,7 +148,7 @@ void classify_images(const InferArgs& args, LoadedModel& loaded, Backend& backen
   if (backend.device().is_cuda()) {
     graphed = std::make_unique<GraphedBatches>(backend, loaded.model, recorded_batch(args, files.size()),
                                                loaded.normalize, loaded.eight_bit.get());
-    report_eight_bit(*graphed);
+    report_eight_bit(*graphed, loaded);
     options.host_empty = [g = graphed.get()](Shape shape, DType dtype) { return g->host_empty(std::move(shape), dtype); };
     if (!args.invert && nvjpeg_unavailable_reason().empty())
       options.batch_decoder = make_nvjpeg_batch_decoder(backend.device().index, engine.nvjpeg_hardware);
@@ -262,9 +260,8 @@ int run_infer(const InferArgs& args, const EngineOptions& engine) {
     const DType dtype = precision == Precision::bf16 || is_eight_bit(precision) ? DType::bf16 : DType::f32;
     loaded.model.to(*backend, dtype, backend->preferred_layout(dtype));
     if (is_eight_bit(precision))
-      loaded.eight_bit = std::make_shared<const EightBitGraph>(eight_bit_graph(
-          loaded.model, loaded.plan_precision.activation_max,
-          precision == Precision::fp8 ? EightBitType::fp8 : EightBitType::int8));
+      loaded.eight_bit = std::make_shared<const EightBitGraph>(
+          eight_bit_graph(loaded.model, loaded.plan_precision.activation_max, eight_bit_type(precision)));
     std::cerr << "inference on " << backend->device().str() << " in " << to_string(loaded.plan_precision.precision)
               << "\n";
   }

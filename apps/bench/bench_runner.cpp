@@ -281,8 +281,7 @@ nlohmann::json run_bench_case(Backend& backend, const BenchSuite& suite, const B
       cpu->ops().normalize_augment(images[0].slice_rows(0, rows).to_cpu(), plain, 0, sample);
       const std::vector<float> ranges = calibrate_activation_max(reference, {sample});
       rec["calibration"] = "the case's random input";
-      const EightBitGraph graph = eight_bit_graph(
-          model, ranges, c.precision == Precision::fp8 ? EightBitType::fp8 : EightBitType::int8);
+      const EightBitGraph graph = eight_bit_graph(model, ranges, eight_bit_type(c.precision));
       eight_bit = backend.compile_8bit(graph, c.batch);
       rec["eight_bit_convolutions"] = eight_bit->eight_bit_convolutions();
       rec["eight_bit_plan"] = eight_bit->describe();

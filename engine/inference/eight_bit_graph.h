@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "engine/backends/eight_bit.h"
+#include "engine/core/precision.h"
 #include "engine/graph/model.h"
 
 namespace convoy {
@@ -16,6 +17,9 @@ namespace convoy {
 // layer where the model has a step the plan does not run (say, a batch norm after a pool, or a
 // SiLU: the 8-bit convolutions fuse a ReLU only).
 EightBitGraph eight_bit_graph(Model& model, const std::vector<float>& node_range, EightBitType type);
+
+// The 8-bit type an 8-bit precision (is_eight_bit) runs in.
+inline EightBitType eight_bit_type(Precision p) { return p == Precision::fp8 ? EightBitType::fp8 : EightBitType::int8; }
 
 // Why `model` has no 8-bit GPU plan ("" where it has one): eight_bit_graph's refusal, without
 // weights or ranges.

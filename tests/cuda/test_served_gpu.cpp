@@ -124,6 +124,17 @@ std::vector<float> serve_all(ServedVersion& v, const Tensor& images) {
   return out;
 }
 
+// resnet20 on the GPU, requests merged into batches of up to 8.
+ModelConfig batching_config() {
+  ModelConfig config;
+  config.name = "r20";
+  config.device = "cuda";
+  config.max_batch_size = 8;
+  config.dynamic_batching = true;
+  config.max_queue_delay_us = 2000;
+  return config;
+}
+
 TEST_F(ServedGpu, BatchedRequestsAgreeWithTheCpuInEachPrecision) {
   convoy::testing::TempDir dir("convoy-served-gpu");
   const std::string checkpoint = write_checkpoint(dir.path(), Precision::bf16);
@@ -132,12 +143,7 @@ TEST_F(ServedGpu, BatchedRequestsAgreeWithTheCpuInEachPrecision) {
   for (auto [precision, tol] : {std::pair{std::optional<Precision>{Precision::fp32}, 1e-5},
                                 std::pair{std::optional<Precision>{Precision::tf32}, 1e-2},
                                 std::pair{std::optional<Precision>{}, 3e-2}}) {  // auto: bf16, as trained
-    ModelConfig config;
-    config.name = "r20";
-    config.device = "cuda";
-    config.max_batch_size = 8;
-    config.dynamic_batching = true;
-    config.max_queue_delay_us = 2000;
+    ModelConfig config = batching_config();
     config.instance_count = 2;
     config.precision = precision;
     MetricsRegistry metrics;
@@ -212,12 +218,7 @@ TEST_F(ServedGpu, AnEightBitCheckpointServesThroughTheEightBitPlan) {
       std::cout << type << " skipped: " << why << "\n";
       continue;
     }
-    ModelConfig config;
-    config.name = "r20";
-    config.device = "cuda";
-    config.max_batch_size = 8;
-    config.dynamic_batching = true;
-    config.max_queue_delay_us = 2000;
+    ModelConfig config = batching_config();
     MetricsRegistry metrics;
     // auto: the type the checkpoint was quantized for.
     ServedVersion v(config, 1, write_eight_bit_checkpoint(dir.path(), random_images(32, 9), type), 0, metrics,

@@ -15,7 +15,6 @@
 #include "engine/backends/cuda/cuda_graph.h"
 #include "engine/backends/cuda/cuda_ops.h"
 #include "engine/backends/cuda/cupti_kernel_trace.h"
-#include "engine/backends/cuda/cudnn_graph_conv.h"
 #include "engine/backends/backend.h"
 #include "kernels/probe.cuh"
 
@@ -210,8 +209,7 @@ class CudaBackend final : public Backend {
     return cuda::start_kernel_trace(ctx_.device, why_not);
   }
   std::string eight_bit_unsupported_reason(EightBitType type) const override {
-    return cuda::quant_unsupported_reason(type == EightBitType::int8 ? cuda::QuantType::int8 : cuda::QuantType::fp8_e4m3,
-                                          cc_major_, cc_minor_);
+    return cuda::quant_unsupported_reason(cuda::quant_type(type), cc_major_, cc_minor_);
   }
   std::unique_ptr<CompiledForward> compile_8bit(const EightBitGraph& graph, int64_t batch) override {
     if (std::string why = eight_bit_unsupported_reason(graph.type); !why.empty()) throw InputError(why);

@@ -38,7 +38,6 @@ namespace {
 constexpr int64_t kChannelMultiple = 16;
 
 kernels::Byte8 byte8(EightBitType t) { return t == EightBitType::int8 ? kernels::Byte8::int8 : kernels::Byte8::e4m3; }
-QuantType quant_type(EightBitType t) { return t == EightBitType::int8 ? QuantType::int8 : QuantType::fp8_e4m3; }
 
 // A weight in the 8-bit type: int8 rounded to nearest and clamped to [-127, 127]; e4m3 rounded
 // to nearest even, saturated at 448 (cuda_fp8.h's conversion, host side).

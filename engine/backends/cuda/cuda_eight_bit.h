@@ -4,11 +4,15 @@
 #include <memory>
 
 #include "engine/backends/cuda/cuda_context.h"
+#include "engine/backends/cuda/cudnn_graph_conv.h"
 #include "engine/backends/eight_bit.h"
 
 namespace convoy::cuda {
 
 class CudaOps;
+
+// cuDNN's tensor type for an 8-bit type.
+inline QuantType quant_type(EightBitType t) { return t == EightBitType::int8 ? QuantType::int8 : QuantType::fp8_e4m3; }
 
 // `graph` at `batch` images a pass on the context's device and stream; bf16 steps run through
 // `ops`. Both (the backend's) must outlive the result. Plans are built and timed here.
