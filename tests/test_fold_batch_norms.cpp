@@ -4,13 +4,16 @@
 // the unfolded one; to() undoes the fold; a folded model refuses to train.
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <random>
 #include <string>
 #include <variant>
 #include <vector>
 
 #include "engine/backends/backend.h"
+#include "engine/core/error.h"
 #include "engine/graph/model.h"
+#include "engine/layers/batch_norm_fold.h"
 #include "tests/batch_norm_stats.h"
 #include "tests/model_step.h"
 
@@ -39,6 +42,50 @@ int count_pairs(Model& model) {  // convolutions read only by a batch norm
         node.inputs[0] >= 0 && std::holds_alternative<Conv2dSpec>(nodes[node.inputs[0]].layer->spec()))
       ++n;
   return n;
+}
+
+// batch_norm_fold.h, the one fold the GPU's fused convolutions, the CPU plan and the 8-bit plan
+// share: a layer of 3 output channels (4 weights each, a bias) followed by a batch norm with an
+// odd eps equals, in float64, the folded layer, for a random input.
+TEST(FoldBatchNorms, TheSharedFoldEqualsTheLayerThenTheBatchNormInFloat64) {
+  Model model = Model::from_yaml(R"(
+name: fold
+input: [1, 2, 2]
+layers:
+  - {name: conv, type: conv2d, out_channels: 3, kernel: 2, bias: true}
+  - {name: bn, type: batchnorm2d, eps: 0.01}
+  - {name: flat, type: flatten}
+)",
+                                 "fold.yaml", 3);
+  randomize_batch_norms(model, 11);
+  const std::vector<Model::GraphNode> nodes = model.graph_nodes();
+  Layer& conv = *nodes.at(0).layer;
+  Layer& bn = *nodes.at(1).layer;
+  const std::vector<float> w = conv.parameters().at(0)->value.to_floats();
+  const std::vector<float> b = conv.parameters().at(1)->value.to_floats();
+  const std::vector<float> gamma = bn.parameters().at(0)->value.to_floats(), beta = bn.parameters().at(1)->value.to_floats(),
+                           mean = bn.buffers().at(0)->value.to_floats(), var = bn.buffers().at(1)->value.to_floats();
+  ASSERT_EQ(w.size(), 12u);
+  std::vector<float> folded_w = w, folded_b = b;
+  fold_batch_norm(batch_norm_affine(bn), folded_w, folded_b);
+  std::mt19937 rng(5);
+  std::normal_distribution<double> normal(0, 1);
+  for (int trial = 0; trial < 4; ++trial) {
+    std::vector<double> x(4);
+    for (double& v : x) v = normal(rng);
+    for (size_t o = 0; o < 3; ++o) {
+      double layer = b[o], fold = folded_b[o];
+      for (size_t j = 0; j < 4; ++j) {
+        layer += static_cast<double>(w[o * 4 + j]) * x[j];
+        fold += static_cast<double>(folded_w[o * 4 + j]) * x[j];
+      }
+      const double reference = (layer - mean[o]) / std::sqrt(static_cast<double>(var[o]) + 0.01) * gamma[o] + beta[o];
+      EXPECT_NEAR(fold, reference, 1e-6 * (1 + std::abs(reference))) << "channel " << o;
+    }
+  }
+  // Sizes that do not match the channels are refused, not read past.
+  std::vector<float> short_bias(2);
+  EXPECT_THROW(fold_batch_norm(batch_norm_affine(bn), folded_w, short_bias), InternalError);
 }
 
 TEST(FoldBatchNorms, FoldedForwardEqualsTheUnfoldedOneAndToUndoesIt) {

@@ -5,34 +5,21 @@
 
 #include "engine/core/error.h"
 #include "engine/inference/fuse_groups.h"
+#include "engine/layers/batch_norm_fold.h"
 
 namespace convoy {
 
 namespace {
 
-std::vector<float> host_floats(const Tensor& t) { return t.to_floats(); }
-
-// The layer's weight and bias (zeros where it has none), batch norm `bn` folded in where given:
-// bn(conv(x)) = conv(x, w * s) + (bias - mean) * s + beta, s = gamma / sqrt(var + eps).
+// The layer's weight and bias (zeros where it has none), batch norm `bn` folded in where given
+// (batch_norm_fold.h).
 void fold(Layer& layer, Layer* bn, EightBitStep& step) {
   const std::vector<Parameter*> params = layer.parameters();
   const Tensor& w = params.at(0)->value;
-  std::vector<float> weight = host_floats(w);
+  std::vector<float> weight = w.to_floats();
   const auto k = static_cast<size_t>(w.dim(0));
-  std::vector<float> bias = params.size() > 1 ? host_floats(params[1]->value) : std::vector<float>(k, 0.0f);
-  if (bn) {
-    const std::vector<Parameter*> bp = bn->parameters();
-    const std::vector<Buffer*> bb = bn->buffers();
-    const std::vector<float> gamma = host_floats(bp.at(0)->value), beta = host_floats(bp.at(1)->value),
-                             mean = host_floats(bb.at(0)->value), var = host_floats(bb.at(1)->value);
-    const double eps = std::get<BatchNormSpec>(bn->spec()).eps;
-    const size_t per_k = weight.size() / k;
-    for (size_t o = 0; o < k; ++o) {
-      const double s = gamma[o] / std::sqrt(static_cast<double>(var[o]) + eps);
-      for (size_t j = 0; j < per_k; ++j) weight[o * per_k + j] = static_cast<float>(weight[o * per_k + j] * s);
-      bias[o] = static_cast<float>((bias[o] - mean[o]) * s + beta[o]);
-    }
-  }
+  std::vector<float> bias = params.size() > 1 ? params[1]->value.to_floats() : std::vector<float>(k, 0.0f);
+  if (bn) fold_batch_norm(batch_norm_affine(*bn), weight, bias);
   step.weight = Tensor::from_floats(weight, w.shape());
   step.bias = Tensor::from_floats(bias, {static_cast<int64_t>(k)});
 }

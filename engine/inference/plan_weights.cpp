@@ -5,6 +5,7 @@
 
 #include "engine/core/error.h"
 #include "engine/inference/plan_internal.h"
+#include "engine/layers/batch_norm_fold.h"
 
 namespace convoy::plan {
 
@@ -55,40 +56,19 @@ void WeightSlot::bind(const Md& want_md, std::vector<float> weight_scale, float 
 }
 
 void WeightSlot::fold() {
-  user_.resize(user_md_.get_size() / sizeof(float));
-  const auto k = static_cast<int64_t>(folded_bias_.size());  // output channels
-  const auto per_k = static_cast<int64_t>(user_.size()) / k;  // weights per output channel
-  // Batch norm y = (x - mean) * gamma / sqrt(var + eps) + beta, as scale and shift, in double.
-  std::vector<double> scale(static_cast<size_t>(k), 1.0), shift(static_cast<size_t>(k), 0.0);
-  if (bn_) {
-    const float* gamma = param(*bn_, 0).data<float>();
-    const float* beta = param(*bn_, 1).data<float>();
-    const auto buffers = bn_->buffers();
-    const float* mean = buffers.at(0)->value.data<float>();
-    const float* var = buffers.at(1)->value.data<float>();
-    const double eps = std::get<BatchNormSpec>(bn_->spec()).eps;
-    for (int64_t c = 0; c < k; ++c) {
-      scale[c] = gamma[c] / std::sqrt(static_cast<double>(var[c]) + eps);
-      shift[c] = beta[c] - mean[c] * scale[c];
-    }
-  }
-  Layer* owner = conv_ ? conv_ : linear_;
-  if (owner) {
+  const size_t k = folded_bias_.size();  // output channels
+  const size_t size = user_md_.get_size() / sizeof(float);
+  if (Layer* owner = conv_ ? conv_ : linear_) {
     const Tensor& w = param(*owner, 0);
-    CONVOY_CHECK(w.numel() == static_cast<int64_t>(user_.size()), "inference plan: weight size mismatch");
-    const float* src = w.data<float>();
+    CONVOY_CHECK(w.numel() == static_cast<int64_t>(size), "inference plan: weight size mismatch");
+    user_.assign(w.data<float>(), w.data<float>() + size);
     const float* b = bias_of(*owner);
-    for (int64_t o = 0; o < k; ++o) {
-      for (int64_t i = 0; i < per_k; ++i)
-        user_[o * per_k + i] = static_cast<float>(src[o * per_k + i] * scale[o]);
-      folded_bias_[o] = static_cast<float>((b ? b[o] : 0.0) * scale[o] + shift[o]);
-    }
-  } else {  // a batch norm alone: a depthwise 1x1 convolution
-    for (int64_t c = 0; c < k; ++c) {
-      user_[c] = static_cast<float>(scale[c]);
-      folded_bias_[c] = static_cast<float>(shift[c]);
-    }
+    folded_bias_ = b ? std::vector<float>(b, b + k) : std::vector<float>(k, 0.0f);
+  } else {  // a batch norm alone: a depthwise 1x1 convolution, the identity before the fold
+    user_.assign(size, 1.0f);
+    folded_bias_.assign(k, 0.0f);
   }
+  if (bn_) fold_batch_norm(batch_norm_affine(*bn_), user_, folded_bias_);
 }
 
 void WeightSlot::refresh(uint64_t weights_version) {

@@ -6,6 +6,7 @@
 #include <variant>
 #include <vector>
 
+#include "engine/layers/batch_norm_fold.h"
 #include "engine/layers/registry.h"
 #include "engine/ops/conv2d.h"
 
@@ -60,8 +61,9 @@ class BatchNorm2d final : public Layer {
     return run(be, in[0], &residual, relu, step);
   }
 
-  // bn(conv(x)) = conv(x, w * s) + (beta - mean * s + conv bias * s), s = gamma / sqrt(var + eps)
-  // per output channel; the scaled weights in the convolution's compute dtype and layout.
+  // bn(conv(x)) = conv(x, w * s) + (conv bias * s + beta - mean * s), s = gamma / sqrt(var + eps)
+  // per output channel (batch_norm_fold.h); the scaled weights in the convolution's compute dtype
+  // and layout.
   void unfold_conv() override { folded_ = Folded{}; }
   bool fold_conv(Backend& be, Layer& conv) override {
     folded_ = Folded{};
@@ -71,17 +73,9 @@ class BatchNorm2d final : public Layer {
     const std::vector<Parameter*> params = conv.parameters();
     const Parameter& weight = *params[0];
     const int64_t k = c->out_channels;
-    const std::vector<float> gamma = gamma_.value.to_floats(), beta = beta_.value.to_floats(),
-                             mean = running_mean_.value.to_floats(), var = running_var_.value.to_floats();
     std::vector<float> w = weight.value.to_floats();  // (K, C, R, S): each output channel's block in turn
-    std::vector<float> bias = c->bias ? params[1]->value.to_floats() : std::vector<float>(static_cast<size_t>(k), 0.f);
-    const size_t per_channel = w.size() / static_cast<size_t>(k);
-    std::vector<float> shift(static_cast<size_t>(k));
-    for (size_t o = 0; o < static_cast<size_t>(k); ++o) {
-      const double scale = gamma[o] / std::sqrt(static_cast<double>(var[o]) + eps_);
-      shift[o] = static_cast<float>(beta[o] + (bias[o] - mean[o]) * scale);
-      for (size_t j = 0; j < per_channel; ++j) w[o * per_channel + j] = static_cast<float>(w[o * per_channel + j] * scale);
-    }
+    std::vector<float> shift = c->bias ? params[1]->value.to_floats() : std::vector<float>(static_cast<size_t>(k), 0.f);
+    fold_batch_norm(batch_norm_affine(*this), w, shift);
     const Tensor& compute = weight.weight();
     folded_.weight = be.empty(compute.shape(), compute.dtype(), compute.layout());
     be.ops().cast(be.upload(Tensor::from_floats(w, weight.value.shape())), folded_.weight);
