@@ -2,6 +2,7 @@
 // peaks, the CPU peak estimate and the timing loop. `convoy bench` end to end: test_bench.cpp.
 #include <gtest/gtest.h>
 
+#include <chrono>
 #include <filesystem>
 #include <string>
 #include <vector>
@@ -185,6 +186,71 @@ TEST(Bench, TimingStopsWhenThreeRoundsAgreeAndReportsPercentiles) {
   r = measure_iterations([&] { now += 0.1; }, [] {}, t, [&] { return now; });
   EXPECT_EQ(r.iterations_per_round, 1);
   EXPECT_EQ(r.latencies.size(), static_cast<size_t>(r.rounds) + 10);
+}
+
+// A slow latency sample's time, split by the timing thread's books: a simulated pass of 1 ms
+// on a CPU, and one pass in 20 that also waits 30 ms for a CPU and sleeps 9 ms.
+TEST(Bench, SlowLatencySamplesAreSplitIntoCpuWaitingAndBlocked) {
+  double now = 0;
+  ThreadTimes books;
+  books.known = true;
+  int64_t steps = 0;
+  const auto step = [&] {
+    now += 1e-3;
+    books.on_cpu += 1e-3;
+    books.minor_faults += 2;
+    if (++steps % 20 == 0) {
+      now += 39e-3;
+      books.runnable += 30e-3;
+      books.involuntary_switches += 1;
+    }
+  };
+  BenchTiming t;
+  t.warmup_iterations = 1;
+  t.warmup_seconds = 0;
+  t.round_seconds = 1e-3;  // one iteration a round: the rounds are latency samples with no books
+  t.min_rounds = 3;
+  t.max_rounds = 3;
+  t.latency_samples = 60;
+  t.latency_seconds = 100;
+  const TimingResult r = measure_iterations(step, [] {}, t, [&] { return now; }, [&] { return books; });
+  ASSERT_EQ(r.latencies.size(), 60u);
+  ASSERT_EQ(r.latency_times.size(), 60u);
+  EXPECT_FALSE(r.latency_times[0].known);  // a round's sample
+  EXPECT_TRUE(r.latency_times[59].known);
+  const nlohmann::json slow = slow_samples(r.latencies, r.latency_times, kSlowSampleFactor);
+  ASSERT_FALSE(slow.is_null());
+  // Steps 20, 40 and 60 of the 4 (warm-up, 3 rounds) + 57 counted: the slow ones are the steps
+  // numbered 20, 40 and 60, all inside the latency phase (steps 5 - 61).
+  EXPECT_EQ(slow["count"], 3);
+  EXPECT_NEAR(slow["wall_ms"].get<double>(), 120, 1e-6);
+  const nlohmann::json& split = slow["split"];
+  EXPECT_EQ(split["samples"], 3);
+  EXPECT_NEAR(split["on_cpu_ms"].get<double>(), 3, 1e-6);
+  EXPECT_NEAR(split["waiting_for_cpu_ms"].get<double>(), 90, 1e-6);
+  EXPECT_NEAR(split["blocked_ms"].get<double>(), 27, 1e-6);
+  EXPECT_EQ(split["preemptions"], 3);
+  EXPECT_EQ(split["minor_faults"], 6);
+  EXPECT_EQ(split["major_faults"], 0);
+
+  // No sample over the bar: no record; a slow sample without books: counted, not split.
+  EXPECT_TRUE(slow_samples({1, 1, 1, 2.9}, {}, 3).is_null());
+  const nlohmann::json unknown = slow_samples({1, 1, 1, 5}, {}, 3);
+  EXPECT_EQ(unknown["count"], 1);
+  EXPECT_FALSE(unknown.contains("split"));
+}
+
+// The real books move: a thread that spins for 20 ms has run about that long.
+TEST(Bench, ThisThreadsTimesCountItsCpuTime) {
+  const ThreadTimes before = this_thread_times();
+  if (!before.known) GTEST_SKIP() << "this kernel keeps no /proc/thread-self/schedstat";
+  const auto start = std::chrono::steady_clock::now();
+  volatile double sink = 0;
+  while (std::chrono::steady_clock::now() - start < std::chrono::milliseconds(20)) sink = sink + 1;
+  const ThreadTimes d = this_thread_times() - before;
+  EXPECT_TRUE(d.known);
+  EXPECT_GT(d.on_cpu + d.runnable, 0.019);
+  EXPECT_LT(d.on_cpu, 1.0);
 }
 
 }  // namespace

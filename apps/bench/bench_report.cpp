@@ -53,6 +53,21 @@ const char* bench_peer_title(const std::string& engine) {
   return "peer";
 }
 
+std::string slow_samples_text(const json& slow) {
+  std::string s = std::to_string(slow.value("count", 0)) + " latency sample(s) over " +
+                  bench_format_sig(slow.value("over_median_times", 0.0)) + "x the median, " +
+                  bench_format_sig(slow.value("wall_ms", 0.0)) + " ms in all";
+  if (!slow.contains("split")) return s + " (the thread's times are not known here)";
+  const json& split = slow["split"];
+  s += split.value("samples", 0) == slow.value("count", 0) ? "" : "; of " + std::to_string(split.value("samples", 0)) + " of them";
+  return s + ": " + bench_format_sig(split.value("on_cpu_ms", 0.0)) + " ms on a CPU, " +
+         bench_format_sig(split.value("waiting_for_cpu_ms", 0.0)) + " ms waiting for one, " +
+         bench_format_sig(split.value("blocked_ms", 0.0)) + " ms blocked; " +
+         std::to_string(split.value("preemptions", 0)) + " preemption(s), " +
+         std::to_string(split.value("minor_faults", 0)) + " minor and " +
+         std::to_string(split.value("major_faults", 0)) + " major page fault(s)";
+}
+
 std::string bench_case_line(const json& rec) {
   const std::string status = rec.value("status", "");
   if (status != "ok") return status + ": " + rec.value("reason", "");
@@ -66,6 +81,7 @@ std::string bench_case_line(const json& rec) {
   s += ", " + std::to_string(rec.value("rounds", 0)) + " rounds x " +
        std::to_string(rec.value("iterations_per_round", 0)) + (stable ? ", stable" : "") +
        (stable ? "" : ", NOT stable (spread " + bench_format_fixed(100 * bench_number(rec, "spread"), 1) + "%)");
+  if (rec.contains("slow_samples")) s += "\n      " + slow_samples_text(rec["slow_samples"]);
   return s;
 }
 

@@ -26,6 +26,8 @@ const char* bench_peer_title(const std::string& engine);
 
 // One case's result in a line: throughput, latency, TFLOP/s, rounds, stability; or why not.
 std::string bench_case_line(const nlohmann::json& record);
+// A record's "slow_samples" in words: how many, and their time on a CPU, waiting for one, blocked.
+std::string slow_samples_text(const nlohmann::json& slow);
 
 // The whole report. `peer_engines`: the peers that get columns; `notes`: closing bullets.
 std::string bench_markdown(const BenchSuite& suite, const nlohmann::json& env, const nlohmann::json& records,

@@ -88,8 +88,10 @@ double percentile(std::vector<double> values, double q) {
 double median_of(std::vector<double> values) { return percentile(std::move(values), 0.5); }
 
 TimingResult measure_iterations(const std::function<void()>& step, const std::function<void()>& sync,
-                                const BenchTiming& t, const std::function<double()>& clock_in) {
+                                const BenchTiming& t, const std::function<double()>& clock_in,
+                                const std::function<ThreadTimes()>& books_in) {
   const std::function<double()> clock = clock_in ? clock_in : std::function<double()>(steady_seconds);
+  const std::function<ThreadTimes()> books = books_in ? books_in : std::function<ThreadTimes()>(this_thread_times);
   TimingResult r;
   const double start = clock();
 
@@ -137,13 +139,17 @@ TimingResult measure_iterations(const std::function<void()>& step, const std::fu
   // Latency: one synchronized iteration per sample. Rounds of one iteration are such samples
   // already; the phase still runs after them, so that a slow pass's p99 is not just the
   // slowest of a handful of rounds.
+  // The thread's books are read just outside each sample's clock, so their cost stays out of it.
   if (k == 1) r.latencies = rounds;
+  r.latency_times.resize(r.latencies.size());
   const double lat_start = clock();
   while (static_cast<int64_t>(r.latencies.size()) < t.latency_samples) {
+    const ThreadTimes before = books();
     const double a = clock();
     step();
     sync();
     const double b = clock();
+    r.latency_times.push_back(books() - before);
     r.latencies.push_back(b - a);
     if (b - lat_start >= t.latency_seconds) break;
   }
@@ -354,6 +360,8 @@ nlohmann::json run_bench_case(Backend& backend, const BenchSuite& suite, const B
     rec["p50_ms"] = t.p50 * 1e3;
     rec["p99_ms"] = t.p99 * 1e3;
     rec["latency_samples"] = t.latencies.size();
+    if (nlohmann::json slow = slow_samples(t.latencies, t.latency_times, kSlowSampleFactor); !slow.is_null())
+      rec["slow_samples"] = std::move(slow);
     rec["warmup_iterations"] = t.warmup_iterations;
     rec["rounds"] = t.rounds;
     rec["iterations_per_round"] = t.iterations_per_round;

@@ -9,9 +9,14 @@
 
 #include "engine/backends/backend.h"
 #include "apps/bench/bench_suite.h"
+#include "apps/bench/thread_times.h"
 #include "engine/core/precision.h"
 
 namespace convoy {
+
+// A latency sample over this many times the median is "slow": issue 39's p99 bar, and what
+// `slow_samples` in a record splits by where its time went.
+inline constexpr double kSlowSampleFactor = 3.0;
 
 // What measure_iterations() found. Times are seconds per iteration.
 struct TimingResult {
@@ -22,6 +27,7 @@ struct TimingResult {
   int64_t rounds = 0;
   int64_t iterations_per_round = 0;
   std::vector<double> latencies;  // synchronized per-iteration samples
+  std::vector<ThreadTimes> latency_times;  // the timing thread's books over each of them (unknown for rounds)
   double p50 = 0, p99 = 0;        // of `latencies`
   double seconds = 0;             // wall time of the whole measurement
 };
@@ -30,9 +36,11 @@ struct TimingResult {
 // warm-up, then rounds of k iterations closed by one sync (k chosen so a round lasts about
 // round_seconds) until the last 3 rounds agree within stable_spread or a cap is hit, then
 // a latency phase with a sync after every iteration (skipped when k = 1: the rounds were
-// already synchronized single iterations). `clock` returns seconds (steady_clock if empty).
+// already synchronized single iterations). `clock` returns seconds (steady_clock if empty);
+// `books` the timing thread's times, read around each latency sample (this_thread_times if empty).
 TimingResult measure_iterations(const std::function<void()>& step, const std::function<void()>& sync,
-                                const BenchTiming& timing, const std::function<double()>& clock = {});
+                                const BenchTiming& timing, const std::function<double()>& clock = {},
+                                const std::function<ThreadTimes()>& books = {});
 
 // Linear interpolation between closest ranks (numpy's default); q in [0, 1].
 double percentile(std::vector<double> values, double q);
