@@ -7,7 +7,8 @@
 # Prints one line per concurrency: served img/s, p50/p99 latency, and the ratio to offline.
 # Env: SERVE_DEVICE (cpu), SERVE_MODEL (models/lenet5.yaml), SERVE_BATCH (16), SERVE_SINGLE_EXTRA
 # (more config.yaml lines for the batch-1 model, e.g. $'threads: 1\n'), SERVE_PRECISION (fp32; bf16, or
-# int8 from a `convoy quantize` of the checkpoint: the CPU plans' precision, offline and served),
+# int8 from a `convoy quantize` of the checkpoint: the CPU plans' precision, offline and served; on cuda int8 or fp8
+# from `convoy quantize --device cuda`, the GPU's 8-bit plan),
 # SERVE_INSTANCES (the batched model's instance_count, default 1), SERVE_RUNS (model:connections in turn; default single:1 m:1 m:16 m:256 single:1), SERVE_DATA (the
 # Fashion-MNIST folder the checkpoint is trained on; default the Debian package's), SERVE_IMAGES (images
 # per request, default 1), SERVE_PROTOCOL (http: wrk, Triton's binary tensor format; grpc: h2load from
@@ -52,10 +53,12 @@ step "training the checkpoint" "$convoy" train --config configs/fashion_mnist.ya
   --set batch_size=64 --set device="$device" --set num_classes=10
 mkdir -p "$work/repo/m/1" "$work/repo/single/1"
 checkpoint=$work/runs/m/best.safetensors
-if [ "$precision" = int8 ]; then  # calibrated on 256 training images, as a user would
+if [ "$precision" = int8 ] || [ "$precision" = fp8 ]; then  # calibrated on 256 training images, as a user would
+  quantize_flags=()
+  [ "$device" = cuda ] && quantize_flags=(--device cuda --precision "$precision")  # the GPU's 8-bit plan
   step "convoy quantize" "$convoy" quantize --model "$checkpoint" --calibration fashion-mnist:train --data-path "$data" \
-    --samples 256 -o "$work/int8.safetensors"
-  checkpoint=$work/int8.safetensors
+    --samples 256 "${quantize_flags[@]}" -o "$work/$precision.safetensors"
+  checkpoint=$work/$precision.safetensors
 fi
 cp "$checkpoint" "$work/repo/m/1/model.safetensors"
 cp "$checkpoint" "$work/repo/single/1/model.safetensors"
