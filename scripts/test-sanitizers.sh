@@ -5,7 +5,9 @@
 # The tests that run the `convoy` binary pass this environment on to it. No suppressions are
 # needed today (libgomp and oneDNN leak nothing LeakSanitizer sees); tests/sanitizers/lsan.supp
 # is where one would go, with its reason. CI's -DCONVOY_CUDA=OFF configuration (.ci/run): about
-# 11 minutes on 2 cores (2026-12-02: built in 508 s, then 136 s of tests).
+# 40 minutes on 2 cores, the largest part of CI (2026-12-04: built in 1,292 s, then 1,119 s of
+# tests; the slowest are the end-to-end runs of MobileNet/EfficientNet training and the
+# torchvision ONNX imports, 1 - 2 minutes each).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 build=${CONVOY_BUILD_DIR:-build-asan}
@@ -18,9 +20,8 @@ export ASAN_OPTIONS="detect_leaks=1:strict_string_checks=1:exitcode=86${ASAN_OPT
 export UBSAN_OPTIONS="halt_on_error=1:print_stacktrace=1:exitcode=87${UBSAN_OPTIONS:+:$UBSAN_OPTIONS}"
 export LSAN_OPTIONS="suppressions=$root/tests/sanitizers/lsan.supp:print_suppressions=0${LSAN_OPTIONS:+:$LSAN_OPTIONS}"
 start=$(date +%s)
-# -O1: the build is most of this script's time (the tests take about a minute, oneDNN's kernels
-# being uninstrumented), and -O1 compiles much faster than Release's -O3 while keeping the
-# stack traces exact.
+# -O1: the build is the larger part of this script's time, and -O1 compiles much faster than
+# Release's -O3 while keeping the stack traces exact.
 cmake -S . -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release -DCMAKE_CXX_FLAGS_RELEASE="-O1 -DNDEBUG" \
   -DCONVOY_CUDA=OFF -DCMAKE_CXX_FLAGS="$flags" -DCMAKE_EXE_LINKER_FLAGS="-fsanitize=address,undefined" \
   "$@" >/dev/null
