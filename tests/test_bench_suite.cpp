@@ -219,7 +219,8 @@ TEST(Bench, SlowLatencySamplesAreSplitIntoCpuWaitingAndBlocked) {
   ASSERT_EQ(r.latency_times.size(), 60u);
   EXPECT_FALSE(r.latency_times[0].known);  // a round's sample
   EXPECT_TRUE(r.latency_times[59].known);
-  const nlohmann::json slow = slow_samples(r.latencies, r.latency_times, kSlowSampleFactor);
+  EXPECT_NEAR(r.p50, 1e-3, 1e-12);
+  const nlohmann::json slow = slow_samples(r.latencies, r.latency_times, r.p50, kSlowSampleFactor);
   ASSERT_FALSE(slow.is_null());
   // Steps 20, 40 and 60 of the 4 (warm-up, 3 rounds) + 57 counted: the slow ones are the steps
   // numbered 20, 40 and 60, all inside the latency phase (steps 5 - 61).
@@ -235,8 +236,8 @@ TEST(Bench, SlowLatencySamplesAreSplitIntoCpuWaitingAndBlocked) {
   EXPECT_EQ(split["major_faults"], 0);
 
   // No sample over the bar: no record; a slow sample without books: counted, not split.
-  EXPECT_TRUE(slow_samples({1, 1, 1, 2.9}, {}, 3).is_null());
-  const nlohmann::json unknown = slow_samples({1, 1, 1, 5}, {}, 3);
+  EXPECT_TRUE(slow_samples({1, 1, 1, 2.9}, {}, 1, 3).is_null());
+  const nlohmann::json unknown = slow_samples({1, 1, 1, 5}, {}, 1, 3);
   EXPECT_EQ(unknown["count"], 1);
   EXPECT_FALSE(unknown.contains("split"));
 }

@@ -360,7 +360,7 @@ nlohmann::json run_bench_case(Backend& backend, const BenchSuite& suite, const B
     rec["p50_ms"] = t.p50 * 1e3;
     rec["p99_ms"] = t.p99 * 1e3;
     rec["latency_samples"] = t.latencies.size();
-    if (nlohmann::json slow = slow_samples(t.latencies, t.latency_times, kSlowSampleFactor); !slow.is_null())
+    if (nlohmann::json slow = slow_samples(t.latencies, t.latency_times, t.p50, kSlowSampleFactor); !slow.is_null())
       rec["slow_samples"] = std::move(slow);
     rec["warmup_iterations"] = t.warmup_iterations;
     rec["rounds"] = t.rounds;

@@ -42,11 +42,8 @@ ThreadTimes this_thread_times() {
 }
 
 nlohmann::json slow_samples(const std::vector<double>& latencies, const std::vector<ThreadTimes>& times,
-                            double factor) {
-  if (latencies.empty()) return nullptr;
-  std::vector<double> sorted = latencies;
-  std::nth_element(sorted.begin(), sorted.begin() + static_cast<std::ptrdiff_t>(sorted.size() / 2), sorted.end());
-  const double bar = factor * sorted[sorted.size() / 2];
+                            double median, double factor) {
+  const double bar = factor * median;
   int64_t count = 0, split = 0, minor = 0, major = 0, preempted = 0;
   double wall = 0, split_wall = 0, on_cpu = 0, runnable = 0;
   for (size_t i = 0; i < latencies.size(); ++i) {

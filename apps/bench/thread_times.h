@@ -24,10 +24,10 @@ struct ThreadTimes {
 
 ThreadTimes this_thread_times();
 
-// The latency samples over `factor` times their median, with their wall time split by the
-// thread's books (`times[i]` belongs to `latencies[i]`; samples whose times are not known are
-// counted but not split). Null when no sample is that slow.
+// The latency samples over `factor` times `median` (theirs, as the record's p50), with their
+// wall time split by the thread's books (`times[i]` belongs to `latencies[i]`; samples whose
+// times are not known are counted but not split). Null when no sample is that slow.
 nlohmann::json slow_samples(const std::vector<double>& latencies, const std::vector<ThreadTimes>& times,
-                            double factor);
+                            double median, double factor);
 
 }  // namespace convoy
