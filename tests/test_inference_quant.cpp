@@ -23,6 +23,7 @@
 #include "engine/inference/quantize.h"
 #include "engine/bundle/evaluate.h"
 #include "tests/run_command.h"
+#include "tests/temp_dir.h"
 
 namespace convoy {
 namespace {
@@ -289,8 +290,7 @@ TEST_F(QuantTest, RefusesBadInput) {
 TEST(QuantizeForTheGpu, AModelTheEightBitPlanCannotRunIsRefusedBeforeCalibrating) {
   // fmnet: its stem's GELU (the 8-bit convolutions fuse a ReLU only). Untrained weights will do:
   // the refusal comes before any image is read.
-  const fs::path dir = fs::temp_directory_path() / ("convoy_quant_gpu_" + std::to_string(getpid()));
-  fs::create_directories(dir);
+  const convoy::testing::TempDir dir("convoy-quant-gpu");
   Model model = Model::from_file(std::string(CONVOY_SOURCE_DIR) + "/models/fmnet.yaml", 3);
   RunCheckpointInfo info;
   info.model_yaml = model.yaml();
@@ -305,7 +305,6 @@ TEST(QuantizeForTheGpu, AModelTheEightBitPlanCannotRunIsRefusedBeforeCalibrating
   EXPECT_NE(q.output.find("--device cuda: the GPU's 8-bit plan cannot run this model: layer 'stem_act' (gelu)"),
             std::string::npos) << q.output;
   EXPECT_FALSE(fs::exists(out));
-  fs::remove_all(dir);
 }
 
 TEST(ActivationHistogram, PercentileClipsTheRareOutliersAndMaxKeepsThem) {

@@ -74,12 +74,12 @@ class BatchNorm2d final : public Layer {
     const Parameter& weight = *params[0];
     const int64_t k = c->out_channels;
     std::vector<float> w = weight.value.to_floats();  // (K, C, R, S): each output channel's block in turn
-    std::vector<float> shift = c->bias ? params[1]->value.to_floats() : std::vector<float>(static_cast<size_t>(k), 0.f);
-    fold_batch_norm(batch_norm_affine(*this), w, shift);
+    std::vector<float> bias = c->bias ? params[1]->value.to_floats() : std::vector<float>(static_cast<size_t>(k), 0.f);
+    fold_batch_norm(batch_norm_affine(*this), w, bias);
     const Tensor& compute = weight.weight();
     folded_.weight = be.empty(compute.shape(), compute.dtype(), compute.layout());
     be.ops().cast(be.upload(Tensor::from_floats(w, weight.value.shape())), folded_.weight);
-    folded_.bias = be.upload(Tensor::from_floats(shift, {k}));
+    folded_.bias = be.upload(Tensor::from_floats(bias, {k}));
     folded_.params = c->params;
     folded_.conv = &conv;
     return true;
